@@ -1,0 +1,330 @@
+"""The engine: the one set of topic operations both fronts call.
+
+Rule 1: pure and synchronous: no I/O, no awaits, so every operation is atomic.
+Rule 2: every operation validates its whole request before it mutates anything.
+Rule 3: after a mutation the engine tells its listeners the topic name (the fronts wake
+waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from typing import Any
+
+from sortedcontainers import SortedDict
+
+from topicsrv.clock import Clock, SystemClock
+from topicsrv.engine import deletes
+from topicsrv.engine.config import (
+    ConfigRequest,
+    TopicConfig,
+    apply,
+    check_queue_fields,
+    check_topic_name,
+    parse_config,
+)
+from topicsrv.engine.journal import CommitToken, Journal, NullJournal
+from topicsrv.engine.priority import effective_priority
+from topicsrv.engine.reads import FMT_JSON, ReadResult, read
+from topicsrv.engine.records import MAX_RECORDS_PER_WRITE, PreparedRecord
+from topicsrv.engine.topic import Topic
+from topicsrv.errors import TopicsError, invalid, not_found
+
+MAX_READ_LIMIT = 10_000
+DEFAULT_READ_LIMIT = 1000
+U64_MAX = (1 << 64) - 1
+IDEMPOTENCY_KEYS_MAX = 100_000
+
+
+def check_u64(value: Any, field: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= U64_MAX:
+        raise invalid(f"'{field}' must be an integer between 0 and 2^64-1", field=field)
+    return value
+
+
+def check_limit(value: Any, field: str = "limit", hi: int = MAX_READ_LIMIT) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= hi:
+        raise invalid(f"'{field}' must be an integer between 1 and {hi}", field=field)
+    return value
+
+
+class Engine:
+    def __init__(self, clock: Clock | None = None, journal: Journal | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.journal: Journal = journal or NullJournal()
+        self.topics: SortedDict = SortedDict()
+        self.epochs: dict[str, int] = {}  # last epoch per name, kept after a topic is deleted
+        self.listeners: list[Callable[[str], None]] = []
+        self.stats = {"writes": 0, "records_written": 0, "reads": 0, "records_read": 0,
+                      "deletes": 0, "records_deleted": 0, "bytes_written": 0}
+
+    # ---- topics ------------------------------------------------------------------------
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def _notify(self, name: str) -> None:
+        for listener in self.listeners:
+            listener(name)
+
+    def get(self, name: str) -> Topic:
+        topic: Topic | None = self.topics.get(name)
+        if topic is None:
+            check_topic_name(name)
+            raise not_found(name)
+        return topic
+
+    def find(self, name: str) -> Topic | None:
+        found: Topic | None = self.topics.get(name)
+        return found
+
+    def _create(self, name: str, req: ConfigRequest) -> Topic:
+        topic_type = req.topic_type or "log"
+        check_queue_fields(req, topic_type)
+        config = apply(TopicConfig(), req)
+        epoch = self.epochs.get(name, 0) + 1
+        self.epochs[name] = epoch
+        topic = Topic(name, epoch, topic_type, config, req.seq_base or 1, self.now())
+        self.topics[name] = topic
+        return topic
+
+    def put_topic(self, name: str, body: Any) -> tuple[Topic, bool, CommitToken | None]:
+        """Create-or-update (API 1). Returns (topic, created, token)."""
+        check_topic_name(name)
+        req = parse_config(body)
+        topic = self.find(name)
+        if topic is None:
+            self.journal.check_writable(None)
+            topic = self._create(name, req)
+            token = self.journal.topic_upserted(topic)
+            self._notify(name)
+            return topic, True, token
+        if req.topic_type is not None and req.topic_type != topic.type:
+            raise TopicsError(
+                "topic_exists_incompatible",
+                f"topic '{name}' is of type '{topic.type}'; a topic's type cannot change",
+                {"reason": "type_immutable", "type": topic.type, "requested": req.topic_type},
+            )
+        if req.seq_base is not None and req.seq_base != topic.seq_base:
+            raise TopicsError(
+                "topic_exists_incompatible",
+                f"topic '{name}' has seq_base {topic.seq_base}; seq_base is fixed at create",
+                {"reason": "seq_base_immutable", "seq_base": topic.seq_base},
+            )
+        check_queue_fields(req, topic.type)
+        self.journal.check_writable(topic)
+        topic.config = apply(topic.config, req)
+        now = self.now()
+        topic.expire(now)
+        if topic.config.discard == "old" and (topic.config.cap_records or topic.config.cap_bytes):
+            topic.evict_for_cap(topic.config.cap_records, topic.config.cap_bytes)
+        token = self.journal.topic_upserted(topic)
+        self._notify(name)
+        return topic, False, token
+
+    def state(self, name: str, touch: bool = True) -> dict[str, Any]:
+        topic = self.get(name)
+        now = self.now()
+        topic.expire(now)
+        if touch:
+            topic.last_consumed_at = now
+            topic.last_read_ts = now
+        return self.describe(topic, now)
+
+    def describe(self, topic: Topic, now: int | None = None) -> dict[str, Any]:
+        now = self.now() if now is None else now
+        cfg = topic.config
+        out: dict[str, Any] = {
+            "topic": topic.name,
+            "type": topic.type,
+            "epoch": topic.epoch,
+            "head_seq": topic.head_seq,
+            "earliest_seq": topic.earliest_seq,
+            "evict_floor": topic.evict_floor,
+            "next_seq": topic.next_seq,
+            "count": topic.count,
+            "bytes": topic.bytes,
+            "config": cfg.to_json(topic.type),
+            "durability": cfg.durability,
+            "effective_priority": round(
+                effective_priority(cfg.priority, cfg.auto_priority, topic.last_consumed_at, now), 3
+            ),
+            "last_write_ts": topic.last_write_ts,
+            "last_read_ts": topic.last_read_ts,
+        }
+        if topic.type == "queue":
+            out["queue"] = {"ready": topic.count, "in_flight": 0, "dead_lettered": 0}
+        return out
+
+    def list_topics(
+        self, prefix: str = "", limit: int = 1000, after: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        now = self.now()
+        items: list[dict[str, Any]] = []
+        keys: Iterator[str] = self.topics.irange(minimum=after or prefix or None, inclusive=(after is None, True))
+        last = None
+        for name in keys:
+            if prefix and not name.startswith(prefix):
+                if name > prefix:
+                    break
+                continue
+            if len(items) >= limit:
+                return items, last
+            topic: Topic = self.topics[name]
+            topic.expire(now)
+            items.append({"topic": name, "type": topic.type, "head_seq": topic.head_seq,
+                          "earliest_seq": topic.earliest_seq, "count": topic.count})
+            last = name
+        return items, None
+
+    def delete_topic(self, name: str) -> tuple[Topic, CommitToken | None]:
+        topic = self.get(name)
+        self.journal.check_writable(topic)
+        del self.topics[name]
+        token = self.journal.topic_dropped(name, topic.epoch)
+        self._notify(name)
+        return topic, token
+
+    # ---- writes ------------------------------------------------------------------------
+
+    def write(
+        self,
+        name: str,
+        records: list[PreparedRecord],
+        *,
+        create: bool | None = None,
+        config: Any = None,
+        idempotency_key: str | None = None,
+    ) -> tuple[dict[str, Any], CommitToken | None]:
+        """Append a batch atomically. Returns (result, commit token)."""
+        if not records:
+            raise invalid("a write needs at least one record")
+        if len(records) > MAX_RECORDS_PER_WRITE:
+            raise TopicsError(
+                "record_too_large",
+                f"{len(records)} records in one write; the limit is {MAX_RECORDS_PER_WRITE}",
+                {"records": len(records), "limit": MAX_RECORDS_PER_WRITE},
+            )
+        check_topic_name(name)
+        req = parse_config(config, "config") if config is not None else None
+        topic = self.find(name)
+        now = self.now()
+        created = False
+        if topic is None:
+            if create is False:
+                raise not_found(name)
+            topic = self._create(name, req or ConfigRequest({}, None, None))
+            created = True
+        elif idempotency_key is not None and topic.config.idempotency_window_ms:
+            hit = topic.idempotency.get(idempotency_key)
+            if hit is not None and hit[0] > now:
+                return {**hit[1], "duplicate": True}, None
+        try:
+            topic.expire(now)
+            topic.check_append(records)
+            self.journal.check_writable(topic)
+        except TopicsError:
+            if created:  # a refused first write leaves no topic behind
+                del self.topics[name]
+                self.epochs[name] -= 1
+            raise
+        tokens = []
+        if created:
+            tokens.append(self.journal.topic_upserted(topic))
+        first, ts, blobs = topic.append(records, now)
+        tokens.append(self.journal.appended(topic, first, ts, blobs, records))
+        last = first + len(records) - 1
+        result = {
+            "topic": name,
+            "seqs": list(range(first, last + 1)),
+            "first_seq": first,
+            "last_seq": last,
+            "ts": ts,
+            "head_seq": topic.head_seq,
+            "earliest_seq": topic.earliest_seq,
+            "durability": topic.config.durability,
+            "created": created,
+            "duplicate": False,
+        }
+        window = topic.config.idempotency_window_ms
+        if idempotency_key is not None and window:
+            idem = topic.idempotency
+            while idem and (next(iter(idem.values()))[0] <= now or len(idem) >= IDEMPOTENCY_KEYS_MAX):
+                idem.popitem(last=False)
+            idem[idempotency_key] = (now + window, result)
+        self.stats["writes"] += 1
+        self.stats["records_written"] += len(records)
+        self._notify(name)
+        token = next((t for t in reversed(tokens) if t is not None), None)
+        return result, token
+
+    # ---- reads -------------------------------------------------------------------------
+
+    def diff(
+        self,
+        name: str,
+        from_seq: int,
+        limit: int = DEFAULT_READ_LIMIT,
+        *,
+        max_bytes: int = 0,
+        nodes: Collection[str] | None = None,
+        fmt: int = FMT_JSON,
+        epoch: int | None = None,
+    ) -> ReadResult:
+        topic = self.get(name)
+        result = read(topic, from_seq, limit, self.now(), fmt=fmt, max_bytes=max_bytes,
+                      nodes=nodes, epoch=epoch)
+        self.stats["reads"] += 1
+        self.stats["records_read"] += len(result.records)
+        return result
+
+    # ---- deletes -----------------------------------------------------------------------
+
+    def delete_records(
+        self, name: str, before_seq: int | None, match: deletes.Match | None
+    ) -> tuple[dict[str, Any], CommitToken | None]:
+        if before_seq is None and match is None:
+            raise invalid("a delete needs 'before_seq', 'match' or both")
+        topic = self.get(name)
+        self.journal.check_writable(topic)
+        now = self.now()
+        bound = topic.next_seq
+        deleted = deletes.delete(topic, now, before_seq, match)
+        selector: dict[str, Any] = {}
+        if before_seq is not None:
+            selector["before_seq"] = before_seq
+        if match is not None:
+            selector["match"] = match.to_json()
+        token = self.journal.deleted(topic, selector, bound)
+        self.stats["deletes"] += 1
+        self.stats["records_deleted"] += deleted
+        self._notify(name)
+        return {
+            "topic": name,
+            "deleted": deleted,
+            "earliest_seq": topic.earliest_seq,
+            "head_seq": topic.head_seq,
+            "count": topic.count,
+            "bytes": topic.bytes,
+        }, token
+
+    def delete_seqs(self, name: str, seqs: list[int]) -> tuple[int, CommitToken | None]:
+        topic = self.get(name)
+        self.journal.check_writable(topic)
+        bound = topic.next_seq
+        deleted = deletes.delete_seqs(topic, self.now(), seqs)
+        token = self.journal.deleted(topic, {"seqs": seqs}, bound) if deleted else None
+        if deleted:
+            self._notify(name)
+        return deleted, token
+
+    def trim(
+        self, name: str, maxlen: int | None = None, minid_seq: int | None = None
+    ) -> tuple[int, CommitToken | None]:
+        topic = self.get(name)
+        self.journal.check_writable(topic)
+        removed = deletes.trim(topic, self.now(), maxlen, minid_seq)
+        token = self.journal.trimmed(topic, topic.front) if removed else None
+        if removed:
+            self._notify(name)
+        return removed, token

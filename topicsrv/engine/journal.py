@@ -1,0 +1,62 @@
+"""The narrow interface between the engine and storage.
+
+Rule 1: the engine calls a Journal synchronously, after validating and (for writes) before
+answering; it never awaits. A call may return a CommitToken, which the front awaits before it
+acknowledges (fsync class), or None (nothing to wait for).
+Rule 2: `check_writable` runs before any mutation, so a storage failure refuses the write
+whole (507) instead of half-applying it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from topicsrv.engine.records import PreparedRecord
+    from topicsrv.engine.topic import Topic
+
+
+class CommitToken(Protocol):
+    async def wait(self) -> float:
+        """Wait until durable; returns the fsync time in ms. Raises TopicsError on failure."""
+        ...
+
+
+class Journal(Protocol):
+    def check_writable(self, topic: Topic | None) -> None: ...
+
+    def topic_upserted(self, topic: Topic) -> CommitToken | None: ...
+
+    def topic_dropped(self, name: str, epoch: int) -> CommitToken | None: ...
+
+    def appended(
+        self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes], records: list[PreparedRecord]
+    ) -> CommitToken | None: ...
+
+    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> CommitToken | None: ...
+
+    def trimmed(self, topic: Topic, new_front: int) -> CommitToken | None: ...
+
+
+class NullJournal:
+    """No storage: everything is resident only (used by engine tests and `--no-storage`)."""
+
+    def check_writable(self, topic: Topic | None) -> None:
+        return None
+
+    def topic_upserted(self, topic: Topic) -> None:
+        return None
+
+    def topic_dropped(self, name: str, epoch: int) -> None:
+        return None
+
+    def appended(
+        self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes], records: list[PreparedRecord]
+    ) -> None:
+        return None
+
+    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> None:
+        return None
+
+    def trimmed(self, topic: Topic, new_front: int) -> None:
+        return None

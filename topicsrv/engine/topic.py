@@ -1,0 +1,300 @@
+"""A topic: its records, watermarks and the involuntary-loss bookkeeping behind tombstones.
+
+Invariants (seeds section 5):
+Rule 1: seqs are assigned gap-free at append: `next_seq` only ever grows by the batch size.
+Rule 2: `front` is the first seq not lost involuntarily (cap/TTL). Seqs below it are gone.
+  `earliest_seq` is the first LIVE seq at/after `front` (head_seq + 1 when there is none).
+Rule 3: `evict_floor = max(cap_floor, ttl_floor) + 1`, where each sub-floor is the highest LIVE
+  seq that cause removed. Deleted slots never move it, so evict_floor <= earliest_seq.
+Rule 4: `$ts` is clamped non-decreasing in seq, so the TTL front is a binary search.
+Rule 5: every public operation first calls `expire(now)`, so no caller ever observes a record
+  that is logically expired.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from typing import Any
+
+from topicsrv.engine.config import TopicConfig
+from topicsrv.engine.records import PreparedRecord, too_large
+from topicsrv.engine.segments import EVICTED, LIVE, LOST, SEGMENT_RECORDS, Segment
+from topicsrv.engine.tagindex import TagIndex
+from topicsrv.errors import TopicsError
+
+_LOSS_LOG_MAX = 4096
+
+
+class Topic:
+    def __init__(
+        self, name: str, epoch: int, topic_type: str, config: TopicConfig, seq_base: int, now: int
+    ) -> None:
+        self.name = name
+        self.epoch = epoch
+        self.type = topic_type
+        self.config = config
+        self.seq_base = seq_base
+        self.created_ts = now
+        self.segs: list[Segment] = []
+        self.next_seq = seq_base
+        self.front = seq_base
+        self._earliest = seq_base
+        self.floors: dict[str, int] = {"cap": 0, "ttl": 0}
+        self.count = 0
+        self.bytes = 0
+        self.delete_below = 0
+        self.last_ts = 0
+        self.last_write_ts: int | None = None
+        self.last_read_ts: int | None = None
+        self.last_consumed_at: int | None = None
+        self.tags = TagIndex()
+        # (highest seq of an eviction, cumulative live records lost): approximate missed counts
+        self._loss_seq = array("Q")
+        self._loss_cum = array("Q")
+        self.lost_total = 0
+        self.idempotency: OrderedDict[str, tuple[int, dict[str, Any]]] = OrderedDict()
+        self.appended_total = 0
+        self.deleted_total = 0
+        # Extension state owned by other layers (consumer groups, queues); opaque here.
+        self.ext: dict[str, Any] = {}
+
+    # ---- watermarks -------------------------------------------------------------------
+
+    @property
+    def head_seq(self) -> int:
+        return self.next_seq - 1
+
+    @property
+    def evict_floor(self) -> int:
+        floor = max(self.floors.values()) + 1
+        return min(max(floor, self.seq_base), self.next_seq)
+
+    @property
+    def earliest_seq(self) -> int:
+        p = max(self._earliest, self.front)
+        while p < self.next_seq:
+            seg, i = self.locate(p)
+            j = seg.flags.find(LIVE, i)
+            if j >= 0:
+                p = seg.base + j
+                break
+            p = seg.next_seq
+        self._earliest = p
+        return p
+
+    def locate(self, seq: int) -> tuple[Segment, int]:
+        """The segment holding `seq` and its index there; `seq` must be in [segs[0].base, next_seq)."""
+        first = self.segs[0]
+        seg = self.segs[seq // SEGMENT_RECORDS - first.base // SEGMENT_RECORDS]
+        return seg, seq - seg.base
+
+    def loss_reason(self, gap_from: int) -> str:
+        causes = [name for name, floor in self.floors.items() if floor >= gap_from]
+        if len(causes) == 1:
+            return causes[0]
+        return "mixed" if causes else "cap"
+
+    def missed_estimate(self, gap_from: int, gap_to: int) -> int:
+        def cum_at(seq: int) -> int:
+            k = bisect_right(self._loss_seq, seq)
+            return self._loss_cum[k - 1] if k else 0
+
+        est = cum_at(gap_to) - cum_at(gap_from - 1)
+        return max(0, min(est, gap_to - gap_from + 1)) if est > 0 else 0
+
+    # ---- involuntary loss -------------------------------------------------------------
+
+    def expire(self, now: int) -> None:
+        ttl = self.config.ttl_ms
+        if not ttl or self.front >= self.next_seq:
+            return
+        cutoff = now - ttl  # expired iff now - ts > ttl  <=>  ts < cutoff
+        seg, i = self.locate(self.front)
+        if seg.ts[i] >= cutoff:
+            return
+        lo = self.front // SEGMENT_RECORDS - self.segs[0].base // SEGMENT_RECORDS
+        hi = len(self.segs) - 1
+        while lo < hi:  # last segment whose first ts is < cutoff
+            mid = (lo + hi + 1) // 2
+            if self.segs[mid].ts[0] < cutoff:
+                lo = mid
+            else:
+                hi = mid - 1
+        last = self.segs[lo]
+        self.drop_front(last.base + bisect_left(last.ts, cutoff), "ttl")
+
+    def drop_front(self, new_front: int, cause: str) -> int:
+        """Remove [front, new_front) involuntarily; returns how many LIVE records went."""
+        new_front = min(new_front, self.next_seq)
+        if new_front <= self.front:
+            return 0
+        lost = lost_bytes = 0
+        highest_live = 0
+        s = self.front
+        while s < new_front:
+            seg, i = self.locate(s)
+            j = min(new_front, seg.next_seq) - seg.base
+            r = seg.flags.rfind(LIVE, i, j)
+            if r >= 0:
+                highest_live = seg.base + r
+            n, b = seg.kill(i, j, EVICTED)
+            lost += n
+            lost_bytes += b
+            s = seg.base + j
+        self.front = new_front
+        if lost:
+            self.count -= lost
+            self.bytes -= lost_bytes
+            self.lost_total += lost
+            self.floors[cause] = max(self.floors[cause], highest_live)
+            self._loss_seq.append(highest_live)
+            self._loss_cum.append(self.lost_total)
+            if len(self._loss_seq) > _LOSS_LOG_MAX:
+                self._loss_seq = self._loss_seq[1::2]
+                self._loss_cum = self._loss_cum[1::2]
+        self.reclaim()
+        return lost
+
+    def evict_for_cap(self, max_records: int = 0, max_bytes: int = 0) -> int:
+        """Evict the oldest live records until within the given caps (0 = no cap)."""
+        need_n = self.count - max_records if max_records else 0
+        need_b = self.bytes - max_bytes if max_bytes else 0
+        if need_n <= 0 and need_b <= 0:
+            return 0
+        s = self.front
+        while (need_n > 0 or need_b > 0) and s < self.next_seq:
+            seg, i = self.locate(s)
+            n = len(seg)
+            live, live_b = seg.live_in(i, n)
+            if need_n - live > 0 or need_b - live_b > 0:
+                need_n -= live
+                need_b -= live_b
+                s = seg.base + n
+                continue
+            flags, sizes = seg.flags, seg.sizes
+            for k in range(i, n):
+                if flags[k] == LIVE:
+                    need_n -= 1
+                    need_b -= sizes[k]
+                    if need_n <= 0 and need_b <= 0:
+                        s = seg.base + k + 1
+                        break
+            else:
+                s = seg.base + n
+        return self.drop_front(s, "cap")
+
+    def reclaim(self) -> list[Segment]:
+        """Pop whole dead segments off the front (segment-granular reclaim); prune their tags."""
+        dropped: list[Segment] = []
+        while self.segs:
+            seg = self.segs[0]
+            if seg.next_seq <= self.front and seg.full:
+                pass
+            elif seg.live == 0 and seg.full and seg.flags.count(LOST) == 0:
+                self.front = max(self.front, seg.next_seq)
+            else:
+                break
+            dropped.append(self.segs.pop(0))
+            if seg.tags is not None:
+                for tag in set(seg.tags):
+                    if tag is not None:
+                        self.tags.prune_below(tag, seg.next_seq)
+        if not self.segs:
+            self.front = max(self.front, self.next_seq)
+        return dropped
+
+    # ---- append ------------------------------------------------------------------------
+
+    def check_append(self, records: list[PreparedRecord]) -> None:
+        """Reject before any seq is assigned (seeds 5.3): too large for the cap, or full."""
+        cfg = self.config
+        if not (cfg.cap_records or cfg.cap_bytes):
+            return
+        n = len(records)
+        size = sum(r.size for r in records)
+        if (cfg.cap_records and n > cfg.cap_records) or (cfg.cap_bytes and size > cfg.cap_bytes):
+            raise too_large(
+                f"this write ({n} records, {size} bytes) is larger than the topic's whole cap",
+                records=n, bytes=size, cap_records=cfg.cap_records, cap_bytes=cfg.cap_bytes,
+            )
+        if cfg.discard == "reject" and (
+            (cfg.cap_records and self.count + n > cfg.cap_records)
+            or (cfg.cap_bytes and self.bytes + size > cfg.cap_bytes)
+        ):
+            raise TopicsError(
+                "topic_full",
+                f"topic '{self.name}' is full (discard: reject); retry after consumers drain it",
+                {
+                    "cap_records": cfg.cap_records, "cap_bytes": cfg.cap_bytes,
+                    "count": self.count, "bytes": self.bytes,
+                    "head_seq": self.head_seq, "earliest_seq": self.earliest_seq,
+                },
+            )
+
+    def append(self, records: list[PreparedRecord], now: int) -> tuple[int, int, list[bytes]]:
+        """Assign seqs and store; returns (first_seq, ts, blobs). Call check_append first."""
+        ts = now if now > self.last_ts else self.last_ts
+        seq = first = self.next_seq
+        segs = self.segs
+        seg = segs[-1] if segs else None
+        blobs = []
+        total = 0
+        for rec in records:
+            if seg is None or seg.full:
+                seg = Segment(seq)
+                segs.append(seg)
+            blob = rec.encode(seq, ts)
+            node = rec.node
+            if node is not None:
+                node = sys.intern(node)
+            seg.append(blob, ts, rec.size, node, rec.tag)
+            if rec.tag is not None:
+                self.tags.add(rec.tag, seq)
+            blobs.append(blob)
+            total += rec.size
+            seq += 1
+        self.next_seq = seq
+        self.count += len(records)
+        self.bytes += total
+        self.last_ts = ts
+        self.last_write_ts = now
+        self.appended_total += len(records)
+        if self.config.discard == "old" and (self.config.cap_records or self.config.cap_bytes):
+            self.evict_for_cap(self.config.cap_records, self.config.cap_bytes)
+        return first, ts, blobs
+
+    # ---- lookups ------------------------------------------------------------------------
+
+    def record_at(self, seq: int) -> tuple[bytes, str | None, str | None] | None:
+        """(blob, node, tag) of a live seq, or None."""
+        if seq < self.front or seq >= self.next_seq or not self.segs:
+            return None
+        seg, i = self.locate(seq)
+        if seg.flags[i] != LIVE:
+            return None
+        blob = seg.blobs[i]
+        assert blob is not None
+        return blob, seg.node(i), seg.tag(i)
+
+    def seq_at_ts(self, ts: int) -> int:
+        """First seq (live or not) with $ts >= ts, or next_seq when none."""
+        if not self.segs:
+            return self.next_seq
+        lo, hi = 0, len(self.segs) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.segs[mid].ts[0] < ts:
+                lo = mid
+            else:
+                hi = mid - 1
+        seg = self.segs[lo]
+        seq = seg.base + bisect_left(seg.ts, ts)
+        return max(seq, self.front)
+
+    def ts_of(self, seq: int) -> int:
+        seg, i = self.locate(seq)
+        return int(seg.ts[i])
+
