@@ -1,0 +1,48 @@
+# topicsrv: `make run` starts a server, `make test` runs everything a submission must pass.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+DATA_DIR ?= ./data
+HTTP_PORT ?= 7070
+RESP_PORT ?= 6379
+
+.PHONY: setup run test lint typecheck unit bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,spark]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(PY) -m topicsrv serve --data-dir $(DATA_DIR) --bind 127.0.0.1 --http-port $(HTTP_PORT) --resp-port $(RESP_PORT)
+
+lint: setup
+	$(PY) -m ruff check topicsrv tests compat bench spark
+
+typecheck: setup
+	$(PY) -m mypy
+
+test: setup
+	@bash scripts/ensure-tools.sh
+	$(PY) -m ruff check topicsrv tests compat bench spark
+	$(PY) -m mypy
+	$(PY) -m pytest -q -ra
+
+unit: setup
+	$(PY) -m pytest -q tests/engine
+
+bench: setup
+	@bash scripts/ensure-tools.sh
+	$(PY) -m bench $(ARGS)
+
+bench-quick: setup
+	@bash scripts/ensure-tools.sh
+	$(PY) -m bench --quick $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .hypothesis

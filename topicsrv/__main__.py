@@ -1,0 +1,3 @@
+from topicsrv.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""Command line: `python -m topicsrv serve ...` (and, with storage, `check`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+import trio
+
+from topicsrv import __version__
+from topicsrv.server import ServerConfig, run
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("a port is 0-65535 (0 picks a free port)")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="topicsrv",
+        description="topicsrv: an event-log server speaking RESP (Redis streams) and HTTP/SSE. "
+        "Consumers are told, in band, whenever data they had not read was lost.",
+    )
+    parser.add_argument("--version", action="version", version=f"topicsrv {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser("serve", help="run the server", description="Run the server.")
+    serve.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TOPICS_DATA_DIR", "./data")),
+                       help="directory for the WAL, segments and checkpoints (default ./data; env TOPICS_DATA_DIR)")
+    serve.add_argument("--bind", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: loopback only)")
+    serve.add_argument("--http-port", type=_port, default=7070,
+                       help="HTTP/SSE port (default 7070; 0 picks a free port)")
+    serve.add_argument("--resp-port", type=_port, default=6379,
+                       help="Redis protocol port (default 6379; 0 picks a free port)")
+    serve.add_argument("--token", default=os.environ.get("TOPICS_TOKEN"),
+                       help="require 'Authorization: Bearer TOKEN' on every /v0 route (env TOPICS_TOKEN)")
+    serve.add_argument("--requirepass", default=os.environ.get("TOPICS_REQUIREPASS"),
+                       help="password RESP clients must AUTH with, as Redis's requirepass (env TOPICS_REQUIREPASS)")
+    serve.add_argument("--heartbeat-ms", type=int, default=15000,
+                       help="SSE heartbeat interval in ms (default 15000)")
+    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                       help="logging level (default INFO)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        config = ServerConfig(
+            data_dir=args.data_dir,
+            bind=args.bind,
+            http_port=args.http_port,
+            resp_port=args.resp_port,
+            token=args.token,
+            requirepass=args.requirepass,
+            heartbeat_s=args.heartbeat_ms / 1000.0,
+        )
+        try:
+            trio.run(run, config)
+        except KeyboardInterrupt:
+            pass
+        return 0
+    return 2

@@ -1,0 +1,99 @@
+"""The server process: one engine, its storage, and the fronts, in one trio nursery.
+
+Rule 1: fronts are started with `nursery.start` and report their bound address, so a port of
+0 works and the startup line names the real ports.
+Rule 2: `ctx.ready` flips only after recovery; /v0/ready answers 503 until then.
+Rule 3: SIGTERM/SIGINT start a clean shutdown: fronts stop, storage flushes, then exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from topicsrv.clock import Clock, SystemClock
+from topicsrv.engine import Engine
+from topicsrv.notify import Notifier
+
+log = logging.getLogger("topicsrv")
+
+
+@dataclass
+class ServerConfig:
+    data_dir: Path = Path("./data")
+    bind: str = "127.0.0.1"
+    http_port: int | None = 7070
+    resp_port: int | None = 6379
+    token: str | None = None
+    requirepass: str | None = None
+    heartbeat_s: float = 15.0
+    max_body_bytes: int = 64 << 20
+    proto_max_bulk_len: int = 512 << 20
+    client_output_limit: int = 64 << 20
+    wal_shards: int = 4
+    cold_dir: Path | None = None
+    checkpoint_interval_s: float = 60.0
+    storage: bool = True
+
+
+@dataclass
+class ServerContext:
+    config: ServerConfig
+    engine: Engine
+    notifier: Notifier
+    started_at: float = field(default_factory=time.time)
+    ready: bool = False
+    shutting_down: bool = False
+    addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
+    storage: Any = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerContext:
+    engine = Engine(clock=clock or SystemClock())
+    notifier = Notifier()
+    engine.listeners.append(notifier.changed)
+    return ServerContext(config=config, engine=engine, notifier=notifier)
+
+
+async def _watch_signals(ctx: ServerContext, cancel_scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received %s: shutting down", signal.Signals(signum).name)
+            ctx.shutting_down = True
+            cancel_scope.cancel()
+            return
+
+
+async def run(
+    config: ServerConfig,
+    *,
+    clock: Clock | None = None,
+    handle_signals: bool = True,
+    task_status: trio.TaskStatus[ServerContext] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    from topicsrv.http.server import serve_http
+
+    ctx = make_context(config, clock)
+    try:
+        from topicsrv.resp.server import serve_resp  # the RESP front (issue 4)
+    except ImportError:  # pragma: no cover - only until the RESP front lands
+        serve_resp = None
+    async with trio.open_nursery() as nursery:
+        if handle_signals:
+            nursery.start_soon(_watch_signals, ctx, nursery.cancel_scope)
+        if config.http_port is not None:
+            ctx.addresses["http"] = await nursery.start(serve_http, ctx)
+        if config.resp_port is not None and serve_resp is not None:
+            ctx.addresses["resp"] = await nursery.start(serve_resp, ctx)
+        ctx.ready = True
+        parts = [f"{name}={host}:{port}" for name, (host, port) in ctx.addresses.items()]
+        log.info("listening %s", " ".join(parts))
+        print("listening " + " ".join(parts), flush=True)
+        task_status.started(ctx)
