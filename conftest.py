@@ -1,0 +1,175 @@
+"""Fixtures shared by tests/ and compat/: real server processes on free loopback ports.
+
+Rule 1: a server under test is a real `python -m topicsrv serve` process (or a real
+redis-server), started on ports it picked itself (port 0) and stopped by its own pid.
+Rule 2: a fixture that needs a tool the machine lacks skips and says which tool and why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A topicsrv process; `http_url`, `http_port`, `resp_port` once started."""
+
+    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.extra = list(extra)
+        self.env = env
+        self.proc: subprocess.Popen[str] | None = None
+        self.http_port = 0
+        self.resp_port = 0
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self, timeout: float = 30.0) -> ServerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "topicsrv", "serve", "--data-dir", str(self.data_dir),
+               "--bind", "127.0.0.1", "--http-port", "0", "--resp-port", "0", *self.extra]
+        env = {**os.environ, **(self.env or {})}
+        log = open(self.log_path, "a")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+                                     cwd=ROOT, env=env)
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+                continue
+            if line.startswith("listening"):
+                for part in line.split()[1:]:
+                    name, _, addr = part.partition("=")
+                    port = int(addr.rsplit(":", 1)[1])
+                    if name == "http":
+                        self.http_port = port
+                    elif name == "resp":
+                        self.resp_port = port
+                return self
+        raise RuntimeError("server did not report its ports in time")
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.http_url + "/v0/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("server never became ready")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[object]:
+    """Start topicsrv processes: `server_factory(*extra_args, data_dir=None)`."""
+    started: list[ServerProcess] = []
+
+    def make(*extra: str, data_dir: Path | None = None, env: dict[str, str] | None = None) -> ServerProcess:
+        srv = ServerProcess(data_dir or tmp_path / f"data{len(started)}", *extra, env=env)
+        started.append(srv)
+        return srv.start()
+
+    yield make
+    for srv in started:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    """One topicsrv process shared by a test module (use unique topic names per test)."""
+    tmp = Path(tempfile.mkdtemp(prefix="topicsrv-test-"))
+    srv = ServerProcess(tmp / "data").start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class RedisProcess:
+    def __init__(self, port: int, proc: subprocess.Popen[bytes], workdir: Path) -> None:
+        self.port = port
+        self.proc = proc
+        self.workdir = workdir
+
+
+def start_redis() -> RedisProcess:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed and scripts/ensure-tools.sh could not install it "
+                    "(needs root and apt-get); differential tests need a real redis-server")
+    port = free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="redis-ref-"))
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir), "--protected-mode", "yes"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return RedisProcess(port, proc, workdir)
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("redis-server did not start")
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisProcess]:
+    """A real redis-server (persistence off) for differential tests."""
+    ref = start_redis()
+    try:
+        yield ref
+    finally:
+        ref.proc.terminate()
+        ref.proc.wait(10)
+        shutil.rmtree(ref.workdir, ignore_errors=True)
