@@ -1,0 +1,313 @@
+"""The command framework of the RESP front: reply value types, per-connection state, registry.
+
+A command family is one module under `topicsrv/resp/commands/` that registers handlers with
+the `@command(...)` decorator. A handler receives `(ctx, args)` where `args` excludes the
+command name (and, for a subcommand, the subcommand name too), parses its own arguments,
+executes against the engine and RETURNS a reply value; it never touches the socket. The
+connection loop encodes the value (RESP2 or RESP3 per `ctx.client.protocol`) and writes it.
+
+Reply values:
+  None -> null (RESP2 `$-1`, RESP3 `_`)        int -> `:n`
+  bytes/str -> bulk string                      list/tuple -> array
+  dict -> RESP3 map (flat array in RESP2)       set/frozenset -> RESP3 set (array in RESP2)
+  float -> RESP3 double (bulk in RESP2)         bool -> RESP3 boolean (`:1`/`:0` in RESP2)
+  Simple("OK") -> `+OK`                         Raw(b"...") -> spliced verbatim
+  Verbatim(text) -> RESP3 verbatim `=` (bulk in RESP2)
+  Push([...]) -> RESP3 push `>` (array in RESP2)
+  NullArray() -> RESP2 `*-1` / RESP3 `_`        (XREAD timeout, Redis's null array)
+  Err("ERR text") -> `-ERR text` (raise it or return it; the connection stays open).
+A `TopicsError` raised by the engine becomes `-<resp_prefix> <message>` at the edge.
+
+Handlers may be `async` (blocking commands such as XREAD BLOCK); the connection loop awaits
+them, and cancels them when the client is killed or disconnects.
+
+Rule 1: `REGISTRY` maps the lower-case command name to its `CommandSpec`. A subcommand is
+registered as `"parent|sub"` (Redis's own naming in COMMAND DOCS); the parent is created as a
+container automatically and dispatches on its first argument (case-insensitive).
+Rule 2: arity follows Redis: positive = exact argument count including the command name
+(and subcommand name), negative = at least that many. The dispatcher checks arity before
+calling the handler and replies `wrong_args(name)`.
+Rule 3: key names are bytes on the wire; `key_name(b)` turns one into the engine's `str`
+topic name (latin-1, so any byte string round-trips; the engine validates the name).
+
+Decision on XINFO (shared between streams.py and groups.py): the container `xinfo` is shared.
+streams.py registers `xinfo|stream` and `xinfo|help`; groups.py registers `xinfo|groups` and
+`xinfo|consumers`. `XINFO STREAM` asks the hooks below for group data, so groups.py extends it
+without editing streams.py:
+  HOOKS["xinfo_stream_groups_count"](ctx, topic) -> int            (non-FULL "groups" field)
+  HOOKS["xinfo_stream_full_groups"](ctx, topic, count) -> list      (FULL "groups" array;
+        each element a dict reply value exactly as Redis's XINFO STREAM FULL group entry)
+Defaults answer 0 and [] until groups.py installs its functions (assign into HOOKS at import).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from topicsrv.engine import Engine
+    from topicsrv.server import ServerContext
+
+
+class Simple(str):
+    """A simple string reply (`+OK`)."""
+
+    __slots__ = ()
+
+
+class Verbatim(str):
+    """A RESP3 verbatim string (`=len\\r\\ntxt:...`); a bulk string under RESP2."""
+
+    __slots__ = ()
+
+
+class Raw(bytes):
+    """Pre-encoded RESP bytes spliced into the reply verbatim (stream entries)."""
+
+    __slots__ = ()
+
+
+class Push(list[Any]):
+    """A RESP3 push frame (`>`); a plain array under RESP2."""
+
+
+class NullArray:
+    """Redis's null array: `*-1` under RESP2, `_` under RESP3."""
+
+    __slots__ = ()
+
+
+NULL_ARRAY = NullArray()
+
+
+class Err(Exception):
+    """An error reply. The text starts with its prefix: `Err("ERR syntax error")`."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text.replace("\r", " ").replace("\n", " ")
+
+
+def wrong_args(name: str) -> Err:
+    return Err(f"ERR wrong number of arguments for '{name.lower()}' command")
+
+
+SYNTAX = "ERR syntax error"
+NOT_INT = "ERR value is not an integer or out of range"
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+
+def key_name(key: bytes) -> str:
+    return key.decode("latin-1")
+
+
+def parse_int(value: bytes, error: str = NOT_INT) -> int:
+    """A signed 64-bit integer argument as Redis parses it (no spaces, no '+', no leading 0s)."""
+    try:
+        s = value.decode("ascii")
+    except UnicodeDecodeError:
+        raise Err(error) from None
+    if not s or s != s.strip() or s.startswith("+") or (len(s) > 1 and s[0] == "0"):
+        raise Err(error)
+    if s.startswith("-0") or s.startswith("-+"):
+        raise Err(error)
+    try:
+        n = int(s)
+    except ValueError:
+        raise Err(error) from None
+    if not -(1 << 63) <= n < (1 << 63):
+        raise Err(error)
+    return n
+
+
+@dataclass(slots=True)
+class Client:
+    """Per-connection state, visible to CLIENT LIST / INFO / KILL."""
+
+    id: int
+    addr: str = ""
+    laddr: str = ""
+    name: bytes | None = None
+    protocol: int = 2
+    authenticated: bool = True
+    db: int = 0
+    lib_name: bytes | None = None
+    lib_ver: bytes | None = None
+    created_at: float = field(default_factory=time.monotonic)
+    last_interaction: float = field(default_factory=time.monotonic)
+    last_cmd: str = "NULL"
+    blocked: bool = False  # inside an async (blocking) handler
+    paused: bool = False  # input paused because replies are not being read
+    out_pending: int = 0  # bytes queued/unsent
+    close_after_reply: bool = False  # QUIT
+    killed: bool = False
+    kill: Callable[[], None] = field(default=lambda: None, repr=False)
+    fd: int = -1
+
+    @property
+    def resp3(self) -> bool:
+        return self.protocol == 3
+
+
+@dataclass
+class FrontStats:
+    total_connections: int = 0
+    total_commands: int = 0
+    rejected_connections: int = 0
+    net_input_bytes: int = 0
+    net_output_bytes: int = 0
+    unexpected_errors: int = 0
+    keyspace_hits: int = 0
+    keyspace_misses: int = 0
+    output_limit_disconnects: int = 0
+
+
+@dataclass
+class Front:
+    """State of the RESP front shared by all its connections."""
+
+    clients: dict[int, Client] = field(default_factory=dict)
+    stats: FrontStats = field(default_factory=FrontStats)
+    next_id: int = 1
+    started_at: float = field(default_factory=time.time)
+    port: int = 0
+
+    def new_client(self, addr: str, laddr: str) -> Client:
+        c = Client(id=self.next_id, addr=addr, laddr=laddr)
+        self.next_id += 1
+        self.clients[c.id] = c
+        self.stats.total_connections += 1
+        return c
+
+
+@dataclass(slots=True)
+class CommandContext:
+    server: ServerContext
+    client: Client
+    front: Front
+
+    @property
+    def engine(self) -> Engine:
+        return self.server.engine
+
+    @property
+    def resp3(self) -> bool:
+        return self.client.protocol == 3
+
+
+Handler = Callable[[CommandContext, list[bytes]], Any | Awaitable[Any]]
+
+
+@dataclass
+class CommandSpec:
+    name: str  # lower case; "parent|sub" for a subcommand
+    arity: int
+    flags: list[str]
+    first_key: int
+    last_key: int
+    step: int
+    group: str
+    summary: str
+    since: str = "5.0.0"
+    arguments: list[dict[str, Any]] | None = None
+    complexity: str | None = None
+    doc_flags: list[str] | None = None
+    handler: Handler | None = None
+    is_async: bool = False
+    subcommands: dict[str, CommandSpec] = field(default_factory=dict)
+
+    @property
+    def display_name(self) -> str:
+        return self.name.split("|")[-1]
+
+
+REGISTRY: dict[str, CommandSpec] = {}
+
+# Extension points (see the module docstring); groups.py assigns its own functions.
+HOOKS: dict[str, Callable[..., Any]] = {
+    "xinfo_stream_groups_count": lambda ctx, topic: 0,
+    "xinfo_stream_full_groups": lambda ctx, topic, count: [],
+}
+
+
+def _container(name: str, group: str) -> CommandSpec:
+    spec = REGISTRY.get(name)
+    if spec is None:
+        spec = CommandSpec(name, -2, [], 0, 0, 0, group, f"A container for {name.upper()} commands.")
+        REGISTRY[name] = spec
+    return spec
+
+
+def container(
+    name: str, group: str, summary: str, since: str = "5.0.0", flags: list[str] | None = None
+) -> CommandSpec:
+    """Declare (or re-describe) a container command such as CLIENT or XINFO."""
+    spec = _container(name, group)
+    spec.summary, spec.since, spec.group = summary, since, group
+    spec.flags = flags or []
+    return spec
+
+
+def command(
+    name: str,
+    arity: int,
+    flags: list[str],
+    first_key: int,
+    last_key: int,
+    step: int,
+    group: str,
+    summary: str,
+    since: str = "5.0.0",
+    arguments: list[dict[str, Any]] | None = None,
+    subcommands: dict[str, CommandSpec] | None = None,
+    complexity: str | None = None,
+    doc_flags: list[str] | None = None,
+) -> Callable[[Handler], Handler]:
+    """Register a handler as `name` ("xadd", or "xinfo|stream" for a subcommand)."""
+    name = name.lower()
+
+    def deco(fn: Handler) -> Handler:
+        spec = CommandSpec(
+            name, arity, list(flags), first_key, last_key, step, group, summary, since,
+            arguments, complexity, doc_flags, fn, inspect.iscoroutinefunction(fn),
+            dict(subcommands or {}),
+        )
+        if "|" in name:
+            parent, _, _sub = name.partition("|")
+            _container(parent, group).subcommands[name] = spec
+        else:
+            old = REGISTRY.get(name)
+            if old is not None:
+                spec.subcommands.update(old.subcommands)
+            REGISTRY[name] = spec
+        return fn
+
+    return deco
+
+
+def lookup(argv: list[bytes]) -> tuple[CommandSpec | None, int]:
+    """(spec, number of argv items naming it) for a command line; (None, 0) if unknown.
+
+    For a container with a known subcommand returns the subcommand spec and 2. For a container
+    whose subcommand is unknown returns the container spec and 1 (the caller answers with
+    Redis's "unknown subcommand" error).
+    """
+    spec = REGISTRY.get(argv[0].decode("latin-1").lower())
+    if spec is None:
+        return None, 0
+    if spec.subcommands and len(argv) >= 2:
+        sub = spec.subcommands.get(f"{spec.name}|{argv[1].decode('latin-1').lower()}")
+        if sub is not None:
+            return sub, 2
+    return spec, 1
+
+
+def unknown_subcommand(parent: str, sub: bytes) -> Err:
+    text = sub.decode("utf-8", "replace")
+    return Err(
+        f"ERR unknown subcommand '{text[:128]}'. Try {parent.upper()} HELP."
+    )
