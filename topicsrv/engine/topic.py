@@ -215,7 +215,14 @@ class Topic:
             return
         n = len(records)
         size = sum(r.size for r in records)
-        if (cfg.cap_records and n > cfg.cap_records) or (cfg.cap_bytes and size > cfg.cap_bytes):
+        # A record that alone exceeds cap_bytes could never be retained, whatever the policy.
+        # Under "reject" the same holds for a whole write; under "old" a big batch is a
+        # retention window sliding past its own head, which is what "old" means.
+        biggest = max(r.size for r in records)
+        whole = cfg.discard == "reject" and (
+            (cfg.cap_records and n > cfg.cap_records) or (cfg.cap_bytes and size > cfg.cap_bytes)
+        )
+        if whole or (cfg.cap_bytes and biggest > cfg.cap_bytes):
             raise too_large(
                 f"this write ({n} records, {size} bytes) is larger than the topic's whole cap",
                 records=n, bytes=size, cap_records=cfg.cap_records, cap_bytes=cfg.cap_bytes,
