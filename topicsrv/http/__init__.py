@@ -1,0 +1,1 @@
+"""The HTTP /v0 + SSE front: sans-IO protocol and routing, handlers, and a trio adapter."""

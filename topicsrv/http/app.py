@@ -1,0 +1,79 @@
+"""Dispatch: a parsed `Request` in, a `Response` (or a `WatchPlan` to stream) out.
+
+Rule 1: the bearer token (when configured) is checked before routing, on every /v0 route and
+/metrics: 401 `unauthorized`, compared in constant time.
+Rule 2: every failure leaves here as the error shape of API.md section 0. A TopicsError keeps
+its status and code; any other exception is logged with its traceback and answered 500
+`internal` without it. The connection (and the server) keep serving.
+Rule 3: no I/O here; handlers may await only engine-provided waits (commit tokens, notifier).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from topicsrv.errors import TopicsError
+from topicsrv.http import handlers, ops, sse
+from topicsrv.http.handlers import Call
+from topicsrv.http.protocol import Request, Response, error_response
+from topicsrv.http.router import resolve
+
+if TYPE_CHECKING:
+    from topicsrv.server import ServerContext
+
+log = logging.getLogger("topicsrv.http")
+
+Handler = Callable[[Call], Awaitable[Response]]
+
+HANDLERS: dict[str, Handler] = {
+    "health": ops.health,
+    "ready": ops.ready,
+    "metrics": ops.metrics,
+    "list_topics": handlers.list_topics,
+    "get_topic": handlers.get_topic,
+    "put_topic": handlers.put_topic,
+    "delete_topic": handlers.delete_topic,
+    "write": handlers.write,
+    "diff": handlers.diff,
+    "delete_records": handlers.delete_records,
+}
+
+
+def check_auth(ctx: ServerContext, req: Request) -> None:
+    token = ctx.config.token
+    if not token or not (req.path.startswith("/v0") or req.path == "/metrics"):
+        return
+    given = req.headers.get("authorization", "")
+    scheme, _, value = given.partition(" ")
+    ok = scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    if not ok:
+        raise TopicsError(
+            "unauthorized",
+            "missing or wrong bearer token (send 'Authorization: Bearer <token>')",
+        )
+
+
+async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.WatchPlan:
+    t0 = time.perf_counter()
+    try:
+        check_auth(ctx, req)
+        match = resolve(req.method, req.path)
+        if match.handler == "watch_topic":
+            return sse.plan_single(ctx, match.params["topic"], req)
+        if match.handler == "watch_many":
+            return sse.plan_many(ctx, req)
+        return await HANDLERS[match.handler](Call(ctx, req, match.params, t0))
+    except TopicsError as err:
+        headers = []
+        if err.code == "method_not_allowed" and err.detail:
+            headers.append((b"allow", ", ".join(err.detail["allow"]).encode()))
+        if err.code == "unauthorized":
+            headers.append((b"www-authenticate", b'Bearer realm="topicsrv"'))
+        return error_response(err, headers)
+    except Exception:
+        log.exception("internal error serving %s %s", req.method, req.path)
+        return error_response(TopicsError("internal", "internal server error (logged)"))

@@ -1,0 +1,210 @@
+"""Handlers for topics, writes, diffs and deletes (API.md sections 1-4).
+
+Rule 1: a handler parses its whole request (400s) before it calls the engine, and the engine
+validates before it mutates, so a refused request changes nothing.
+Rule 2: a write, delete or topic change is acknowledged only after its commit token resolved.
+Rule 3: diff bodies are a join of the engine's pre-encoded record bytes; records are never
+decoded and re-encoded here.
+Rule 4: a long-poll takes the topic's notifier event BEFORE the engine read and waits on it
+only if that read delivered nothing and was caught up, bounded by `wait_ms` (<= 60 s).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import trio
+
+from topicsrv.engine import deletes
+from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
+from topicsrv.engine.journal import CommitToken
+from topicsrv.engine.reads import ReadResult
+from topicsrv.engine.records import prepare_json
+from topicsrv.errors import invalid
+from topicsrv.http import params as p
+from topicsrv.http.protocol import Request, Response
+
+if TYPE_CHECKING:
+    from topicsrv.server import ServerContext
+
+MAX_WAIT_MS = 60_000
+LIST_LIMIT_MAX = 10_000
+WRITE_FIELDS = frozenset({"records", "create", "config", "idempotency_key"})
+DIFF_FIELDS = frozenset({"from_seq", "limit", "max_bytes", "node", "wait_ms", "epoch"})
+DELETE_FIELDS = frozenset({"before_seq", "match"})
+
+
+@dataclass(slots=True)
+class Call:
+    """One request being served: the server context, the request, path params, start time."""
+
+    ctx: ServerContext
+    req: Request
+    params: dict[str, str]
+    t0: float
+
+    @property
+    def topic(self) -> str:
+        return self.params["topic"]
+
+    def elapsed_ms(self) -> float:
+        return round((time.perf_counter() - self.t0) * 1000.0, 3)
+
+
+def json_response(call: Call, obj: dict[str, Any], status: int = 200, **perf: Any) -> Response:
+    obj["performance"] = {"server_total_ms": call.elapsed_ms(), **perf}
+    return Response(status, orjson.dumps(obj))
+
+
+async def commit(token: CommitToken | None) -> float:
+    """Wait for durability of a mutation; the fsync time in ms (0 when nothing to wait for)."""
+    if token is None:
+        return 0.0
+    return round(float(await token.wait()), 3)
+
+
+# ---- topics ----------------------------------------------------------------------------
+
+
+async def get_topic(call: Call) -> Response:
+    touch = p.query_bool(call.req.query, "touch", True)
+    return json_response(call, call.ctx.engine.state(call.topic, touch=touch))
+
+
+async def put_topic(call: Call) -> Response:
+    body = p.json_object(call.req.body)
+    engine = call.ctx.engine
+    topic, created, token = engine.put_topic(call.topic, body)
+    state = engine.describe(topic)
+    await commit(token)
+    return json_response(call, state, 201 if created else 200)
+
+
+async def delete_topic(call: Call) -> Response:
+    topic, token = call.ctx.engine.delete_topic(call.topic)
+    await commit(token)
+    return json_response(call, {"topic": topic.name, "deleted": True, "epoch": topic.epoch})
+
+
+async def list_topics(call: Call) -> Response:
+    q = call.req.query
+    prefix = q.get("prefix", "")
+    limit = p.query_int(q, "limit", 1, LIST_LIMIT_MAX) or 1000
+    after = q.get("after") or None
+    items, next_after = call.ctx.engine.list_topics(prefix, limit, after)
+    return json_response(call, {"topics": items, "next_after": next_after})
+
+
+# ---- writes ----------------------------------------------------------------------------
+
+
+async def write(call: Call) -> Response:
+    body = p.json_object(call.req.body, WRITE_FIELDS)
+    raw = body.get("records")
+    if not isinstance(raw, list) or not raw:
+        raise invalid("'records' must be a non-empty array of record objects", field="records")
+    create = p.opt_bool(body, "create")
+    config = body.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise invalid("'config' must be an object", field="config")
+    key = p.opt_str(body, "idempotency_key") or _header_key(call.req)
+    prepared = [prepare_json(rec, i) for i, rec in enumerate(raw)]
+    result, token = call.ctx.engine.write(call.topic, prepared, create=create, config=config,
+                                          idempotency_key=key)
+    fsync_ms = await commit(token)
+    return json_response(call, dict(result), fsync_ms=fsync_ms)
+
+
+def _header_key(req: Request) -> str | None:
+    value = req.headers.get("idempotency-key")
+    if value is None:
+        return None
+    if not 0 < len(value) <= 1024:
+        raise invalid("Idempotency-Key must be 1-1024 characters", field="Idempotency-Key")
+    return value
+
+
+# ---- diff ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DiffArgs:
+    from_seq: int
+    limit: int
+    max_bytes: int
+    nodes: list[str] | None
+    wait_ms: int
+    epoch: int | None
+
+
+def parse_diff(body: bytes) -> DiffArgs:
+    obj = p.json_object(body, DIFF_FIELDS)
+    wait_ms = p.opt_int(obj, "wait_ms", 0, 1 << 53) or 0
+    return DiffArgs(
+        from_seq=p.opt_int(obj, "from_seq") or 0,
+        limit=p.opt_int(obj, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT,
+        max_bytes=p.opt_int(obj, "max_bytes", 0, 1 << 53) or 0,
+        nodes=p.nodes(obj.get("node")),
+        wait_ms=min(wait_ms, MAX_WAIT_MS),
+        epoch=p.opt_int(obj, "epoch"),
+    )
+
+
+def public_tombstone(tomb: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The tombstone as the seeds show it (the engine's internal `$` keys dropped)."""
+    if tomb is None:
+        return None
+    return {k: v for k, v in tomb.items() if not k.startswith("$")}
+
+
+def diff_body(topic: str, res: ReadResult, elapsed_ms: float) -> bytes:
+    """The diff response (seeds ordering-and-cursors), records joined as stored."""
+    return b"".join((
+        b'{"topic":', orjson.dumps(topic),
+        b',"records":[', b",".join(res.records),
+        b'],"tombstone":', orjson.dumps(public_tombstone(res.tombstone)),
+        b',"next_from_seq":%d,"head_seq":%d,"earliest_seq":%d,"caught_up":%s,"lag":%d'
+        % (res.next_from_seq, res.head_seq, res.earliest_seq,
+           b"true" if res.caught_up else b"false", res.lag),
+        b',"performance":',
+        orjson.dumps({"server_total_ms": elapsed_ms, "records_scanned": res.scanned}),
+        b"}",
+    ))
+
+
+async def diff(call: Call) -> Response:
+    args = parse_diff(call.req.body)
+    ctx = call.ctx
+    deadline = trio.current_time() + args.wait_ms / 1000.0
+    while True:
+        event = ctx.notifier.event(call.topic)  # before the read: no append can slip between
+        res = ctx.engine.diff(call.topic, args.from_seq, args.limit, max_bytes=args.max_bytes,
+                              nodes=args.nodes, epoch=args.epoch)
+        remaining = deadline - trio.current_time()
+        if res.records or res.tombstone is not None or not res.caught_up or remaining <= 0:
+            break
+        with trio.move_on_after(remaining):
+            await event.wait()
+        # A node-filtered append wakes us too; the cursor it advanced is kept for the retry.
+        args = _advance(args, res)
+    return Response(200, diff_body(call.topic, res, call.elapsed_ms()))
+
+
+def _advance(args: DiffArgs, res: ReadResult) -> DiffArgs:
+    return DiffArgs(res.next_from_seq, args.limit, args.max_bytes, args.nodes, args.wait_ms,
+                    args.epoch)
+
+
+# ---- deletes ---------------------------------------------------------------------------
+
+
+async def delete_records(call: Call) -> Response:
+    body = p.json_object(call.req.body, DELETE_FIELDS)
+    before_seq = p.opt_int(body, "before_seq")
+    match = deletes.parse_match(body["match"]) if body.get("match") is not None else None
+    result, token = call.ctx.engine.delete_records(call.topic, before_seq, match)
+    await commit(token)
+    return json_response(call, dict(result))

@@ -1,0 +1,218 @@
+"""HTTP/1.1 framing on h11, sans-IO: bytes in, `Request`s out, response bytes back.
+
+Rule 1: nothing here touches a socket. The adapter feeds `receive_data`, pulls events with
+`next_event`, and writes whatever `data_to_send` returns, in order.
+Rule 2: a body larger than `max_body` is refused from its Content-Length before any of it is
+buffered, and a chunked body is refused the moment its running total crosses the limit. A
+refusal (`Refusal`) always closes the connection, because the rest of the body is unread.
+Rule 3: requests are surfaced strictly one at a time; the next one (pipelined bytes already
+buffered included) is parsed only after the current response was completed, so answers go
+out in request order.
+Rule 4: a malformed request is a `Refusal` (400), never an exception out of this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote
+
+import h11
+import orjson
+
+from topicsrv.errors import TopicsError
+
+MAX_HEADER_BYTES = 64 * 1024
+JSON_TYPE = b"application/json"
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    target: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
+    body: bytes = b""
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: bytes = JSON_TYPE
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The request cannot be served; send `data` and close the connection."""
+
+    status: int
+    data: bytes
+
+
+class NeedData:
+    pass
+
+
+class Closed:
+    pass
+
+
+NEED_DATA = NeedData()
+CLOSED = Closed()
+
+Event = Request | Refusal | NeedData | Closed
+
+REASONS = {
+    200: b"OK", 201: b"Created", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
+    405: b"Method Not Allowed", 409: b"Conflict", 413: b"Content Too Large",
+    422: b"Unprocessable Content", 500: b"Internal Server Error", 503: b"Service Unavailable",
+    507: b"Insufficient Storage",
+}
+
+
+def error_response(err: TopicsError, headers: list[tuple[bytes, bytes]] | None = None) -> Response:
+    return Response(err.status, orjson.dumps(err.to_json()), headers=headers or [])
+
+
+def refusal(err: TopicsError) -> Refusal:
+    """A complete, hand-framed error response that ends the connection."""
+    body = orjson.dumps(err.to_json())
+    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n" \
+        b"connection: close\r\n\r\n" % (err.status, REASONS.get(err.status, b"Error"), len(body))
+    return Refusal(err.status, head + body)
+
+
+def split_target(target: str) -> tuple[str, dict[str, str]]:
+    path, _, qs = target.partition("?")
+    query: dict[str, str] = {}
+    for key, value in parse_qsl(qs, keep_blank_values=True):
+        query.setdefault(key, value)
+    return unquote(path), query
+
+
+class ServerProtocol:
+    """One server-side HTTP/1.1 connection (keep-alive, pipelining), no I/O."""
+
+    def __init__(self, max_body: int) -> None:
+        self.max_body = max_body
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self._out: list[bytes] = []
+        self._head: h11.Request | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.closed = False
+
+    # ---- input -------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the peer; b"" means the peer closed its side."""
+        try:
+            self.conn.receive_data(data)
+        except RuntimeError:  # data after close: nothing more will be parsed
+            pass
+
+    def next_event(self) -> Event:
+        """The next complete request, a refusal, NEED_DATA or CLOSED."""
+        while True:
+            try:
+                event = self.conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                return self._refuse(TopicsError("invalid_request", f"malformed HTTP request: {exc}"))
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                if self._head is not None and self.conn.client_is_waiting_for_100_continue:
+                    self._out.append(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+                return NEED_DATA
+            if isinstance(event, h11.ConnectionClosed):
+                return CLOSED
+            if isinstance(event, h11.Request):
+                self._head = event
+                self._chunks = []
+                self._size = 0
+                length = _content_length(event)
+                if length is not None and length > self.max_body:
+                    return self._refuse(_too_large(length, self.max_body))
+            elif isinstance(event, h11.Data):
+                self._size += len(event.data)
+                if self._size > self.max_body:
+                    return self._refuse(_too_large(self._size, self.max_body))
+                self._chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                head = self._head
+                assert head is not None
+                self._head = None
+                body = b"".join(self._chunks)
+                self._chunks = []
+                return _request(head, body)
+
+    def _refuse(self, err: TopicsError) -> Refusal:
+        self.closed = True
+        return refusal(err)
+
+    # ---- output ------------------------------------------------------------------------
+
+    def data_to_send(self) -> bytes:
+        out = b"".join(self._out)
+        self._out.clear()
+        return out
+
+    def respond(self, resp: Response) -> bytes:
+        """Bytes of a complete response; afterwards the next request may be read."""
+        headers = [(b"content-type", resp.content_type),
+                   (b"content-length", b"%d" % len(resp.body)), *resp.headers]
+        out = self.conn.send(h11.Response(status_code=resp.status, headers=headers,
+                                          reason=REASONS.get(resp.status, b"")))
+        out += self.conn.send(h11.Data(data=resp.body)) if resp.body else b""
+        out += self.conn.send(h11.EndOfMessage())
+        self._next_cycle()
+        return out
+
+    def start_stream(self, status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """Headers of a streamed (chunked) response such as SSE."""
+        return self.conn.send(h11.Response(status_code=status, headers=headers,
+                                           reason=REASONS.get(status, b"")))
+
+    def stream_data(self, data: bytes) -> bytes:
+        return self.conn.send(h11.Data(data=data))
+
+    def end_stream(self) -> bytes:
+        out = self.conn.send(h11.EndOfMessage())
+        self._next_cycle()
+        return out
+
+    def _next_cycle(self) -> None:
+        if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
+            self.conn.start_next_cycle()
+        elif self.conn.our_state in (h11.MUST_CLOSE, h11.CLOSED):
+            self.closed = True
+
+    @property
+    def wants_close(self) -> bool:
+        return self.closed or self.conn.our_state in (h11.MUST_CLOSE, h11.CLOSED)
+
+
+def _content_length(head: h11.Request) -> int | None:
+    for name, value in head.headers:
+        if name == b"content-length":
+            return int(value)  # h11 has validated it
+    return None
+
+
+def _too_large(size: int, limit: int) -> TopicsError:
+    return TopicsError(
+        "body_too_large",
+        f"request body of {size} bytes is over the limit of {limit} bytes",
+        {"limit": limit},
+    )
+
+
+def _request(head: h11.Request, body: bytes) -> Request:
+    headers: dict[str, str] = {}
+    for name, value in head.headers:
+        key = name.decode("latin-1")
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    target = head.target.decode("latin-1")
+    path, query = split_target(target)
+    return Request(head.method.decode("ascii", "replace"), target, path, query, headers, body)

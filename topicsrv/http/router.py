@@ -1,0 +1,104 @@
+"""Routing as data: a table of path patterns, each with its methods and handler names.
+
+Rule 1: `ROUTES` is the whole HTTP surface; adding a route is adding a row.
+Rule 2: a path that matches no pattern is 404 `not_found`; a path that matches with the wrong
+method is 405 `method_not_allowed` with an `Allow` header listing the methods it has.
+Rule 3: `{topic}` segments are percent-decoded and validated here (400 `invalid_topic_name`),
+so a handler only ever sees a well-formed name.
+Rule 4: routes of features this version does not ship (routers, queues) match on purpose and
+answer 404 `not_found` saying so, instead of a generic "no such route".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topicsrv.engine.config import check_topic_name
+from topicsrv.errors import TopicsError
+
+UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    pattern: tuple[str, ...]  # path segments; "{name}" captures one segment
+    methods: dict[str, str]  # method -> handler name
+
+    def allow(self) -> str:
+        return ", ".join(sorted(self.methods))
+
+
+def _r(path: str, **methods: str) -> Route:
+    return Route(tuple(path.strip("/").split("/")), methods)
+
+
+_ALL = ("GET", "PUT", "POST", "DELETE")
+_OFF = {m: UNAVAILABLE for m in _ALL}
+
+ROUTES: tuple[Route, ...] = (
+    _r("/v0/health", GET="health"),
+    _r("/v0/ready", GET="ready"),
+    _r("/metrics", GET="metrics"),
+    _r("/v0/topics", GET="list_topics"),
+    _r("/v0/topics/{topic}", GET="get_topic", PUT="put_topic", DELETE="delete_topic",
+       POST="write"),
+    _r("/v0/topics/{topic}/diff", POST="diff"),
+    _r("/v0/topics/{topic}/delete", POST="delete_records"),
+    _r("/v0/topics/{topic}/watch", GET="watch_topic"),
+    _r("/v0/watch", GET="watch_many"),
+    # Routers (API section 6) and queues (section 7) are not part of this version.
+    _r("/v0/routers", **_OFF),
+    _r("/v0/routers/{router}", **_OFF),
+    _r("/v0/topics/{topic}/claim", **_OFF),
+    _r("/v0/topics/{topic}/ack", **_OFF),
+    _r("/v0/topics/{topic}/nack", **_OFF),
+    _r("/v0/topics/{topic}/extend", **_OFF),
+    _r("/v0/work", **_OFF),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    handler: str
+    params: dict[str, str]
+
+
+def _bind(pattern: tuple[str, ...], parts: list[str]) -> dict[str, str] | None:
+    if len(pattern) != len(parts):
+        return None
+    params: dict[str, str] = {}
+    for want, got in zip(pattern, parts, strict=True):
+        if want.startswith("{"):
+            if not got:
+                return None
+            params[want[1:-1]] = got
+        elif want != got:
+            return None
+    return params
+
+
+def resolve(method: str, path: str, routes: tuple[Route, ...] = ROUTES) -> Match:
+    """The handler for (method, path) or a TopicsError (404 / 405 / 400 bad name)."""
+    parts = path.strip("/").split("/") if path not in ("", "/") else []
+    for route in routes:
+        params = _bind(route.pattern, parts)
+        if params is None:
+            continue
+        handler = route.methods.get(method)
+        if handler is None:
+            err = TopicsError(
+                "method_not_allowed",
+                f"method {method} is not allowed on {path} (allowed: {route.allow()})",
+                {"allow": sorted(route.methods)},
+            )
+            raise err
+        if handler == UNAVAILABLE:
+            raise TopicsError(
+                "not_found",
+                f"{path}: routers and queues are not available in this version of topicsrv",
+                {"path": path},
+            )
+        if "topic" in params:
+            check_topic_name(params["topic"])
+        return Match(handler, params)
+    raise TopicsError("not_found", f"no route for {method} {path}", {"path": path})

@@ -1,0 +1,136 @@
+"""The trio adapter: the only HTTP code that touches sockets.
+
+Rule 1: one task per connection runs read -> dispatch -> write, one request at a time, so
+pipelined requests are answered in order and a connection never buffers more than one
+request body (<= max_body_bytes) plus one response.
+Rule 2: a peer that disconnects (mid-body, mid-response, mid-stream) only ends its own task;
+errors never escape to the listener, so other connections are untouched.
+Rule 3: an SSE stream runs beside a reader task that notices the peer closing and cancels the
+stream at once, instead of at the next heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+import trio
+
+from topicsrv.http import sse
+from topicsrv.http.app import dispatch
+from topicsrv.http.ops import http_stats
+from topicsrv.http.protocol import CLOSED, NEED_DATA, Refusal, Request, Response, ServerProtocol
+
+if TYPE_CHECKING:
+    from topicsrv.server import ServerContext
+
+log = logging.getLogger("topicsrv.http")
+
+RECEIVE_BYTES = 256 * 1024
+LINGER_S = 1.0
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+               (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+_GONE = (trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+async def serve_http(
+    ctx: ServerContext, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED
+) -> None:
+    listeners = await trio.open_tcp_listeners(ctx.config.http_port or 0, host=ctx.config.bind)
+    host, port = listeners[0].socket.getsockname()[:2]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, partial(handle_connection, ctx), listeners)
+        task_status.started((host, port))
+
+
+async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> None:
+    stats = http_stats(ctx)
+    stats["connections"] += 1
+    try:
+        await _serve(ctx, stream)
+    except _GONE:
+        pass
+    except Exception:  # never let one connection take the listener down
+        log.exception("HTTP connection failed")
+    finally:
+        stats["connections"] -= 1
+        await stream.aclose()
+
+
+def _count(ctx: ServerContext, status: int) -> None:
+    requests = http_stats(ctx)["requests"]
+    requests[status] = requests.get(status, 0) + 1
+
+
+async def _serve(ctx: ServerContext, stream: trio.SocketStream) -> None:
+    proto = ServerProtocol(ctx.config.max_body_bytes)
+    while True:
+        event = proto.next_event()
+        pending = proto.data_to_send()  # e.g. "100 Continue"
+        if pending:
+            await stream.send_all(pending)
+        if event is NEED_DATA:
+            proto.receive_data(await stream.receive_some(RECEIVE_BYTES))
+            continue
+        if event is CLOSED:
+            return
+        if isinstance(event, Refusal):
+            _count(ctx, event.status)
+            await stream.send_all(event.data)
+            await _linger(stream)
+            return
+        assert isinstance(event, Request)
+        result = await dispatch(ctx, event)
+        if isinstance(result, Response):
+            _count(ctx, result.status)
+            await stream.send_all(proto.respond(result))
+            if proto.wants_close:
+                return
+            continue
+        _count(ctx, 200)
+        await _stream_watch(ctx, proto, stream, result)
+        return
+
+
+async def _linger(stream: trio.SocketStream) -> None:
+    """After a refusal, stop writing and drain briefly, so the peer reads our answer instead of
+    a connection reset caused by its unread body."""
+    try:
+        await stream.send_eof()
+        with trio.move_on_after(LINGER_S):
+            while await stream.receive_some(RECEIVE_BYTES):
+                pass
+    except _GONE:
+        pass
+
+
+async def _stream_watch(
+    ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, plan: sse.WatchPlan
+) -> None:
+    await stream.send_all(proto.start_stream(200, SSE_HEADERS))
+
+    async def send(data: bytes) -> None:
+        await stream.send_all(proto.stream_data(data))
+
+    async with trio.open_nursery() as nursery:
+
+        async def until_peer_closes() -> None:
+            try:
+                while await stream.receive_some(RECEIVE_BYTES):
+                    pass  # a client sends nothing on an SSE stream; extra bytes are ignored
+            except _GONE:
+                pass
+            nursery.cancel_scope.cancel()
+
+        async def frames() -> None:
+            try:
+                await sse.run_watch(ctx, plan, send)
+            except _GONE:
+                pass
+            except Exception:
+                log.exception("SSE watch failed")
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(until_peer_closes)
+        nursery.start_soon(frames)

@@ -1,0 +1,206 @@
+"""SSE watch (API.md section 5): resumable cursors, tombstone frames, heartbeats, backpressure.
+
+Rule 1: every record/tombstone frame carries `id:` = base64url (no padding) of the JSON cursor
+map {"topic": seq, ...} AFTER that frame, so `Last-Event-ID` resumes exactly: nothing lost,
+nothing repeated. A tombstone frame moves its topic's cursor to the position the engine
+continued from (`earliest_seq - 1` of the tombstone, i.e. `gap_to` for cap/ttl loss).
+Rule 2: the first read of each topic on a connection is connect-time: a cap/ttl/mixed
+tombstone there is reported with reason "from_seq_too_old" (seeds tombstones.txt).
+Rule 3: frames go out in batches; each batch is one awaited send, so a slow reader is paced by
+its socket. Nothing is buffered beyond one batch (<= BATCH_LIMIT records, ~BATCH_BYTES) and
+nothing is ever dropped.
+Rule 4: a notifier event is taken before each round of reads and awaited only when every topic
+was caught up; the wait is bounded by the heartbeat interval (`: hb`, no id).
+Rule 5: a topic deleted while watched is waited for; when it is recreated the stale cursor
+gets a "recreated" tombstone (the watch remembers the instance epoch it was reading).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import trio
+
+from topicsrv.engine.config import check_topic_name
+from topicsrv.errors import TopicsError, invalid
+from topicsrv.http import params as p
+from topicsrv.http.handlers import public_tombstone
+from topicsrv.http.ops import http_stats
+from topicsrv.http.protocol import Request
+from topicsrv.notify import wait_any
+
+if TYPE_CHECKING:
+    from topicsrv.server import ServerContext
+
+BATCH_LIMIT = 1000
+BATCH_BYTES = 1 << 20
+MAX_WATCH_TOPICS = 256
+HEARTBEAT = b": hb\n\n"
+CONNECT_TIME_REASONS = frozenset({"cap", "ttl", "mixed"})
+
+
+@dataclass(slots=True)
+class WatchPlan:
+    topics: list[str]
+    cursors: dict[str, int]
+    nodes: list[str] | None
+
+
+# ---- cursors and frames (pure) ---------------------------------------------------------
+
+
+def encode_id(cursors: dict[str, int]) -> bytes:
+    return base64.urlsafe_b64encode(orjson.dumps(cursors)).rstrip(b"=")
+
+
+def decode_id(text: str) -> dict[str, int]:
+    """A Last-Event-ID back into its cursor map; 400 if it is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(text.strip() + "=" * (-len(text.strip()) % 4))
+        value = orjson.loads(raw)
+    except (binascii.Error, ValueError):
+        raise invalid("Last-Event-ID is not a cursor issued by this server",
+                      field="Last-Event-ID") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in value.items()
+    ):
+        raise invalid("Last-Event-ID must encode a map of topic to seq", field="Last-Event-ID")
+    return value
+
+
+def frame(event: bytes, data: bytes, cursors: dict[str, int]) -> bytes:
+    return b"id: %b\nevent: %b\ndata: %b\n\n" % (encode_id(cursors), event, data)
+
+
+def record_data(topic_json: bytes, blob: bytes) -> bytes:
+    """The stored record JSON with "topic" first; the record bytes are not re-encoded."""
+    return b'{"topic":' + topic_json + b"," + blob[1:]
+
+
+def tombstone_data(topic: str, tomb: dict[str, Any]) -> bytes:
+    return orjson.dumps({"topic": topic, **tomb})
+
+
+# ---- planning a watch (pure, raises 4xx) -----------------------------------------------
+
+
+def _last_event_id(req: Request) -> dict[str, int] | None:
+    text = req.headers.get("last-event-id")
+    return decode_id(text) if text else None
+
+
+def plan_single(ctx: ServerContext, topic: str, req: Request) -> WatchPlan:
+    return _plan(ctx, [topic], {topic: p.query_int(req.query, "from_seq")}, req)
+
+
+def plan_many(ctx: ServerContext, req: Request) -> WatchPlan:
+    names = [t for t in req.query.get("topics", "").split(",") if t]
+    if not names:
+        raise invalid("query parameter 'topics' must name at least one topic", field="topics")
+    if len(names) > MAX_WATCH_TOPICS:
+        raise invalid(f"at most {MAX_WATCH_TOPICS} topics per watch", field="topics")
+    names = list(dict.fromkeys(names))
+    starts: dict[str, int | None] = {}
+    for part in (x for x in req.query.get("from", "").split(",") if x):
+        name, sep, seq = part.rpartition(":")
+        if not sep or not seq.isdigit():
+            raise invalid("'from' must look like topic:seq,topic:seq", field="from")
+        starts[name] = int(seq)
+    unknown = sorted(set(starts) - set(names))
+    if unknown:
+        raise invalid(f"'from' names topic '{unknown[0]}' that is not in 'topics'", field="from")
+    return _plan(ctx, names, starts, req)
+
+
+def _plan(ctx: ServerContext, names: list[str], starts: dict[str, int | None],
+          req: Request) -> WatchPlan:
+    resume = _last_event_id(req) or {}
+    cursors: dict[str, int] = {}
+    for name in names:
+        check_topic_name(name)
+        topic = ctx.engine.get(name)  # 404 topic_not_found before the stream starts
+        if name in resume:
+            cursors[name] = resume[name]
+        else:
+            start = starts.get(name)
+            cursors[name] = topic.head_seq if start is None else start
+    return WatchPlan(names, cursors, p.nodes(req.query.get("node")))
+
+
+# ---- the stream ------------------------------------------------------------------------
+
+
+async def run_watch(
+    ctx: ServerContext, plan: WatchPlan, send: Callable[[bytes], Awaitable[None]]
+) -> None:
+    """Stream frames until cancelled (the client left) or `send` fails."""
+    engine = ctx.engine
+    stats = http_stats(ctx)
+    cursors = dict(plan.cursors)
+    epochs: dict[str, int] = {}
+    for name in plan.topics:
+        topic = engine.find(name)
+        if topic is not None:
+            epochs[name] = topic.epoch
+    names_json = {name: orjson.dumps(name) for name in plan.topics}
+    connect_time = set(plan.topics)
+    watch_cursors = stats["watch_cursors"]
+    me = object()
+    hb_s = max(0.01, ctx.config.heartbeat_s)
+    last_sent = trio.current_time()
+    stats["sse_streams"] += 1
+    try:
+        while True:
+            events = [ctx.notifier.event(name) for name in plan.topics]
+            out: list[bytes] = []
+            more = False
+            for name in plan.topics:
+                try:
+                    res = engine.diff(name, cursors[name], BATCH_LIMIT, max_bytes=BATCH_BYTES,
+                                      nodes=plan.nodes, epoch=epochs.get(name))
+                except TopicsError as err:
+                    if err.code != "topic_not_found":
+                        raise
+                    continue  # deleted: wait for it to come back (Rule 5)
+                topic = engine.find(name)
+                if topic is not None:
+                    epochs[name] = topic.epoch
+                tomb = public_tombstone(res.tombstone)
+                if tomb is not None:
+                    if name in connect_time and tomb["reason"] in CONNECT_TIME_REASONS:
+                        tomb["reason"] = "from_seq_too_old"
+                    cursors[name] = tomb["earliest_seq"] - 1
+                    out.append(frame(b"tombstone", tombstone_data(name, tomb), cursors))
+                connect_time.discard(name)
+                tj = names_json[name]
+                for seq, blob in zip(res.seqs, res.records, strict=True):
+                    cursors[name] = seq
+                    out.append(frame(b"record", record_data(tj, blob), cursors))
+                cursors[name] = res.next_from_seq
+                watch_cursors.setdefault(name, {})[me] = res.next_from_seq
+                more = more or not res.caught_up
+            if out:
+                stats["sse_frames"] += len(out)
+                await send(b"".join(out))
+                last_sent = trio.current_time()
+            if more:
+                await trio.lowlevel.checkpoint()
+                continue
+            timeout = last_sent + hb_s - trio.current_time()
+            if timeout <= 0 or not await wait_any(events, timeout):
+                await send(HEARTBEAT)
+                last_sent = trio.current_time()
+    finally:
+        stats["sse_streams"] -= 1
+        for name in plan.topics:
+            per_topic = watch_cursors.get(name)
+            if per_topic is not None:
+                per_topic.pop(me, None)
+                if not per_topic:
+                    del watch_cursors[name]
