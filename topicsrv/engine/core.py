@@ -254,6 +254,7 @@ class Engine:
             idem[idempotency_key] = (now + window, result)
         self.stats["writes"] += 1
         self.stats["records_written"] += len(records)
+        self.stats["bytes_written"] += sum(r.size for r in records)
         self._notify(name)
         token = next((t for t in reversed(tokens) if t is not None), None)
         return result, token
