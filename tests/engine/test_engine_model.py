@@ -19,6 +19,7 @@ from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine, segments
 from topicsrv.engine import topic as topic_mod
 from topicsrv.engine.deletes import parse_match
+from topicsrv.engine.reads import scan_range
 from topicsrv.engine.records import prepare_json
 
 TAGS = ["a:1", "a:2", "b", None]
@@ -83,6 +84,7 @@ ops = st.lists(
         st.tuples(st.just("xdel"), st.lists(st.integers(1, 40), max_size=4)),
         st.tuples(st.just("trim"), st.integers(0, 8)),
         st.tuples(st.just("read"), st.integers(0, 45), st.sampled_from([None, ["n1"], ["n1", "n2"]]), st.integers(1, 5)),
+        st.tuples(st.just("range"), st.integers(0, 45), st.integers(0, 45), st.integers(0, 4), st.booleans()),
     ),
     max_size=40,
 )
@@ -149,6 +151,12 @@ def run_script(cap: int, ttl: int, script: list[tuple]) -> None:
         elif kind == "trim":
             eng.trim("t", maxlen=op[1])
             m.cap_to(op[1])
+        elif kind == "range":
+            _, lo, hi, count, reverse = op
+            got = [s for s, _ in scan_range(eng.get("t"), lo, hi, count, now, reverse=reverse)]
+            want = [s for s in m.live() if lo <= s <= hi]
+            want = want[::-1] if reverse else want
+            assert got == (want[:count] if count else want)
         elif kind == "read":
             _, from_seq, nodes, page = op
             check_read(eng, m, from_seq, nodes, page)

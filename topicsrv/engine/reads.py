@@ -204,6 +204,18 @@ def scan_range(
             stop = min(hi - seg.base + 1, len(seg))
             idx = range(i, stop)
         flags, blobs = seg.flags, seg.blobs
+        if not reverse and seg.kinds == fmt:
+            # Fast path: a run of live slots in this record form goes out as one slice.
+            j = stop if not count else min(stop, i + count - len(out))
+            if flags.count(LIVE, i, j) == j - i:
+                out.extend(zip(range(seg.base + i, seg.base + j), blobs[i:j]))  # type: ignore[arg-type]
+                if count and len(out) >= count:
+                    return out
+                if j < stop:
+                    seq = seg.base + j
+                    continue
+                seq = seg.base + len(seg)
+                continue
         for x in idx:
             if flags[x] == LIVE:
                 blob = blobs[x]
