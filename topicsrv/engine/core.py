@@ -205,12 +205,12 @@ class Engine:
                 f"{len(records)} records in one write; the limit is {MAX_RECORDS_PER_WRITE}",
                 {"records": len(records), "limit": MAX_RECORDS_PER_WRITE},
             )
-        check_topic_name(name)
         req = parse_config(config, "config") if config is not None else None
-        topic = self.find(name)
-        now = self.now()
+        topic: Topic | None = self.topics.get(name)
+        now = self.clock.now_ms()
         created = False
         if topic is None:
+            check_topic_name(name)
             if create is False:
                 raise not_found(name)
             topic = self._create(name, req or ConfigRequest({}, None, None))
@@ -219,44 +219,43 @@ class Engine:
             hit = topic.idempotency.get(idempotency_key)
             if hit is not None and hit[0] > now:
                 return {**hit[1], "duplicate": True}, None
+        journal = self.journal
         try:
             topic.expire(now)
             topic.check_append(records)
-            self.journal.check_writable(topic)
+            journal.check_writable(topic)
         except TopicsError:
             if created:  # a refused first write leaves no topic behind
                 del self.topics[name]
                 self.epochs[name] -= 1
             raise
-        tokens = []
-        if created:
-            tokens.append(self.journal.topic_upserted(topic))
+        created_token = journal.topic_upserted(topic) if created else None
         first, ts, blobs = topic.append(records, now)
-        tokens.append(self.journal.appended(topic, first, ts, blobs, records))
-        last = first + len(records) - 1
+        token = journal.appended(topic, first, ts, blobs, records) or created_token
+        n = len(records)
+        last = first + n - 1
         result = {
             "topic": name,
             "seqs": list(range(first, last + 1)),
             "first_seq": first,
             "last_seq": last,
             "ts": ts,
-            "head_seq": topic.head_seq,
+            "head_seq": last,
             "earliest_seq": topic.earliest_seq,
             "durability": topic.config.durability,
             "created": created,
             "duplicate": False,
         }
-        window = topic.config.idempotency_window_ms
-        if idempotency_key is not None and window:
+        if idempotency_key is not None and topic.config.idempotency_window_ms:
             idem = topic.idempotency
             while idem and (next(iter(idem.values()))[0] <= now or len(idem) >= IDEMPOTENCY_KEYS_MAX):
                 idem.popitem(last=False)
-            idem[idempotency_key] = (now + window, result)
-        self.stats["writes"] += 1
-        self.stats["records_written"] += len(records)
-        self.stats["bytes_written"] += sum(r.size for r in records)
-        self._notify(name)
-        token = next((t for t in reversed(tokens) if t is not None), None)
+            idem[idempotency_key] = (now + topic.config.idempotency_window_ms, result)
+        stats = self.stats
+        stats["writes"] += 1
+        stats["records_written"] += n
+        for listener in self.listeners:
+            listener(name)
         return result, token
 
     # ---- reads -------------------------------------------------------------------------

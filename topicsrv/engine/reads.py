@@ -208,7 +208,7 @@ def scan_range(
             # Fast path: a run of live slots in this record form goes out as one slice.
             j = stop if not count else min(stop, i + count - len(out))
             if flags.count(LIVE, i, j) == j - i:
-                out.extend(zip(range(seg.base + i, seg.base + j), blobs[i:j]))  # type: ignore[arg-type]
+                out.extend(zip(range(seg.base + i, seg.base + j), blobs[i:j], strict=True))  # type: ignore[arg-type]
                 if count and len(out) >= count:
                     return out
                 if j < stop:

@@ -136,7 +136,7 @@ def prepare_fields(pairs: list[bytes], node: str | None = None, tag: str | None 
         raise invalid("a record needs field/value pairs")
     node = check_label(node, "node", MAX_NODE_BYTES)
     tag = check_label(tag, "tag", MAX_TAG_BYTES)
-    size = sum(len(p) for p in pairs)
+    size = sum(map(len, pairs))
     if size > MAX_DATA_META_BYTES:
         raise too_large(
             f"the record's fields are {size} bytes; the limit is {MAX_DATA_META_BYTES}",

@@ -74,7 +74,11 @@ class Topic:
 
     @property
     def earliest_seq(self) -> int:
-        p = max(self._earliest, self.front)
+        p = self._earliest if self._earliest > self.front else self.front
+        if p < self.next_seq and self.segs:
+            seg, i = self.locate(p)
+            if seg.flags[i] == LIVE:  # the common case: the cached floor is still live
+                return p
         while p < self.next_seq:
             seg, i = self.locate(p)
             j = seg.flags.find(LIVE, i)
