@@ -254,6 +254,7 @@ class Engine:
         stats = self.stats
         stats["writes"] += 1
         stats["records_written"] += n
+        stats["bytes_written"] += sum(r.size for r in records)
         for listener in self.listeners:
             listener(name)
         return result, token
