@@ -1,0 +1,198 @@
+"""HTTP test helpers: a tiny JSON client and an SSE reader over the standard library only."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+class Reply:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def code(self) -> str | None:
+        try:
+            return self.json["error"]["code"]  # type: ignore[no-any-return]
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def __repr__(self) -> str:
+        return f"Reply({self.status}, {self.body[:300]!r})"
+
+
+class Client:
+    """One keep-alive connection to the server."""
+
+    def __init__(self, port: int, token: str | None = None, timeout: float = 30.0) -> None:
+        self.port = port
+        self.token = token
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
+                headers: dict[str, str] | None = None) -> Reply:
+        hdrs = dict(headers or {})
+        if self.token is not None:
+            hdrs.setdefault("Authorization", f"Bearer {self.token}")
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        if data is not None:
+            hdrs.setdefault("Content-Type", "application/json")
+        self.conn.request(method, path, body=data, headers=hdrs)
+        resp = self.conn.getresponse()
+        out = resp.read()
+        return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, out)
+
+    def get(self, path: str, **kw: Any) -> Reply:
+        return self.request("GET", path, **kw)
+
+    def put(self, path: str, body: Any = None, **kw: Any) -> Reply:
+        return self.request("PUT", path, body, **kw)
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Reply:
+        return self.request("POST", path, body, **kw)
+
+    def delete(self, path: str, **kw: Any) -> Reply:
+        return self.request("DELETE", path, **kw)
+
+    def write(self, topic: str, *datas: Any, **extra: Any) -> Reply:
+        r = self.post(f"/v0/topics/{topic}", {"records": [{"data": d} for d in datas], **extra})
+        assert r.status == 200, r
+        return r
+
+    def diff(self, topic: str, from_seq: int = 0, **extra: Any) -> dict[str, Any]:
+        r = self.post(f"/v0/topics/{topic}/diff", {"from_seq": from_seq, **extra})
+        assert r.status == 200, r
+        return r.json  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class SSE:
+    """A raw SSE subscription: `next_event()` returns dict(id, event, data) or {"comment"}."""
+
+    def __init__(self, port: int, path: str, headers: dict[str, str] | None = None,
+                 timeout: float = 10.0) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        self.conn.request("GET", path, headers=headers or {})
+        self.resp = self.conn.getresponse()
+        self.status = self.resp.status
+
+    def next_event(self) -> dict[str, Any]:
+        ev: dict[str, Any] = {}
+        while True:
+            line = self.resp.readline()
+            if not line:
+                raise EOFError("stream ended")
+            text = line.decode().rstrip("\n")
+            if text == "":
+                if ev:
+                    return ev
+                continue
+            if text.startswith(":"):
+                ev.setdefault("comment", text[1:].strip())
+                continue
+            key, _, value = text.partition(": ")
+            ev[key] = json.loads(value) if key == "data" else value
+            if key == "id":
+                ev["cursor"] = decode_cursor(value)
+
+    def frames(self, n: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while len(out) < n:
+            ev = self.next_event()
+            if "event" in ev:
+                out.append(ev)
+        return out
+
+    def close(self) -> None:
+        sock = self.conn.sock
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        self.conn.close()
+
+
+def decode_cursor(value: str) -> dict[str, int]:
+    return json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))  # type: ignore[no-any-return]
+
+
+def raw_exchange(port: int, data: bytes, timeout: float = 10.0, until_close: bool = True) -> bytes:
+    """Send raw bytes; read until the server closes (or the timeout)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        chunks = []
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if not until_close:
+                    break
+        except TimeoutError:
+            pass
+        return b"".join(chunks)
+
+
+@pytest.fixture
+def client(server: Any) -> Iterator[Client]:
+    c = Client(server.http_port)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def topic() -> str:
+    return "t-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def connect(server: Any) -> Iterator[Any]:
+    """`connect(token=None)` opens another keep-alive client to the shared server."""
+    made: list[Client] = []
+
+    def make(token: str | None = None, port: int | None = None) -> Client:
+        c = Client(port or server.http_port, token)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def watch(server: Any) -> Iterator[Any]:
+    """`watch(path, headers=None, port=None)` opens an SSE stream (closed at teardown)."""
+    made: list[SSE] = []
+
+    def make(path: str, headers: dict[str, str] | None = None, port: int | None = None) -> SSE:
+        s = SSE(port or server.http_port, path, headers)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        try:
+            s.close()
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def raw(server: Any) -> Any:
+    """`raw(bytes)` sends raw bytes to the shared server and returns everything it answers."""
+    return lambda data, **kw: raw_exchange(server.http_port, data, **kw)
