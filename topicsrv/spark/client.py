@@ -1,0 +1,211 @@
+"""redis-py access to topicsrv for the Spark data source: watermarks, loss-aware pages, XADD.
+
+Rule 1: every process (driver planner, each executor task) opens its own client with
+`connect(url)`; objects that cross a pickle boundary hold the URL, never a connection.
+Rule 2: a read position is a seq used as an exclusive lower bound (a topicsrv cursor):
+reading "from 41" returns seqs > 41. Over RESP the position is the stream ID `0-41`, whose
+seq part is authoritative (API.md section 9); position 0 is `0-0`, the start of the topic.
+Rule 3: pages come from non-blocking `XREAD COUNT n`, not XRANGE, because XREAD is the read
+that reports loss in-band and does so atomically with the records of the same page: when
+the cursor crossed the topic's evict_floor the page starts with a tombstone entry whose ID
+is `<ts>-<gap_to>`. In a range without loss XREAD and XRANGE return the same entries.
+Rule 4: replies are read raw (redis-py's stream reply callbacks are removed) so repeated
+field names and binary values survive; the client speaks RESP2, and RESP3 maps are
+accepted too in case the URL asks for protocol 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+_RAW_COMMANDS = ("XREAD", "XRANGE", "XREVRANGE", "XINFO STREAM", "XADD")
+
+
+def connect(url: str) -> redis.Redis:
+    """A redis-py client whose stream replies are left raw (lists of bytes)."""
+    client = redis.Redis.from_url(url, protocol=2, socket_timeout=60)
+    for name in _RAW_COMMANDS:
+        client.response_callbacks.pop(name, None)
+    return client
+
+
+def position(seq: int) -> str:
+    """The stream ID that means "after seq" (0: from the start)."""
+    return f"0-{max(seq, 0)}"
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _int(value: Any) -> int:
+    return int(value.decode() if isinstance(value, bytes) else value)
+
+
+# ---- watermarks ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """The watermarks of one topic (API.md: TOPIC.INFO)."""
+
+    head_seq: int
+    earliest_seq: int
+    evict_floor: int
+    exists: bool = True
+
+    @property
+    def earliest_position(self) -> int:
+        """The position before the first live record (where "earliest" starts)."""
+        return max(self.earliest_seq - 1, 0)
+
+
+MISSING = TopicInfo(head_seq=0, earliest_seq=1, evict_floor=1, exists=False)
+
+
+def _pairs_to_dict(reply: Any) -> dict[str, Any]:
+    if isinstance(reply, dict):
+        return {_text(k): v for k, v in reply.items()}
+    items = list(reply)
+    return {_text(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
+
+
+def topic_info(client: redis.Redis, topic: str) -> TopicInfo:
+    """TOPIC.INFO of `topic`; a topic that does not exist (yet) reads as empty."""
+    try:
+        reply = client.execute_command("TOPIC.INFO", topic)
+    except redis.ResponseError as exc:
+        if "does not exist" in str(exc) or "not found" in str(exc).lower():
+            return MISSING
+        raise
+    info = _pairs_to_dict(reply)
+    return TopicInfo(
+        head_seq=_int(info["head_seq"]),
+        earliest_seq=_int(info["earliest_seq"]),
+        evict_floor=_int(info["evict_floor"]),
+    )
+
+
+# ---- entries ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One record as read over RESP: its id parts and field/value pairs (extras split off)."""
+
+    seq: int
+    ts: int
+    pairs: list[bytes]
+    node: str | None
+    tag: str | None
+    meta: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """An in-band loss report: seqs [gap_from, gap_to] were lost before this reader read them."""
+
+    ts: int
+    gap_from: int
+    gap_to: int
+    reason: str
+    missed_estimate: int | None
+
+    @property
+    def seq(self) -> int:
+        return self.gap_to
+
+    def clipped(self, lo: int, hi: int) -> Tombstone:
+        """The part of the gap inside the range (lo, hi]."""
+        return Tombstone(self.ts, max(self.gap_from, lo + 1), min(self.gap_to, hi), self.reason,
+                         self.missed_estimate)
+
+
+def _split_id(ident: Any) -> tuple[int, int]:
+    ts, _, seq = _text(ident).partition("-")
+    return int(ts), int(seq or 0)
+
+
+def parse_entry(raw: Any) -> Entry | Tombstone:
+    """A raw stream entry `[id, [f, v, ...]]` as an Entry or a Tombstone."""
+    ts, seq = _split_id(raw[0])
+    pairs = list(raw[1] or [])
+    if len(pairs) >= 2 and pairs[0] == b"$type" and pairs[1] == b"tombstone":
+        fields = {_text(pairs[i]): pairs[i + 1] for i in range(2, len(pairs) - 1, 2)}
+        missed = fields.get("missed_estimate")
+        return Tombstone(
+            ts=ts,
+            gap_from=_int(fields["gap_from"]),
+            gap_to=_int(fields.get("gap_to", seq)),
+            reason=_text(fields.get("reason", b"unknown")),
+            missed_estimate=_int(missed) if missed not in (None, b"") else None,
+        )
+    extras: dict[bytes, str] = {}
+    for key in (b"$meta", b"$tag", b"$node"):  # appended as node, tag, meta: strip from the end
+        if len(pairs) >= 2 and pairs[-2] == key:
+            extras[key] = pairs[-1].decode("utf-8", "surrogateescape")
+            pairs = pairs[:-2]
+    return Entry(seq=seq, ts=ts, pairs=pairs, node=extras.get(b"$node"),
+                 tag=extras.get(b"$tag"), meta=extras.get(b"$meta"))
+
+
+def _stream_entries(reply: Any) -> list[Any]:
+    if not reply:
+        return []
+    if isinstance(reply, dict):  # RESP3: {key: entries}
+        return list(next(iter(reply.values())) or [])
+    return list(reply[0][1] or [])
+
+
+def read_range(
+    client: redis.Redis, topic: str, lo: int, hi: int, page: int
+) -> Iterator[list[Entry | Tombstone]]:
+    """Pages of the seq range (lo, hi]: records and the tombstones of losses inside the range.
+
+    A tombstone is clipped to the range; a page never holds an entry past `hi`. The read
+    ends at `hi` or when no live record follows the cursor.
+    """
+    cursor = lo
+    while cursor < hi:
+        before = cursor
+        count = max(1, min(page, hi - cursor))
+        reply = client.execute_command("XREAD", "COUNT", count, "STREAMS", topic, position(cursor))
+        raw = _stream_entries(reply)
+        if not raw:
+            return
+        out: list[Entry | Tombstone] = []
+        for item in raw:
+            entry = parse_entry(item)
+            if entry.seq <= cursor:  # defensive: never go backwards or repeat
+                continue
+            if isinstance(entry, Tombstone):
+                if entry.gap_from <= hi:
+                    out.append(entry.clipped(lo, hi))
+            elif entry.seq <= hi:
+                out.append(entry)
+            cursor = entry.seq
+            if cursor >= hi:
+                break
+        if out:
+            yield out
+        if cursor == before:
+            return
+
+
+# ---- writes ----------------------------------------------------------------------------
+
+
+def xadd_args(topic: str, pairs: list[Any], node: str | None, tag: str | None) -> list[Any]:
+    """The XADD command for one record (IDs are server-assigned: always `*`)."""
+    args: list[Any] = ["XADD", topic]
+    if node is not None:
+        args += ["NODE", node]
+    if tag is not None:
+        args += ["TAG", tag]
+    args.append("*")
+    args += pairs
+    return args

@@ -1,0 +1,123 @@
+"""The row shape of the `topics` source and how RESP entries become Arrow record batches.
+
+Rule 1: one schema for batch and streaming reads (SCHEMA_DDL); record rows have
+kind="record" and null gap columns, tombstone rows have kind="tombstone", seq = gap_to (the
+position to resume after), the gap columns set, and null node/tag/meta/data.
+Rule 2: `data` is JSON text. A record whose RESP form is the single pair `data` holding JSON
+that is not a non-empty flat object of strings is the inverse of topicsrv's HTTP->RESP
+mapping, so its `data` is that JSON verbatim; any other pairs become a JSON object of the
+pairs (or `{"$fields": [[k, v], ...]}` when field names repeat or bytes are not UTF-8, the
+same view the HTTP API gives; non-UTF-8 text is `{"$base64": ...}`).
+Rule 3: rows are built column-wise into Arrow batches; no per-row Python objects beyond
+the column lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from topicsrv.spark.client import Entry, Tombstone
+
+SCHEMA_DDL = (
+    "topic string, seq long, ts timestamp, node string, tag string, "
+    "meta map<string,string>, data string, kind string, gap_from long, gap_to long, "
+    "reason string"
+)
+
+ARROW_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("seq", pa.int64()),
+    ("ts", pa.timestamp("us", tz="UTC")),
+    ("node", pa.string()),
+    ("tag", pa.string()),
+    ("meta", pa.map_(pa.string(), pa.string())),
+    ("data", pa.string()),
+    ("kind", pa.string()),
+    ("gap_from", pa.int64()),
+    ("gap_to", pa.int64()),
+    ("reason", pa.string()),
+])
+
+KIND_RECORD = "record"
+KIND_TOMBSTONE = "tombstone"
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _flat_strings(obj: Any) -> bool:
+    return isinstance(obj, dict) and bool(obj) and all(isinstance(v, str) for v in obj.values())
+
+
+def _jsonable_text(b: bytes) -> Any:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"$base64": base64.b64encode(b).decode("ascii")}
+
+
+def data_text(pairs: list[bytes]) -> str:
+    """The `data` column (JSON text) of a record's field/value pairs."""
+    if len(pairs) == 2 and pairs[0] == b"data":
+        try:
+            parsed = json.loads(pairs[1])
+        except ValueError:
+            parsed = None
+        else:
+            if not _flat_strings(parsed):
+                return pairs[1].decode("utf-8")
+    keys = pairs[0::2]
+    try:
+        obj = {k.decode("utf-8"): v.decode("utf-8") for k, v in zip(keys, pairs[1::2], strict=True)}
+        if len(obj) == len(keys):
+            return _dumps(obj)
+    except UnicodeDecodeError:
+        pass
+    fields = [[_jsonable_text(k), _jsonable_text(v)] for k, v in zip(keys, pairs[1::2], strict=True)]
+    return _dumps({"$fields": fields})
+
+
+def _meta_items(meta: str | None) -> list[tuple[str, str]] | None:
+    if meta is None:
+        return None
+    try:
+        obj = json.loads(meta)
+    except ValueError:
+        return [("$raw", meta)]
+    if not isinstance(obj, dict):
+        return [("$raw", meta)]
+    return [(str(k), v if isinstance(v, str) else _dumps(v)) for k, v in obj.items()]
+
+
+def to_batch(topic: str, items: Iterable[Entry | Tombstone]) -> pa.RecordBatch:
+    """An Arrow batch of ARROW_SCHEMA rows for `items` of one topic."""
+    cols: dict[str, list[Any]] = {name: [] for name in ARROW_SCHEMA.names}
+    for item in items:
+        cols["topic"].append(topic)
+        cols["ts"].append(item.ts * 1000)
+        if isinstance(item, Tombstone):
+            cols["seq"].append(item.gap_to)
+            for name in ("node", "tag", "meta", "data"):
+                cols[name].append(None)
+            cols["kind"].append(KIND_TOMBSTONE)
+            cols["gap_from"].append(item.gap_from)
+            cols["gap_to"].append(item.gap_to)
+            cols["reason"].append(item.reason)
+        else:
+            cols["seq"].append(item.seq)
+            cols["node"].append(item.node)
+            cols["tag"].append(item.tag)
+            cols["meta"].append(_meta_items(item.meta))
+            cols["data"].append(data_text(item.pairs))
+            cols["kind"].append(KIND_RECORD)
+            cols["gap_from"].append(None)
+            cols["gap_to"].append(None)
+            cols["reason"].append(None)
+    arrays = [pa.array(cols[f.name], type=f.type) for f in ARROW_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

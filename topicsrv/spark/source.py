@@ -1,0 +1,48 @@
+"""`TopicsDataSource`: the `topics` format of PySpark's Python Data Source API (PySpark 4).
+
+Rule 1: the DataSource object holds only its options (plain strings); readers and writers
+are built from parsed, immutable option objects, so everything pickles.
+Rule 2: bad options fail when the reader/writer is created, with the option's name.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from topicsrv.spark.options import ReadOptions, WriteOptions
+from topicsrv.spark.reader import TopicsBatchReader
+from topicsrv.spark.rows import SCHEMA_DDL
+from topicsrv.spark.stream import TopicsStreamReader
+from topicsrv.spark.writer import TopicsStreamWriter, TopicsWriter
+
+
+class TopicsDataSource(DataSource):
+    """Read and write topicsrv topics over RESP (redis-py). Format name: `topics`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "topics"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TopicsBatchReader(ReadOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return TopicsStreamReader(ReadOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise ValueError("topics are append-only: use mode('append') with the topics sink")
+        return TopicsWriter(WriteOptions.parse(self.options), schema.fieldNames())
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return TopicsStreamWriter(WriteOptions.parse(self.options), schema.fieldNames())

@@ -1,0 +1,187 @@
+"""Writes to topicsrv: `df.write.format("topics")` and `writeStream.format("topics")`.
+
+Rule 1: each task opens its own client and XADDs its rows through a non-transactional
+pipeline, `batchSize` commands per round trip; the task fails on the first error reply.
+Rule 2: the row layout is decided once from the schema. With a `data` column a row is one
+record whose data is that column (JSON text; a flat object of strings is written as those
+field/value pairs, any other JSON as the single field `data`, exactly topicsrv's HTTP->RESP
+mapping, so the source reads the same `data` back). Without one, every column other than
+topic/tag/node (and the source's seq/ts/meta/kind/gap columns) is a field named after it;
+null values are left out.
+Rule 3: optional `tag` and `node` columns become XADD TAG/NODE; option topic wins over a
+`topic` column; rows with kind="tombstone" (from a source read) are skipped.
+Rule 4: delivery is at-least-once. A retried task or a replayed micro-batch XADDs its rows
+again: XADD has no idempotency key over RESP (topicsrv's idempotency keys exist only on
+HTTP writes), so the sink cannot make (batchId, partition) writes idempotent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+
+from topicsrv.spark.client import connect, xadd_args
+from topicsrv.spark.options import WriteOptions
+
+log = logging.getLogger("topicsrv.spark")
+
+_SOURCE_ONLY = frozenset({"topic", "tag", "node", "seq", "ts", "meta", "kind", "gap_from",
+                          "gap_to", "reason"})
+
+
+@dataclass
+class TopicsCommitMessage(WriterCommitMessage):
+    records: int
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Row):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    return value
+
+
+def data_pairs(value: Any) -> list[Any]:
+    """Field/value pairs for a `data` value (JSON text, or any Spark value)."""
+    if isinstance(value, str):
+        try:
+            obj = json.loads(value)
+        except ValueError:
+            obj = value  # not JSON: written as a JSON string
+            value = _dumps(value)
+    else:
+        obj = _plain(value)
+        value = _dumps(obj)
+    if isinstance(obj, dict) and obj and all(isinstance(v, str) for v in obj.values()):
+        pairs: list[Any] = []
+        for k, v in obj.items():
+            pairs += [k, v]
+        return pairs
+    return ["data", value]
+
+
+def field_value(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    return _dumps(_plain(value))
+
+
+class RowEncoder:
+    """Turns rows of one schema into XADD commands."""
+
+    def __init__(self, columns: list[str], opts: WriteOptions) -> None:
+        if opts.topic is None and "topic" not in columns:
+            raise ValueError("the topics sink needs option topic or a `topic` column")
+        self.topic = opts.topic
+        self.has_data = "data" in columns
+        self.fields = [c for c in columns if c not in _SOURCE_ONLY and c != "data"]
+        if not self.has_data and not self.fields:
+            raise ValueError("the topics sink needs a `data` column or at least one field column")
+        self.has_tag = "tag" in columns
+        self.has_node = "node" in columns
+        self.has_kind = "kind" in columns
+
+    def command(self, row: Row) -> list[Any] | None:
+        if self.has_kind and row["kind"] == "tombstone":
+            return None
+        topic = self.topic or row["topic"]
+        if not topic:
+            raise ValueError("a row has no topic (set option topic or fill the topic column)")
+        if self.has_data:
+            pairs = data_pairs(row["data"])
+        else:
+            pairs = []
+            for name in self.fields:
+                value = row[name]
+                if value is not None:
+                    pairs += [name, field_value(value)]
+            if not pairs:
+                pairs = ["data", "null"]
+        tag = row["tag"] if self.has_tag else None
+        node = row["node"] if self.has_node else None
+        return xadd_args(topic, pairs, node, tag)
+
+
+def write_rows(opts: WriteOptions, encoder: RowEncoder, rows: Iterator[Row]) -> int:
+    client = connect(opts.url)
+    written = 0
+    try:
+        pipe = client.pipeline(transaction=False)
+        pending = 0
+        for row in rows:
+            cmd = encoder.command(row)
+            if cmd is None:
+                continue
+            pipe.execute_command(*cmd)
+            pending += 1
+            if pending >= opts.batch_size:
+                pipe.execute()
+                written += pending
+                pending = 0
+        if pending:
+            pipe.execute()
+            written += pending
+    finally:
+        client.close()
+    return written
+
+
+class TopicsWriter(DataSourceWriter):
+    """`df.write.format("topics").mode("append")`."""
+
+    def __init__(self, opts: WriteOptions, columns: list[str]) -> None:
+        self.opts = opts
+        self.encoder = RowEncoder(columns, opts)
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        return TopicsCommitMessage(write_rows(self.opts, self.encoder, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(m.records for m in messages if isinstance(m, TopicsCommitMessage))
+        log.info("topics sink: wrote %d records", total)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = sum(m.records for m in messages if isinstance(m, TopicsCommitMessage))
+        log.warning("topics sink: job aborted after %d records were written; they stay "
+                    "written (topics are append-only)", done)
+
+
+class TopicsStreamWriter(DataSourceStreamWriter):
+    """`writeStream.format("topics")`: at-least-once per micro-batch."""
+
+    def __init__(self, opts: WriteOptions, columns: list[str]) -> None:
+        self.opts = opts
+        self.encoder = RowEncoder(columns, opts)
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        return TopicsCommitMessage(write_rows(self.opts, self.encoder, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total = sum(m.records for m in messages if isinstance(m, TopicsCommitMessage))
+        log.info("topics sink: batch %d wrote %d records", batchId, total)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("topics sink: batch %d aborted; records already written stay written and "
+                    "the batch's rows are written again when it is retried", batchId)
