@@ -124,7 +124,7 @@ def test_multi_topic_watch_and_resume(client: Any, watch: Any, topic: str) -> No
 
 def test_watch_bad_requests(client: Any, topic: str) -> None:
     client.write(topic, 1)
-    for path, headers in ((f"/v0/watch", {}), (f"/v0/watch?topics={topic}&from=oops", {}),
+    for path, headers in (("/v0/watch", {}), (f"/v0/watch?topics={topic}&from=oops", {}),
                           (f"/v0/topics/{topic}/watch?from_seq=-1", {}),
                           (f"/v0/topics/{topic}/watch", {"Last-Event-ID": "!!notbase64"}),
                           (f"/v0/topics/{topic}/watch", {"Last-Event-ID": last_id([1])})):  # type: ignore[arg-type]
