@@ -10,22 +10,15 @@ See docs/spark.md. Needs the `spark` extra (pyspark>=4.0, pyarrow).
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
+from topicsrv.spark.launch import spark_session, use_this_python
 from topicsrv.spark.reader import DataLossError
 from topicsrv.spark.rows import SCHEMA_DDL
 from topicsrv.spark.source import TopicsDataSource
 
-__all__ = ["TopicsDataSource", "DataLossError", "SCHEMA_DDL", "use_this_python", "observe_loss"]
-
-
-def use_this_python() -> None:
-    """Make Spark's Python workers run this interpreter (the project's venv) unless the
-    environment already chose one. Call before the SparkSession is created (local runs)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+__all__ = ["TopicsDataSource", "DataLossError", "SCHEMA_DDL", "use_this_python", "spark_session",
+           "observe_loss"]
 
 
 def observe_loss(df: Any, name: str = "topics_loss") -> Any:
