@@ -1,0 +1,143 @@
+"""Rebuilding topics from storage (recovery) and marking a failed tail: the engine side.
+
+Storage reads frames; this module turns them into a Topic without going through the write
+path (no re-encode, no new seqs, no journal calls).
+
+Rule 1: slots are restored in seq order; a seq above `next_seq` fills the gap with LOST
+slots (seqs that were handed out and then lost), so seqs are never reused.
+Rule 2: slots below the restored `front` are EVICTED; DELETED slots keep no payload.
+Rule 3: `finish` re-derives counts, the tag index and whole-segment reclaim, exactly as a
+live topic would have them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import TYPE_CHECKING, Any
+
+from topicsrv.engine.config import TopicConfig
+from topicsrv.engine.segments import DELETED, EVICTED, LIVE, LOST, Segment
+from topicsrv.engine.topic import Topic
+
+if TYPE_CHECKING:
+    from topicsrv.engine.core import Engine
+
+_CONFIG_FIELDS = {f.name for f in dataclasses.fields(TopicConfig)}
+
+
+def config_to_dict(config: TopicConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(data: dict[str, Any]) -> TopicConfig:
+    return TopicConfig(**{k: v for k, v in data.items() if k in _CONFIG_FIELDS})
+
+
+def new_topic(
+    name: str, epoch: int, topic_type: str, config: TopicConfig, seq_base: int, created_ts: int,
+    start: int | None = None,
+) -> Topic:
+    """An empty topic whose log starts at `start` (default seq_base); nothing below is kept."""
+    topic = Topic(name, epoch, topic_type, config, seq_base, created_ts)
+    if start is not None and start > seq_base:
+        topic.next_seq = topic.front = topic._earliest = start
+    return topic
+
+
+def _segment_for(topic: Topic, seq: int) -> Segment:
+    segs = topic.segs
+    if not segs or segs[-1].full:
+        segs.append(Segment(seq))
+    return segs[-1]
+
+
+def fill_lost(topic: Topic, upto: int, ts: int) -> None:
+    """LOST slots for every seq in [next_seq, upto)."""
+    seq = topic.next_seq
+    while seq < upto:
+        seg = _segment_for(topic, seq)
+        n = min(upto, seg.end) - seq
+        seg.append_lost(n, ts)
+        if seq < topic.front:  # never happens for a well-formed image; keep flags honest
+            seg.flags[len(seg) - n:] = bytes([EVICTED]) * n
+        seq += n
+    topic.next_seq = max(topic.next_seq, upto)
+
+
+def put_slot(
+    topic: Topic, seq: int, ts: int, blob: bytes | None, size: int,
+    node: str | None, tag: str | None, flag: int = LIVE,
+) -> None:
+    """Restore one slot at `seq` (>= next_seq). `flag` is LIVE, DELETED or LOST."""
+    if seq < topic.next_seq:
+        return  # already restored (an idempotent replay)
+    if seq > topic.next_seq:
+        fill_lost(topic, seq, ts)
+    if ts < topic.last_ts:
+        ts = topic.last_ts
+    seg = _segment_for(topic, seq)
+    if seq < topic.front:
+        flag = EVICTED
+    if flag == LIVE and blob is not None:
+        if node is not None:
+            node = sys.intern(node)
+        seg.append(blob, ts, size, node, tag)
+        topic.count += 1
+        topic.bytes += size
+        if tag is not None:
+            topic.tags.add(tag, seq)
+    else:
+        seg.append_lost(1, ts)
+        seg.flags[-1] = flag if flag in (DELETED, EVICTED, LOST) else LOST
+    topic.next_seq = seq + 1
+    topic.last_ts = ts
+
+
+def finish(
+    topic: Topic, *, next_seq: int, front: int, floors: dict[str, int], delete_below: int,
+    last_ts: int, now: int,
+) -> None:
+    """Set the watermarks after every slot is in; seqs in [restored head, next_seq) are LOST."""
+    if next_seq > topic.next_seq:
+        fill_lost(topic, next_seq, max(topic.last_ts, last_ts))
+    if front > topic.front:
+        topic.drop_front(front, "cap")
+    for key, value in floors.items():
+        topic.floors[key] = max(topic.floors.get(key, 0), int(value))
+    topic.delete_below = max(topic.delete_below, delete_below)
+    topic.last_ts = max(topic.last_ts, last_ts)
+    topic._earliest = topic.front
+    topic.expire(now)
+    cfg = topic.config
+    if cfg.discard == "old" and (cfg.cap_records or cfg.cap_bytes):
+        topic.evict_for_cap(cfg.cap_records, cfg.cap_bytes)
+    topic.reclaim()
+
+
+def mark_lost(topic: Topic, first: int, count: int) -> int:
+    """Flip LIVE slots of [first, first+count) to LOST (a tail that could not be made
+    durable); readers crossing them get a `lost` tombstone. Returns how many flipped."""
+    lo = max(first, topic.front)
+    hi = min(first + count, topic.next_seq)
+    flipped = 0
+    s = lo
+    while s < hi:
+        seg, i = topic.locate(s)
+        j = min(hi, seg.next_seq) - seg.base
+        for k in range(i, j):
+            if seg.flags[k] == LIVE:
+                tag = seg.tag(k)
+                if tag is not None:
+                    topic.tags.discard(tag, seg.base + k)
+                n, b = seg.kill(k, k + 1, LOST)
+                topic.count -= n
+                topic.bytes -= b
+                flipped += n
+        s = seg.base + j
+    return flipped
+
+
+def install(engine: Engine, topic: Topic) -> None:
+    engine.topics[topic.name] = topic
+    engine.epochs[topic.name] = max(engine.epochs.get(topic.name, 0), topic.epoch)

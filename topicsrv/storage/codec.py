@@ -1,0 +1,114 @@
+"""Frame bodies (sans-IO): binary layouts for records, orjson for control frames.
+
+APPEND body (one engine write):
+    u16 name_len, name (utf-8), u64 epoch, u64 first_seq, u64 ts, u32 n,
+    n x [u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob]
+REC body (one segment slot):
+    u64 seq, u64 ts, u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob
+SLOT_LOST body: u64 seq, u64 ts
+
+Rule: a node/tag length of 0xFFFF means "absent" (an empty string is a real value).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+NONE_LEN = 0xFFFF
+_APPEND_HEAD = struct.Struct("<QQQI")
+_ITEM = struct.Struct("<IIHH")
+_REC_HEAD = struct.Struct("<QQIIHH")
+_LOST = struct.Struct("<QQ")
+_U16 = struct.Struct("<H")
+
+Item = tuple[bytes, int, str | None, str | None]  # blob, size, node, tag
+
+
+def _label(value: str | None) -> tuple[int, bytes]:
+    if value is None:
+        return NONE_LEN, b""
+    raw = value.encode("utf-8", "surrogatepass")
+    return len(raw), raw
+
+
+def _unlabel(buf: memoryview, pos: int, n: int) -> tuple[str | None, int]:
+    if n == NONE_LEN:
+        return None, pos
+    return bytes(buf[pos:pos + n]).decode("utf-8", "surrogatepass"), pos + n
+
+
+def encode_append(name: str, epoch: int, first_seq: int, ts: int, items: list[Item]) -> bytes:
+    raw_name = name.encode()
+    parts = [_U16.pack(len(raw_name)), raw_name, _APPEND_HEAD.pack(epoch, first_seq, ts, len(items))]
+    for blob, size, node, tag in items:
+        nl, nb = _label(node)
+        tl, tb = _label(tag)
+        parts.append(_ITEM.pack(size, len(blob), nl, tl))
+        if nb:
+            parts.append(nb)
+        if tb:
+            parts.append(tb)
+        parts.append(blob)
+    return b"".join(parts)
+
+
+def append_header(body: memoryview) -> tuple[str, int, int, int, int, int]:
+    """(name, epoch, first_seq, ts, n, offset of the first item)."""
+    (nlen,) = _U16.unpack_from(body, 0)
+    name = bytes(body[2:2 + nlen]).decode()
+    epoch, first, ts, n = _APPEND_HEAD.unpack_from(body, 2 + nlen)
+    return name, epoch, first, ts, n, 2 + nlen + _APPEND_HEAD.size
+
+
+def append_items(body: memoryview, pos: int, n: int) -> Iterator[Item]:
+    unpack = _ITEM.unpack_from
+    isize = _ITEM.size
+    for _ in range(n):
+        size, blen, nl, tl = unpack(body, pos)
+        pos += isize
+        node, pos = _unlabel(body, pos, nl)
+        tag, pos = _unlabel(body, pos, tl)
+        yield bytes(body[pos:pos + blen]), size, node, tag
+        pos += blen
+
+
+def encode_slot(seq: int, ts: int, blob: bytes, size: int, node: str | None, tag: str | None) -> bytes:
+    nl, nb = _label(node)
+    tl, tb = _label(tag)
+    return _REC_HEAD.pack(seq, ts, size, len(blob), nl, tl) + nb + tb + blob
+
+
+def decode_slot(body: memoryview) -> tuple[int, int, bytes, int, str | None, str | None]:
+    """(seq, ts, blob, size, node, tag)."""
+    seq, ts, size, blen, nl, tl = _REC_HEAD.unpack_from(body, 0)
+    pos = _REC_HEAD.size
+    node, pos = _unlabel(body, pos, nl)
+    tag, pos = _unlabel(body, pos, tl)
+    return seq, ts, bytes(body[pos:pos + blen]), size, node, tag
+
+
+def slot_seq(body: memoryview) -> int:
+    (seq,) = struct.unpack_from("<Q", body, 0)
+    return int(seq)
+
+
+def encode_lost(seq: int, ts: int) -> bytes:
+    return _LOST.pack(seq, ts)
+
+
+def decode_lost(body: memoryview) -> tuple[int, int]:
+    seq, ts = _LOST.unpack_from(body, 0)
+    return seq, ts
+
+
+def encode_json(obj: dict[str, Any]) -> bytes:
+    return orjson.dumps(obj)
+
+
+def decode_json(body: memoryview) -> dict[str, Any]:
+    out: dict[str, Any] = orjson.loads(bytes(body))
+    return out

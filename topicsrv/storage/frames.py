@@ -1,0 +1,122 @@
+"""Frames: the one checksummed unit of every storage file (sans-IO; docs/storage.md).
+
+    offset 0   u32 LE  frame_len   bytes after this field: 10 + len(body)
+    offset 4   u8      type        a T_* constant below
+    offset 5   u64 LE  checksum    xxh3-64 of (type byte || body)
+    offset 13  u8      flag        0x00 as written; 0xD5 = deleted (segment records only)
+    offset 14  body
+
+Rule 1: the flag byte is outside the checksum and inside frame_len, so flipping it in place
+rewrites neither the frame nor its checksum and never changes the stride.
+Rule 2: only the exact sentinel 0xD5 reads deleted; any other value (a torn write) is live.
+Rule 3: a reader never trusts a frame whose length runs past the buffer or whose checksum
+fails: `scan` stops there and reports the offset (the caller decides: truncate or report).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import xxhash
+
+HEADER = struct.Struct("<IBQB")
+HEADER_SIZE = HEADER.size  # 14
+FLAG_OFFSET = 13
+DELETED_FLAG = 0xD5
+MAX_FRAME = 1 << 30
+
+# WAL frame types
+T_TOPIC = 1  # topic create/update: orjson {name, epoch, type, seq_base, config, created_ts}
+T_DROP = 2  # topic delete: orjson {name, epoch}
+T_APPEND = 3  # binary (codec.encode_append)
+T_DELETE = 4  # orjson {name, epoch, selector, bound}
+T_TRIM = 5  # orjson {name, epoch, front}
+T_CEIL = 6  # HeadWatermark: orjson {name, epoch, ceiling}
+T_SEGDROP = 7  # a whole dead segment is about to be unlinked: orjson {name, epoch, base}
+T_LOSTRANGE = 8  # seqs that were handed out and could not be made durable: {name, epoch, first, count}
+# segment frame types
+T_REC = 16  # binary (codec.encode_slot): one record slot
+T_SLOT_LOST = 17  # binary: a LOST slot (seq, ts)
+
+WAL_MAGIC = b"TWAL"
+SEG_MAGIC = b"TSEG"
+FILE_HEADER = struct.Struct("<4sHHQ")  # magic, version, shard (WAL) / 0, gen (WAL) / base (segment)
+FILE_HEADER_SIZE = FILE_HEADER.size  # 16
+VERSION = 1
+
+_xxh = xxhash.xxh3_64_intdigest
+
+
+def checksum(ftype: int, body: bytes | memoryview) -> int:
+    h = xxhash.xxh3_64()
+    h.update(bytes((ftype,)))
+    h.update(body)
+    return h.intdigest()
+
+
+def encode(ftype: int, body: bytes, flag: int = 0) -> bytes:
+    return HEADER.pack(10 + len(body), ftype, _xxh(bytes((ftype,)) + body), flag) + body
+
+
+def file_header(magic: bytes, a: int, b: int) -> bytes:
+    return FILE_HEADER.pack(magic, VERSION, a, b)
+
+
+def parse_file_header(buf: bytes | memoryview, magic: bytes) -> tuple[int, int] | None:
+    if len(buf) < FILE_HEADER_SIZE:
+        return None
+    m, version, a, b = FILE_HEADER.unpack_from(buf, 0)
+    if m != magic or version != VERSION:
+        return None
+    return a, b
+
+
+@dataclass(slots=True)
+class Frame:
+    offset: int
+    ftype: int
+    flag: int
+    body: memoryview
+
+    @property
+    def deleted(self) -> bool:
+        return self.flag == DELETED_FLAG
+
+    @property
+    def end(self) -> int:
+        return self.offset + HEADER_SIZE + len(self.body)
+
+
+@dataclass(slots=True)
+class Damage:
+    offset: int
+    reason: str
+
+
+def read_at(buf: memoryview, offset: int) -> Frame | Damage:
+    """The frame at `offset`, or why there is none."""
+    if offset + HEADER_SIZE > len(buf):
+        return Damage(offset, "torn frame header")
+    length, ftype, csum, flag = HEADER.unpack_from(buf, offset)
+    if length < 10 or length > MAX_FRAME:
+        return Damage(offset, f"bad frame length {length}")
+    end = offset + 4 + length
+    if end > len(buf):
+        return Damage(offset, f"torn frame: {length} bytes announced, {len(buf) - offset - 4} present")
+    body = buf[offset + HEADER_SIZE:end]
+    if checksum(ftype, body) != csum:
+        return Damage(offset, "checksum mismatch")
+    return Frame(offset, ftype, flag, body)
+
+
+def scan(buf: memoryview, offset: int) -> Iterator[Frame | Damage]:
+    """Every good frame from `offset`; a Damage (then stop) at the first bad one."""
+    n = len(buf)
+    while offset < n:
+        got = read_at(buf, offset)
+        yield got
+        if isinstance(got, Damage):
+            return
+        offset = got.end

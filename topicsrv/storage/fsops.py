@@ -1,0 +1,87 @@
+"""The storage's only door to the OS for writes: a seam where tests inject faults.
+
+Rule 1: every write, sync, truncate and unlink the storage does goes through one `OsOps`
+object, so a fault injector (tests) can fail exactly one kind of call with ENOSPC or EIO.
+Rule 2: these calls block; the async layers run them in worker threads, never on the loop.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+IOV_MAX = 512
+
+
+class OsOps:
+    def open_append(self, path: Path) -> int:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+    def open_rw(self, path: Path) -> int:
+        return os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def writev(self, fd: int, buffers: Sequence[bytes]) -> int:
+        """Write every buffer (looping over short writes and IOV_MAX); returns bytes written."""
+        total = 0
+        bufs = list(buffers)
+        while bufs:
+            chunk = bufs[:IOV_MAX]
+            want = sum(len(b) for b in chunk)
+            n = os.writev(fd, chunk)
+            total += n
+            if n == want:
+                bufs = bufs[IOV_MAX:]
+                continue
+            # short write: drop what went out, keep the remainder
+            rest: list[bytes] = []
+            skip = n
+            for b in chunk:
+                if skip >= len(b):
+                    skip -= len(b)
+                    continue
+                rest.append(b[skip:])
+                skip = 0
+            bufs = rest + bufs[IOV_MAX:]
+        return total
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> None:
+        if os.pwrite(fd, data, offset) != len(data):
+            raise OSError("short pwrite")
+
+    def fdatasync(self, fd: int) -> None:
+        os.fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def write_file(self, path: Path, data: bytes) -> None:
+        """Atomically replace `path`: write a temp file, fsync it, rename, fsync the dir."""
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            self.writev(fd, [data])
+            self.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self.fsync_dir(path.parent)
+
+    def fsync_dir(self, path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def unlink(self, path: Path) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

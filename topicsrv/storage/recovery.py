@@ -1,0 +1,360 @@
+"""Recovery: checkpoint + segment files + WAL replay -> topics (runs in a worker thread).
+
+Order per topic: the checkpointed state, then the slots of its segment files (only as many
+per file as the checkpoint recorded), then its WAL frames after the checkpoint cut, in order.
+
+Rule 1: a torn or checksum-failing WAL frame ends replay of that shard at the last good
+frame; the bytes from there on are copied aside (`*.damaged-<offset>`) and cut off. Never a
+crash, never a skipped good frame before the damage.
+Rule 2: a damaged segment frame makes its slot LOST and is reported; good records are kept.
+A missing .idx (or a stale one) is rebuilt from the .data frames.
+Rule 3: `next_seq = max(recovered head, checkpointed head, HeadWatermark ceiling) + 1` for
+fsync/disk/ephemeral topics; seqs in (recovered head, ceiling] come back as LOST slots.
+Rule 4: memory-class topics are installed as empty placeholders first (config, epoch, seqs
+above anything seen) and rebuilt afterwards, so they never block readiness.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from topicsrv.engine import deletes, groups, restore
+from topicsrv.engine.segments import DELETED, LIVE, SEGMENT_RECORDS
+from topicsrv.engine.topic import Topic
+from topicsrv.storage import codec, frames, segfiles
+from topicsrv.storage.fsops import OsOps
+from topicsrv.storage.state import EXT_KEY, TState, shard_of, topic_dir
+
+log = logging.getLogger("topicsrv.storage")
+
+CHECKPOINT = "checkpoint.json"
+WAL_RE = re.compile(r"wal-(\d{3})-(\d{12})\.log$")
+
+
+@dataclass
+class Image:
+    name: str
+    epoch: int
+    type: str
+    seq_base: int
+    created_ts: int
+    config: dict[str, Any]
+    ckpt: dict[str, Any] | None = None
+    ops: list[tuple[int, memoryview]] = field(default_factory=list)
+    max_seq: int = 0
+    ceiling: int = 0
+
+    @property
+    def durability(self) -> str:
+        return restore.config_from_dict(self.config).durability
+
+
+@dataclass
+class Recovered:
+    topics: list[Topic] = field(default_factory=list)
+    pending: list[Image] = field(default_factory=list)
+    epochs: dict[str, int] = field(default_factory=dict)
+    next_gen: int = 1
+    damage: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    records: int = 0
+    seconds: float = 0.0
+
+
+def read_checkpoint(data_dir: Path) -> dict[str, Any]:
+    path = data_dir / CHECKPOINT
+    if not path.exists():
+        return {"version": 1, "wal_gen": 0, "topics": [], "epochs": {}}
+    ck: dict[str, Any] = orjson.loads(path.read_bytes())
+    return ck
+
+
+def wal_files(wal_dir: Path) -> list[tuple[int, int, Path]]:
+    """(gen, shard, path) sorted by generation then shard."""
+    out = []
+    if wal_dir.exists():
+        for p in wal_dir.iterdir():
+            m = WAL_RE.match(p.name)
+            if m:
+                out.append((int(m.group(2)), int(m.group(1)), p))
+    return sorted(out)
+
+
+def _set_aside(ops: OsOps, path: Path, raw: bytes, offset: int, note: list[str], why: str) -> None:
+    aside = path.with_name(f"{path.name}.damaged-{offset}")
+    aside.write_bytes(raw[offset:])
+    fd = ops.open_rw(path)
+    try:
+        ops.ftruncate(fd, offset)
+        ops.fsync(fd)
+    finally:
+        ops.close(fd)
+    note.append(f"{path.name}: {why} at offset {offset}; replay of this shard stops there "
+                f"({len(raw) - offset} bytes kept aside in {aside.name}, file cut)")
+
+
+def read_wal(wal_dir: Path, from_gen: int, ops: OsOps, repair: bool, notes: list[str]
+             ) -> tuple[list[tuple[int, memoryview]], int]:
+    """Frames to replay, in order; and the highest generation seen."""
+    out: list[tuple[int, memoryview]] = []
+    stopped: set[int] = set()
+    top = from_gen
+    for gen, shard, path in wal_files(wal_dir):
+        top = max(top, gen)
+        if gen < from_gen:
+            continue
+        raw = path.read_bytes()
+        if shard in stopped:
+            if raw and repair:
+                _set_aside(ops, path, raw, 0, notes, "a later generation of a damaged shard")
+            continue
+        buf = memoryview(raw)
+        if len(raw) < frames.FILE_HEADER_SIZE:
+            if raw and repair:
+                _set_aside(ops, path, raw, 0, notes, "torn file header")
+            continue
+        if frames.parse_file_header(buf, frames.WAL_MAGIC) is None:
+            if repair:
+                _set_aside(ops, path, raw, 0, notes, "bad file header")
+            stopped.add(shard)
+            continue
+        for got in frames.scan(buf, frames.FILE_HEADER_SIZE):
+            if isinstance(got, frames.Damage):
+                log.warning("%s: %s at offset %d: replay of shard %d ends at the last good frame",
+                            path.name, got.reason, got.offset, shard)
+                if repair:
+                    _set_aside(ops, path, raw, got.offset, notes, got.reason)
+                else:
+                    notes.append(f"{path.name}: {got.reason} at offset {got.offset}")
+                stopped.add(shard)
+                break
+            out.append((got.ftype, got.body))
+    return out, top
+
+
+def _frame_owner(ftype: int, body: memoryview) -> tuple[str, int, dict[str, Any] | None]:
+    if ftype == frames.T_APPEND:
+        name, epoch, _, _, _, _ = codec.append_header(body)
+        return name, epoch, None
+    d = codec.decode_json(body)
+    return d["name"], int(d["epoch"]), d
+
+
+def build_images(ck: dict[str, Any], wal: list[tuple[int, memoryview]]) -> tuple[dict[str, Image], dict[str, int]]:
+    images: dict[str, Image] = {}
+    epochs = {k: int(v) for k, v in ck.get("epochs", {}).items()}
+    for t in ck.get("topics", []):
+        base = Image(t["name"], t["epoch"], t["type"], t["seq_base"], t["created_ts"], t["config"], ckpt=t)
+        base.max_seq = t["next_seq"] - 1
+        base.ceiling = t.get("ceiling", 0)
+        images[base.name] = base
+    for ftype, body in wal:
+        try:
+            name, epoch, d = _frame_owner(ftype, body)
+        except (ValueError, KeyError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+            log.error("unreadable WAL frame body (type %d): %s; skipped", ftype, exc)
+            continue
+        epochs[name] = max(epochs.get(name, 0), epoch)
+        img = images.get(name)
+        if ftype == frames.T_TOPIC:
+            assert d is not None
+            if img is not None and img.epoch == epoch:
+                img.config = d["config"]
+            elif img is None or epoch > img.epoch:
+                images[name] = Image(name, epoch, d["type"], d["seq_base"], d["created_ts"], d["config"])
+            continue
+        if ftype == frames.T_DROP:
+            if img is not None and img.epoch <= epoch:
+                del images[name]
+            continue
+        if img is None or img.epoch != epoch:
+            continue
+        img.ops.append((ftype, body))
+        if ftype == frames.T_APPEND:
+            _, _, first, _, n, _ = codec.append_header(body)
+            img.max_seq = max(img.max_seq, first + n - 1)
+        elif ftype == frames.T_CEIL:
+            assert d is not None
+            img.ceiling = max(img.ceiling, int(d["ceiling"]))
+    return images, epochs
+
+
+class Builder:
+    def __init__(self, data_dir: Path, cold_dir: Path | None, ops: OsOps, shards: int, now: int,
+                 repair: bool) -> None:
+        self.data_dir = data_dir
+        self.cold_dir = cold_dir
+        self.ops = ops
+        self.shards = shards
+        self.now = now
+        self.repair = repair
+        self.damage: list[str] = []
+        self.records = 0
+        self.t0 = time.monotonic()
+        self.last_log = self.t0
+
+    def _progress(self) -> None:
+        t = time.monotonic()
+        if t - self.last_log >= 1.0:
+            self.last_log = t
+            log.info("recovery: %d records so far (%.0f records/s)", self.records,
+                     self.records / max(t - self.t0, 1e-9))
+
+    def _file(self, rel: str, base: int, cold: bool) -> tuple[Path, Path] | None:
+        roots = [self.data_dir] + ([self.cold_dir] if self.cold_dir is not None else [])
+        for root in roots:
+            d = root / rel
+            if segfiles.data_path(d, base).exists():
+                return segfiles.data_path(d, base), segfiles.idx_path(d, base)
+        return None
+
+    def placeholder(self, img: Image) -> Topic:
+        ck = img.ckpt or {}
+        start = max(img.seq_base, ck.get("next_seq", 0), img.max_seq + 1)
+        topic = restore.new_topic(img.name, img.epoch, img.type, restore.config_from_dict(img.config),
+                                  img.seq_base, img.created_ts, start=start)
+        topic.ext[EXT_KEY] = TState(shard_of(img.name, self.shards), topic_dir(img.name, img.epoch))
+        return topic
+
+    def build(self, img: Image) -> Topic:
+        ck = img.ckpt or {}
+        cfg = restore.config_from_dict(img.config)
+        cls = cfg.durability
+        st = TState(shard_of(img.name, self.shards), topic_dir(img.name, img.epoch))
+        ceiling = max(img.ceiling, ck.get("ceiling", 0))
+        if cls == "ephemeral":
+            nxt = max(img.seq_base, ck.get("next_seq", 0), ceiling + 1)
+            topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=nxt)
+            if nxt - 1 >= img.seq_base:
+                topic.floors["lost"] = nxt - 1  # readers below the old head get a `lost` tombstone
+            topic.last_ts = ck.get("last_ts", 0)
+            st.ceil_durable = st.ceil_head = nxt - 1
+            topic.ext[EXT_KEY] = st
+            groups.restore(topic, ck.get("groups"))
+            return topic
+        files = ck.get("files", [])
+        dropped = set()
+        for ftype, body in img.ops:
+            if ftype == frames.T_SEGDROP:
+                dropped.add(int(codec.decode_json(body)["base"]))
+        start = files[0][0] if files else ck.get("next_seq", img.seq_base)
+        topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=start)
+        topic.front = max(topic.front, ck.get("front", 0))
+        for base, count, cold, dead in files:
+            self._load_file(topic, st, base, count, cold, dead or base in dropped)
+        for ftype, body in img.ops:
+            self._apply(topic, st, ftype, body)
+        nxt = max(topic.next_seq, ck.get("next_seq", 0))
+        if cls != "memory":
+            nxt = max(nxt, ceiling + 1)
+        restore.finish(topic, next_seq=nxt, front=ck.get("front", 0), floors=ck.get("floors", {}),
+                       delete_below=ck.get("delete_below", 0), last_ts=ck.get("last_ts", 0), now=self.now)
+        topic.lost_total = max(topic.lost_total, ck.get("lost_total", 0))
+        st.ceil_durable = st.ceil_head = topic.next_seq - 1
+        topic.ext[EXT_KEY] = st
+        groups.restore(topic, ck.get("groups"))
+        return topic
+
+    def _load_file(self, topic: Topic, st: TState, base: int, count: int, cold: bool, dead: bool) -> None:
+        key = base // SEGMENT_RECORDS
+        if dead:
+            for seq in range(base, base + count):
+                restore.put_slot(topic, seq, topic.last_ts, None, 0, None, None, DELETED)
+            st.dead.add(key)
+            return
+        paths = self._file(st.dir, base, cold)
+        if paths is None:
+            self.damage.append(f"{st.dir}: segment {base} ({count} slots) is missing; its seqs are LOST")
+            restore.fill_lost(topic, base + count, topic.last_ts)
+            return
+        data, idx = paths
+        loaded = segfiles.load(data, idx, base)
+        for msg in loaded.damage:
+            self.damage.append(f"{st.dir}/{msg}")
+        slots = loaded.slots[:count]
+        for seq, ts, blob, size, node, tag, flag in slots:
+            restore.put_slot(topic, seq, ts, blob, size, node, tag, flag)
+            self.records += 1
+        if len(slots) < count:
+            restore.fill_lost(topic, base + count, topic.last_ts)
+        sf = loaded.sf
+        end = sf.offsets[count] if sf.count > count else sf.size
+        del sf.offsets[count:]
+        del sf.dead[count:]
+        sf.size = end
+        sf.cold = data.parent != self.data_dir / st.dir
+        st.files[key] = sf
+        if self.repair:
+            if data.stat().st_size != end:
+                fd = self.ops.open_rw(data)
+                try:
+                    self.ops.ftruncate(fd, end)
+                    self.ops.fsync(fd)
+                finally:
+                    self.ops.close(fd)
+            if loaded.idx_problem is not None or loaded.truncate_at is not None or sf.count != len(loaded.slots):
+                if loaded.idx_problem:
+                    log.warning("%s/%s: rebuilt from the .data frames", st.dir, loaded.idx_problem)
+                self.ops.write_file(idx, segfiles.encode_idx(base, sf.offsets))
+        self._progress()
+
+    def _apply(self, topic: Topic, st: TState, ftype: int, body: memoryview) -> None:
+        if ftype == frames.T_APPEND:
+            _, _, first, ts, n, pos = codec.append_header(body)
+            for i, (blob, size, node, tag) in enumerate(codec.append_items(body, pos, n)):
+                restore.put_slot(topic, first + i, ts, blob, size, node, tag, LIVE)
+            self.records += n
+            self._progress()
+            return
+        d = codec.decode_json(body)
+        if ftype == frames.T_DELETE:
+            sel, bound = d["selector"], int(d["bound"])
+            if "seqs" in sel:
+                deletes.delete_seqs(topic, self.now, [s for s in sel["seqs"] if s < bound])
+            else:
+                before = sel.get("before_seq")
+                hi = bound if before is None else min(int(before), bound)
+                match = deletes.parse_match(sel["match"]) if "match" in sel else None
+                deletes.delete(topic, self.now, hi, match)
+        elif ftype == frames.T_TRIM:
+            topic.drop_front(int(d["front"]), "cap")
+        elif ftype == frames.T_LOSTRANGE:
+            restore.mark_lost(topic, int(d["first"]), int(d["count"]))
+        elif ftype == frames.T_SEGDROP:
+            base = int(d["base"])
+            if topic.segs and topic.segs[0].base <= base < topic.next_seq:
+                seg, _ = topic.locate(base)
+                n, b = seg.kill(0, len(seg), DELETED)
+                topic.count -= n
+                topic.bytes -= b
+            st.dead.add(base // SEGMENT_RECORDS)
+            st.files.pop(base // SEGMENT_RECORDS, None)
+
+
+def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now: int,
+            repair: bool = True) -> Recovered:
+    """Rebuild every topic; memory-class topics come back as placeholders + pending images."""
+    t0 = time.monotonic()
+    out = Recovered()
+    ck = read_checkpoint(data_dir)
+    wal, top = read_wal(data_dir / "wal", int(ck.get("wal_gen", 0)), ops, repair, out.notes)
+    out.next_gen = max(top, int(ck.get("wal_gen", 0))) + 1
+    images, out.epochs = build_images(ck, wal)
+    b = Builder(data_dir, cold_dir, ops, shards, now, repair)
+    for img in images.values():
+        if img.durability == "memory":
+            out.topics.append(b.placeholder(img))
+            out.pending.append(img)
+        else:
+            out.topics.append(b.build(img))
+    out.damage = b.damage
+    out.records = b.records
+    out.seconds = time.monotonic() - t0
+    return out

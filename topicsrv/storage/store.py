@@ -1,0 +1,559 @@
+"""Storage: the engine's Journal, plus the tasks that keep the data dir true.
+
+Durability classes (seeds 2.2; docs/storage.md):
+  fsync      appends are acked after their batch's fdatasync (token reports real fsync_ms)
+  disk       acked on enqueue; a write whose last seq is above the durable HeadWatermark waits
+             for the ceiling frame only (rare: a burst beyond the headroom)
+  memory     same frames, no ceiling, never waited on
+  ephemeral  records and their deletes never touch the WAL or segments; config and ceilings do
+Topic create/update/drop frames are always fsync-gated (a topic's config always survives);
+deletes are fsync-gated for fsync and disk topics (an acked delete never comes back).
+
+Rule 1: `check_writable` refuses every mutation with 507 while a shard cannot write; the
+writers probe and accept writes again once the disk does.
+Rule 2: a batch that fails marks its record ranges LOST in memory (readers get a `lost`
+tombstone, seqs are never reused) and its waiters get 507; see docs/decisions.md.
+Rule 3: segment-file I/O (checkpoint, delete flips, whole-segment unlinks, cold relocation)
+runs in worker threads, one at a time under `seg_lock`.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from topicsrv.engine import groups, restore
+from topicsrv.engine.segments import LOST, SEGMENT_RECORDS
+from topicsrv.engine.topic import Topic
+from topicsrv.errors import TopicsError
+from topicsrv.storage import codec, frames, recovery, segfiles
+from topicsrv.storage.fsops import OsOps
+from topicsrv.storage.state import TState, state_of
+from topicsrv.storage.wal import Batch, Shard, Token, storage_error, wal_path
+
+if TYPE_CHECKING:
+    from topicsrv.engine.core import Engine
+    from topicsrv.engine.records import PreparedRecord
+
+log = logging.getLogger("topicsrv.storage")
+
+HEADROOM = 1024  # seqs a HeadWatermark reserves above the head
+HOT_SEGMENTS = 2  # sealed segments per topic kept in the hot dir when a cold dir is set
+
+
+class Storage:
+    def __init__(
+        self,
+        engine: Engine,
+        data_dir: Path,
+        *,
+        shards: int = 4,
+        cold_dir: Path | None = None,
+        checkpoint_interval_s: float = 60.0,
+        relocate_interval_s: float = 5.0,
+        ops: OsOps | None = None,
+    ) -> None:
+        self.engine = engine
+        self.data_dir = Path(data_dir)
+        self.cold_dir = Path(cold_dir) if cold_dir is not None else None
+        self.nshards = shards
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self.relocate_interval_s = relocate_interval_s
+        self.ops = ops or OsOps()
+        self.shards: list[Shard] = []
+        self.gen = 0
+        self.seg_lock = trio.Lock()
+        self.ckpt_lock = trio.Lock()
+        self.flip_wake = trio.Event()
+        self.flip_topics: dict[int, Topic] = {}
+        self.pending: list[recovery.Image] = []
+        self.recovered: recovery.Recovered | None = None
+        self.writers_running = False
+        self.closed = False
+        self.opened = False
+        self.checkpoints = 0
+        self.last_checkpoint_error: str | None = None
+
+    # ---- opening and recovery ---------------------------------------------------------------
+
+    def refuse_until_recovered(self) -> None:
+        """Until `open` finished, every mutation answers 503 not_ready (reads see no topics)."""
+        self.engine.journal = _NotReady()
+
+    async def open(self) -> recovery.Recovered:
+        """Recover fsync/disk/ephemeral topics into the engine; memory topics stay pending."""
+        (self.data_dir / "wal").mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "topics").mkdir(parents=True, exist_ok=True)
+        if self.cold_dir is not None:
+            self.cold_dir.mkdir(parents=True, exist_ok=True)
+        now = self.engine.now()
+        rec = await trio.to_thread.run_sync(
+            recovery.recover, self.data_dir, self.cold_dir, self.nshards, self.ops, now)
+        for topic in rec.topics:
+            restore.install(self.engine, topic)
+        for name, epoch in rec.epochs.items():
+            self.engine.epochs[name] = max(self.engine.epochs.get(name, 0), epoch)
+        self.pending = rec.pending
+        self.recovered = rec
+        for note in rec.notes:
+            log.warning("recovery: %s", note)
+        for msg in rec.damage:
+            log.error("recovery: damaged: %s", msg)
+        rate = rec.records / rec.seconds if rec.seconds > 0 else 0.0
+        log.info("recovered %d topics, %d records in %.3fs (%.0f records/s)%s",
+                 len(rec.topics), rec.records, rec.seconds, rate,
+                 f"; {len(rec.pending)} memory topics follow" if rec.pending else "")
+        self.gen = rec.next_gen
+        self.shards = [Shard(i, self.data_dir / "wal", self.gen, self.ops, self._ceilings, self._failed)
+                       for i in range(self.nshards)]
+        for sh in self.shards:
+            await trio.to_thread.run_sync(sh.open)
+        self.engine.journal = self
+        self.opened = True
+        return rec
+
+    async def recover_memory_topics(self) -> int:
+        """Phase 2: rebuild memory-class topics that nobody touched since startup."""
+        done = 0
+        rec = self.recovered
+        b = recovery.Builder(self.data_dir, self.cold_dir, self.ops, self.nshards, self.engine.now(), True)
+        for img in self.pending:
+            placeholder = self.engine.topics.get(img.name)
+            if placeholder is None or placeholder.epoch != img.epoch or placeholder.appended_total:
+                continue
+            async with self.seg_lock:
+                topic = await trio.to_thread.run_sync(b.build, img)
+            if self.engine.topics.get(img.name) is placeholder and not placeholder.appended_total:
+                topic.config = placeholder.config
+                restore.install(self.engine, topic)
+                for listener in self.engine.listeners:
+                    listener(img.name)
+                done += 1
+        self.pending = []
+        if rec is not None:
+            rec.pending = []
+        return done
+
+    # ---- Journal -----------------------------------------------------------------------------
+
+    def _shard(self, topic: Topic) -> tuple[TState, Shard]:
+        st = state_of(topic, self.nshards)
+        return st, self.shards[st.shard]
+
+    def check_writable(self, topic: Topic | None) -> None:
+        if self.closed:
+            raise TopicsError("shutting_down", "the server is shutting down; retry on the next instance")
+        for sh in self.shards:
+            if sh.unwritable is not None:
+                raise storage_error(sh.unwritable)
+
+    def topic_upserted(self, topic: Topic) -> Token:
+        _, sh = self._shard(topic)
+        body = codec.encode_json({
+            "name": topic.name, "epoch": topic.epoch, "type": topic.type, "seq_base": topic.seq_base,
+            "created_ts": topic.created_ts, "config": restore.config_to_dict(topic.config)})
+        commit = sh.enqueue(frames.encode(frames.T_TOPIC, body))
+        return Token(commit, topic.config.durability == "fsync")
+
+    def topic_dropped(self, name: str, epoch: int) -> Token:
+        from topicsrv.storage.state import shard_of
+
+        sh = self.shards[shard_of(name, self.nshards)]
+        commit = sh.enqueue(frames.encode(frames.T_DROP, codec.encode_json({"name": name, "epoch": epoch})))
+        return Token(commit, False)
+
+    def appended(self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes],
+                 records: list[PreparedRecord]) -> Token | None:
+        st, sh = self._shard(topic)
+        cls = topic.config.durability
+        last = first_seq + len(blobs) - 1
+        if cls == "ephemeral":
+            if last + HEADROOM // 2 > st.ceil_durable:
+                sh.want_ceiling(topic)
+            return None
+        items = [(blob, rec.size, rec.node, rec.tag) for blob, rec in zip(blobs, records, strict=True)]
+        body = codec.encode_append(topic.name, topic.epoch, first_seq, ts, items)
+        commit = sh.enqueue(frames.encode(frames.T_APPEND, body), (topic, topic.epoch, first_seq, len(blobs)))
+        if cls == "memory":
+            return None
+        sh.want_ceiling(topic)
+        if cls == "fsync":
+            return Token(commit, True)
+        if last > st.ceil_durable:
+            return Token(commit, False)
+        return None
+
+    def _control(self, topic: Topic, ftype: int, obj: dict[str, Any], gated: bool) -> Token | None:
+        _, sh = self._shard(topic)
+        obj = {"name": topic.name, "epoch": topic.epoch, **obj}
+        commit = sh.enqueue(frames.encode(ftype, codec.encode_json(obj)))
+        return Token(commit, False) if gated else None
+
+    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> Token | None:
+        cls = topic.config.durability
+        if cls == "ephemeral":
+            return None
+        token = self._control(topic, frames.T_DELETE, {"selector": selector, "bound": bound},
+                              cls in ("fsync", "disk"))
+        self.flip_topics[id(topic)] = topic
+        self.flip_wake.set()
+        return token
+
+    def trimmed(self, topic: Topic, new_front: int) -> Token | None:
+        cls = topic.config.durability
+        if cls == "ephemeral":
+            return None
+        return self._control(topic, frames.T_TRIM, {"front": new_front}, cls == "fsync")
+
+    # ---- writer callbacks --------------------------------------------------------------------
+
+    def _current(self, topic: Topic) -> bool:
+        return self.engine.topics.get(topic.name) is topic
+
+    def _ceilings(self, sh: Shard) -> list[tuple[bytes, Any]]:
+        out: list[tuple[bytes, Any]] = []
+        for topic in sh.ceil_topics.values():
+            if not self._current(topic) or topic.config.durability == "memory":
+                continue
+            st = state_of(topic, self.nshards)
+            head = topic.next_seq - 1
+            if head + HEADROOM // 2 <= st.ceil_durable:
+                continue
+            new = head + max(HEADROOM, head - st.ceil_head)
+            body = codec.encode_json({"name": topic.name, "epoch": topic.epoch, "ceiling": new})
+
+            def done(st: TState = st, new: int = new, head: int = head) -> None:
+                st.ceil_durable = max(st.ceil_durable, new)
+                st.ceil_head = head
+
+            out.append((frames.encode(frames.T_CEIL, body), done))
+        sh.ceil_topics.clear()
+        return out
+
+    def _failed(self, batch: Batch) -> None:
+        """A batch could not be made durable: its records become LOST (never reused)."""
+        for topic, epoch, first, count in batch.ranges:
+            if topic.epoch != epoch or not self._current(topic):
+                continue
+            n = restore.mark_lost(topic, first, count)
+            sh = self.shards[state_of(topic, self.nshards).shard]
+            sh.retry.append(frames.encode(frames.T_LOSTRANGE, codec.encode_json(
+                {"name": topic.name, "epoch": epoch, "first": first, "count": count})))
+            log.error("topic %s: seqs %d..%d could not be made durable; %d records marked lost",
+                      topic.name, first, first + count - 1, n)
+            for listener in self.engine.listeners:
+                listener(topic.name)
+
+    # ---- background tasks ----------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Writers, delete flips, periodic checkpoints and the cold relocator."""
+        async with trio.open_nursery() as nursery:
+            self.writers_running = True
+            try:
+                for sh in self.shards:
+                    nursery.start_soon(sh.run)
+                nursery.start_soon(self._flipper)
+                nursery.start_soon(self._checkpointer)
+                if self.cold_dir is not None:
+                    nursery.start_soon(self._relocator)
+                task_status.started()
+                if self.pending:
+                    n = await self.recover_memory_topics()
+                    log.info("recovered %d memory-class topics", n)
+                await self.checkpoint()  # the WAL of the previous run is folded in and trimmed
+                await trio.sleep_forever()
+            finally:
+                self.writers_running = False
+
+    async def _checkpointer(self) -> None:
+        while True:
+            await trio.sleep(self.checkpoint_interval_s)
+            try:
+                await self.checkpoint()
+            except OSError as exc:
+                self.last_checkpoint_error = str(exc)
+                log.error("checkpoint failed (the WAL keeps everything; retrying later): %s", exc)
+
+    async def _flipper(self) -> None:
+        while True:
+            await self.flip_wake.wait()
+            self.flip_wake = trio.Event()
+            topics = list(self.flip_topics.values())
+            self.flip_topics.clear()
+            for topic in topics:
+                if self._current(topic):
+                    try:
+                        await self.flip_deleted(topic)
+                    except OSError as exc:
+                        log.error("topic %s: delete flags not flipped yet (%s); the next checkpoint "
+                                  "retries, the WAL Delete frame covers it until then", topic.name, exc)
+
+    async def flip_deleted(self, topic: Topic) -> None:
+        """Flip the on-disk flag of sealed records deleted in memory; unlink dead segments."""
+        st = state_of(topic, self.nshards)
+        async with self.seg_lock:
+            drops = await trio.to_thread.run_sync(self._flip_topic, topic, st)
+        for key in drops:
+            sf = st.files.get(key)
+            if sf is None:
+                continue
+            sh = self.shards[st.shard]
+            commit = sh.enqueue(frames.encode(frames.T_SEGDROP, codec.encode_json(
+                {"name": topic.name, "epoch": topic.epoch, "base": sf.base})))
+            await commit.event.wait()
+            if commit.error is not None:
+                return
+            async with self.seg_lock:
+                if st.files.get(key) is sf:
+                    await trio.to_thread.run_sync(self._unlink_seg, st, sf)
+                    st.files.pop(key, None)
+                    st.dead.add(key)
+
+    def _dir(self, st: TState, sf: segfiles.SegFile) -> Path:
+        root = self.cold_dir if sf.cold and self.cold_dir is not None else self.data_dir
+        return root / st.dir
+
+    def _unlink_seg(self, st: TState, sf: segfiles.SegFile) -> None:
+        d = self._dir(st, sf)
+        self.ops.unlink(segfiles.data_path(d, sf.base))
+        self.ops.unlink(segfiles.idx_path(d, sf.base))
+
+    def _seg_for(self, topic: Topic, base: int) -> Any:
+        if not topic.segs or base < topic.segs[0].base or base >= topic.next_seq:
+            return None
+        seg, _ = topic.locate(base)
+        return seg if seg.base == base else None
+
+    def _flip_topic(self, topic: Topic, st: TState) -> list[int]:
+        drops = []
+        for key, sf in list(st.files.items()):
+            seg = self._seg_for(topic, sf.base)
+            if seg is None:
+                continue
+            if seg.full and seg.live == 0 and sf.count == len(seg) and seg.flags.count(LOST) == 0:
+                drops.append(key)
+                continue
+            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
+        return drops
+
+    # ---- checkpoint -----------------------------------------------------------------------------
+
+    async def checkpoint(self, final: bool = False) -> None:
+        """Seal (persist every slot), write checkpoint.json, trim the WAL."""
+        async with self.ckpt_lock, self.seg_lock:
+            gen = self.gen + 1
+            for sh in self.shards:
+                sh.target_gen = gen - 1
+                sh.rotate()
+            self.gen = gen
+            snap = self._snapshot(final)
+            for sh in self.shards:
+                if self.writers_running and not final:
+                    await sh.rotated.wait()
+                else:
+                    while sh.target_gen != sh.gen or sh.before_cut:
+                        await sh.step()
+                        if sh.unwritable:
+                            break
+                    sh.rotated.set()
+            if any(sh.unwritable for sh in self.shards):
+                raise OSError("the WAL is not writable; checkpoint postponed")
+            for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
+                if not final and meta["config"].get("durability_explicit") != "memory":
+                    meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
+            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen)
+            self.checkpoints += 1
+
+    def _snapshot(self, final: bool) -> list[tuple[Topic, TState, dict[str, Any], list[tuple[Any, int]]]]:
+        out = []
+        for topic in list(self.engine.topics.values()):
+            st = state_of(topic, self.nshards)
+            cls = topic.config.durability
+            head = topic.next_seq - 1
+            meta: dict[str, Any] = {
+                "name": topic.name, "epoch": topic.epoch, "type": topic.type, "seq_base": topic.seq_base,
+                "created_ts": topic.created_ts, "config": restore.config_to_dict(topic.config),
+                "next_seq": topic.next_seq, "front": topic.front, "floors": dict(topic.floors),
+                "delete_below": topic.delete_below, "last_ts": topic.last_ts,
+                "lost_total": topic.lost_total,
+                "ceiling": head,
+            }
+            snap_groups = groups.snapshot(topic)
+            if snap_groups:
+                meta["groups"] = snap_groups
+            segs = [] if cls == "ephemeral" else [(seg, len(seg)) for seg in topic.segs]
+            out.append((topic, st, meta, segs))
+        return out
+
+    def _write_checkpoint(self, snap: list[tuple[Topic, TState, dict[str, Any], list[tuple[Any, int]]]],
+                          gen: int) -> None:
+        stale: list[tuple[TState, segfiles.SegFile]] = []
+        entries = []
+        for _topic, st, meta, segs in snap:
+            live_keys = set()
+            for seg, upto in segs:
+                key = seg.base // SEGMENT_RECORDS
+                live_keys.add(key)
+                if key in st.dead:
+                    continue
+                sf = st.files.get(key)
+                if sf is not None and sf.base != seg.base:
+                    stale.append((st, sf))
+                    sf = None
+                if sf is None or sf.count < upto:
+                    d = self._dir(st, sf) if sf is not None else self.data_dir / st.dir
+                    sf = segfiles.append_slots(self.ops, d, sf, seg, upto)
+                    st.files[key] = sf
+                segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
+            files = []
+            for key in sorted(live_keys | st.dead):
+                if key in st.dead and key in live_keys:
+                    files.append([self._dead_base(segs, key), self._dead_count(segs, key), False, True])
+                elif key in st.files and key in live_keys:
+                    sf = st.files[key]
+                    files.append([sf.base, min(sf.count, self._upto(segs, key)), sf.cold, False])
+            for key in [k for k in st.files if k not in live_keys]:
+                stale.append((st, st.files.pop(key)))
+            st.dead &= live_keys
+            entries.append({**meta, "files": files, "dir": st.dir})
+        epochs = dict(self.engine.epochs)
+        ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs}
+        self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
+        for st, sf in stale:
+            self._unlink_seg(st, sf)
+        self._remove_unreferenced_dirs({e["dir"] for e in entries})
+        for g, shard, path in recovery.wal_files(self.data_dir / "wal"):
+            if g < gen and path != wal_path(self.data_dir / "wal", shard, gen):
+                self.ops.unlink(path)
+
+    @staticmethod
+    def _upto(segs: list[tuple[Any, int]], key: int) -> int:
+        for seg, upto in segs:
+            if seg.base // SEGMENT_RECORDS == key:
+                return upto
+        return 0
+
+    @staticmethod
+    def _dead_base(segs: list[tuple[Any, int]], key: int) -> int:
+        for seg, _ in segs:
+            if seg.base // SEGMENT_RECORDS == key:
+                return int(seg.base)
+        return key * SEGMENT_RECORDS
+
+    @staticmethod
+    def _dead_count(segs: list[tuple[Any, int]], key: int) -> int:
+        for seg, upto in segs:
+            if seg.base // SEGMENT_RECORDS == key:
+                return upto
+        return SEGMENT_RECORDS
+
+    def _remove_unreferenced_dirs(self, keep: set[str]) -> None:
+        for root in [self.data_dir] + ([self.cold_dir] if self.cold_dir is not None else []):
+            tdir = root / "topics"
+            if not tdir.exists():
+                continue
+            for d in tdir.iterdir():
+                if f"topics/{d.name}" not in keep:
+                    shutil.rmtree(d, ignore_errors=True)
+
+    # ---- cold tier ---------------------------------------------------------------------------------
+
+    async def _relocator(self) -> None:
+        while True:
+            await trio.sleep(self.relocate_interval_s)
+            try:
+                await self.relocate()
+            except OSError as exc:
+                log.error("cold relocation failed (segments stay hot): %s", exc)
+
+    async def relocate(self) -> int:
+        """Move older sealed segment files to the cold dir (off the hot path)."""
+        if self.cold_dir is None:
+            return 0
+        work = [(t, state_of(t, self.nshards)) for t in self.engine.topics.values()
+                if t.config.durability != "ephemeral"]
+        async with self.seg_lock:
+            moved: int = await trio.to_thread.run_sync(self._relocate, work)
+        return moved
+
+    def _relocate(self, work: list[tuple[Topic, TState]]) -> int:
+        assert self.cold_dir is not None
+        moved = 0
+        for _topic, st in work:
+            sealed = sorted((k, sf) for k, sf in st.files.items() if sf.count >= SEGMENT_RECORDS or
+                            (sf.base % SEGMENT_RECORDS and sf.count >= SEGMENT_RECORDS - sf.base % SEGMENT_RECORDS))
+            for _k, sf in sealed[:-HOT_SEGMENTS] if len(sealed) > HOT_SEGMENTS else []:
+                if sf.cold:
+                    continue
+                src = self.data_dir / st.dir
+                dst = self.cold_dir / st.dir
+                dst.mkdir(parents=True, exist_ok=True)
+                for path in (segfiles.data_path(src, sf.base), segfiles.idx_path(src, sf.base)):
+                    self.ops.write_file(dst / path.name, path.read_bytes())
+                sf.cold = True
+                self.ops.unlink(segfiles.data_path(src, sf.base))
+                self.ops.unlink(segfiles.idx_path(src, sf.base))
+                moved += 1
+        return moved
+
+    # ---- shutdown ----------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Flush and fsync everything queued, write a final checkpoint, close the files."""
+        if self.closed or not self.opened:
+            self.closed = True
+            return
+        for sh in self.shards:
+            await sh.drain()
+        try:
+            await self.checkpoint(final=True)
+        except OSError as exc:
+            log.error("final checkpoint failed (the WAL keeps everything acked): %s", exc)
+        self.closed = True
+        for sh in self.shards:
+            sh.close()
+
+    # ---- introspection -------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        syncs = sum(sh.syncs for sh in self.shards)
+        recs = sum(sh.records for sh in self.shards)
+        return {
+            "wal_shards": self.nshards,
+            "wal_syncs": syncs,
+            "wal_records": recs,
+            "records_per_sync": recs / syncs if syncs else 0.0,
+            "sync_ms_avg": sum(sh.sync_ms_total for sh in self.shards) / syncs if syncs else 0.0,
+            "checkpoints": self.checkpoints,
+            "writable": all(sh.unwritable is None for sh in self.shards),
+        }
+
+
+
+class _NotReady:
+    """The journal while recovery runs: every mutation is refused with 503."""
+
+    def check_writable(self, topic: Topic | None) -> None:
+        raise TopicsError("not_ready", "the server is still recovering; retry shortly")
+
+    def topic_upserted(self, topic: Topic) -> None:
+        return None
+
+    def topic_dropped(self, name: str, epoch: int) -> None:
+        return None
+
+    def appended(self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes],
+                 records: list[PreparedRecord]) -> None:
+        return None
+
+    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> None:
+        return None
+
+    def trimmed(self, topic: Topic, new_front: int) -> None:
+        return None

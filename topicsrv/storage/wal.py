@@ -1,0 +1,259 @@
+"""The write-ahead log: one shard = one file generation + one writer task (group commit).
+
+Rule 1: `enqueue` is synchronous (the engine never awaits); the writer takes everything
+queued, writes it with one writev and one fdatasync in a worker thread, then releases the
+batch's waiters together.
+Rule 2: the writer adds HeadWatermark (T_CEIL) frames to a batch for every topic whose head
+came within half the headroom of its reserved ceiling, so seqs are never reused after a crash.
+Rule 3: a batch that fails (ENOSPC, EIO) is cut off the file (ftruncate to the last good
+offset); its waiters get 507, its record ranges are handed to `on_failed` (which marks them
+LOST), its control frames are retried first once the disk accepts writes again.
+Rule 4: `rotate` is the checkpoint cut: frames queued before it go to the old generation,
+frames after it to the next one; `rotated` fires when the old file is complete and closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from topicsrv.errors import TopicsError
+from topicsrv.storage import frames
+from topicsrv.storage.fsops import OsOps
+
+log = logging.getLogger("topicsrv.storage")
+
+PROBE_INTERVAL_S = 0.25
+
+
+def storage_error(reason: str) -> TopicsError:
+    return TopicsError(
+        "insufficient_storage",
+        f"the write could not be made durable ({reason}); nothing was acknowledged. "
+        "Reads keep working; writes are accepted again once the disk has room.",
+        {"reason": reason},
+    )
+
+
+class Commit:
+    """One group-commit batch; every write in it waits on the same event."""
+
+    __slots__ = ("event", "ms", "error")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.ms = 0.0
+        self.error: TopicsError | None = None
+
+
+class Token:
+    """A CommitToken: `wait()` returns the batch's fsync ms (or 0 when not fsync-gated)."""
+
+    __slots__ = ("commit", "report")
+
+    def __init__(self, commit: Commit, report: bool) -> None:
+        self.commit = commit
+        self.report = report
+
+    async def wait(self) -> float:
+        await self.commit.event.wait()
+        if self.commit.error is not None:
+            raise self.commit.error
+        return self.commit.ms if self.report else 0.0
+
+
+@dataclass
+class Batch:
+    frames: list[bytes] = field(default_factory=list)
+    # (topic object, epoch, first_seq, count) of the record frames in this batch
+    ranges: list[tuple[Any, int, int, int]] = field(default_factory=list)
+    control: list[bytes] = field(default_factory=list)  # non-record frames (retried on failure)
+    commit: Commit = field(default_factory=Commit)
+
+
+def wal_path(wal_dir: Path, shard: int, gen: int) -> Path:
+    return wal_dir / f"wal-{shard:03d}-{gen:012d}.log"
+
+
+class Shard:
+    def __init__(
+        self,
+        index: int,
+        wal_dir: Path,
+        gen: int,
+        ops: OsOps,
+        ceilings: Callable[[Shard], list[tuple[bytes, Callable[[], None]]]],
+        on_failed: Callable[[Batch], None],
+    ) -> None:
+        self.index = index
+        self.wal_dir = wal_dir
+        self.gen = gen
+        self.ops = ops
+        self.ceilings = ceilings
+        self.on_failed = on_failed
+        self.batch = Batch()
+        self.before_cut: list[Batch] = []
+        self.target_gen = gen
+        self.rotated = trio.Event()
+        self.rotated.set()
+        self.retry: list[bytes] = []
+        self.ceil_topics: dict[int, Any] = {}  # id(topic) -> topic: ceilings to check
+        self.wake = trio.Event()
+        self.unwritable: str | None = None
+        self.closing = False
+        self.fd = -1
+        self.offset = 0
+        self.batches = 0
+        self.records = 0
+        self.syncs = 0
+        self.sync_ms_total = 0.0
+
+    # ---- loop side (synchronous) --------------------------------------------------------
+
+    def open(self) -> None:
+        path = wal_path(self.wal_dir, self.index, self.gen)
+        fresh = not path.exists() or path.stat().st_size == 0
+        self.fd = self.ops.open_append(path)
+        if fresh:
+            self.ops.writev(self.fd, [frames.file_header(frames.WAL_MAGIC, self.index, self.gen)])
+            self.ops.fdatasync(self.fd)
+            self.ops.fsync_dir(self.wal_dir)
+        self.offset = path.stat().st_size
+
+    def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int] | None = None) -> Commit:
+        b = self.batch
+        b.frames.append(frame)
+        if rng is None:
+            b.control.append(frame)
+        else:
+            b.ranges.append(rng)
+        self.wake.set()
+        return b.commit
+
+    def want_ceiling(self, topic: Any) -> Commit:
+        self.ceil_topics[id(topic)] = topic
+        self.wake.set()
+        return self.batch.commit
+
+    def rotate(self) -> int:
+        """The checkpoint cut; returns the new generation."""
+        if self.batch.frames or self.ceil_topics:
+            self.before_cut.append(self.batch)
+            self.batch = Batch()
+        self.target_gen += 1
+        self.rotated = trio.Event()
+        self.wake.set()
+        return self.target_gen
+
+    # ---- writer task ----------------------------------------------------------------------
+
+    def _write(self, bufs: list[bytes]) -> float:
+        t0 = time.perf_counter()
+        if bufs:
+            self.ops.writev(self.fd, bufs)
+        self.ops.fdatasync(self.fd)
+        return (time.perf_counter() - t0) * 1000.0
+
+    def _truncate(self) -> None:
+        try:
+            self.ops.ftruncate(self.fd, self.offset)
+        except OSError as exc:  # the next successful batch retries from the same offset
+            log.error("wal shard %d: cannot cut a failed batch off at %d: %s", self.index, self.offset, exc)
+
+    async def _flush(self, batch: Batch) -> None:
+        # shielded: once a batch is taken, its outcome is always recorded and released
+        with trio.CancelScope(shield=True):
+            await self._flush_batch(batch)
+
+    async def _flush_batch(self, batch: Batch) -> None:
+        pending = self.ceilings(self)
+        bufs = self.retry + batch.frames + [f for f, _ in pending]
+        if not bufs and self.unwritable is None:
+            batch.commit.event.set()
+            return
+        try:
+            ms = await trio.to_thread.run_sync(self._write, bufs)
+        except OSError as exc:
+            reason = f"{exc.strerror or exc} while writing the WAL"
+            log.error("wal shard %d: batch of %d frames failed: %s", self.index, len(bufs), reason)
+            await trio.to_thread.run_sync(self._truncate)
+            self.unwritable = reason
+            self.retry = self.retry + batch.control
+            batch.commit.error = storage_error(reason)
+            self.on_failed(batch)
+            batch.commit.event.set()
+            return
+        if self.unwritable is not None:
+            log.warning("wal shard %d: writes are durable again", self.index)
+        self.unwritable = None
+        self.retry = []
+        self.offset += sum(len(b) for b in bufs)
+        for _, done in pending:
+            done()
+        self.batches += 1
+        self.syncs += 1
+        self.records += sum(r[3] for r in batch.ranges)
+        self.sync_ms_total += ms
+        batch.commit.ms = ms
+        batch.commit.event.set()
+
+    def _switch_sync(self) -> None:
+        if self.fd >= 0:
+            self.ops.close(self.fd)
+            self.fd = -1
+        self.gen = self.target_gen
+        self.open()
+
+    async def _switch_gen(self) -> None:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self._switch_sync)
+            self.rotated.set()
+
+    async def step(self) -> bool:
+        """One writer round; returns False when there was nothing to do."""
+        did = False
+        while self.before_cut:
+            await self._flush(self.before_cut.pop(0))
+            did = True
+        if self.target_gen != self.gen:
+            await self._switch_gen()
+            did = True
+        if self.batch.frames or self.ceil_topics or (self.unwritable and self.retry):
+            batch, self.batch = self.batch, Batch()
+            await self._flush(batch)
+            did = True
+        elif self.unwritable is not None:
+            await self._flush(Batch())  # a probe: is the disk writable again?
+            did = True
+        return did
+
+    async def run(self) -> None:
+        while True:
+            if not await self.step():
+                self.wake = trio.Event()
+                if self.batch.frames or self.before_cut or self.target_gen != self.gen:
+                    continue
+                if self.unwritable is not None:
+                    with trio.move_on_after(PROBE_INTERVAL_S):
+                        await self.wake.wait()
+                else:
+                    await self.wake.wait()
+
+    async def drain(self) -> None:
+        """Write everything queued (shutdown); stops at the first failure."""
+        self.closing = True
+        for _ in range(4):
+            await self.step()
+            if not (self.batch.frames or self.before_cut or self.ceil_topics):
+                break
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.ops.close(self.fd)
+            self.fd = -1
