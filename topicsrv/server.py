@@ -85,15 +85,31 @@ async def run(
         from topicsrv.resp.server import serve_resp  # the RESP front (issue 4)
     except ImportError:  # pragma: no cover - only until the RESP front lands
         serve_resp = None
-    async with trio.open_nursery() as nursery:
-        if handle_signals:
-            nursery.start_soon(_watch_signals, ctx, nursery.cancel_scope)
-        if config.http_port is not None:
-            ctx.addresses["http"] = await nursery.start(serve_http, ctx)
-        if config.resp_port is not None and serve_resp is not None:
-            ctx.addresses["resp"] = await nursery.start(serve_resp, ctx)
-        ctx.ready = True
-        parts = [f"{name}={host}:{port}" for name, (host, port) in ctx.addresses.items()]
-        log.info("listening %s", " ".join(parts))
-        print("listening " + " ".join(parts), flush=True)
-        task_status.started(ctx)
+    storage = None
+    if config.storage:
+        from topicsrv.storage.store import Storage
+
+        storage = ctx.storage = Storage(
+            ctx.engine, config.data_dir, shards=config.wal_shards, cold_dir=config.cold_dir,
+            checkpoint_interval_s=config.checkpoint_interval_s)
+        storage.refuse_until_recovered()
+    try:
+        async with trio.open_nursery() as nursery:
+            if handle_signals:
+                nursery.start_soon(_watch_signals, ctx, nursery.cancel_scope)
+            if config.http_port is not None:
+                ctx.addresses["http"] = await nursery.start(serve_http, ctx)
+            if config.resp_port is not None and serve_resp is not None:
+                ctx.addresses["resp"] = await nursery.start(serve_resp, ctx)
+            parts = [f"{name}={host}:{port}" for name, (host, port) in ctx.addresses.items()]
+            log.info("listening %s", " ".join(parts))
+            print("listening " + " ".join(parts), flush=True)
+            if storage is not None:  # /v0/ready stays 503 until fsync/disk topics are back
+                await storage.open()
+                await nursery.start(storage.run)
+            ctx.ready = True
+            task_status.started(ctx)
+    finally:
+        if storage is not None:  # flush and fsync everything acked, final checkpoint
+            with trio.CancelScope(shield=True):
+                await storage.close()
