@@ -148,10 +148,10 @@ def test_claim_options(eng: Engine, clock: FakeClock) -> None:
     assert g.consumer("b") is None  # a consumer is only created by a successful claim
     got = groups.claim(topic, g, "b", 10, [1, 2], eng.now())
     assert [(c.delivery.seq, c.delivery.count, c.delivery.consumer) for c in got] == [(1, 2, "b"), (2, 2, "b")]
-    got = groups.claim(topic, g, "b", 0, [3], eng.now(), justid=True, idle=30)
+    got = groups.claim(topic, g, "b", 0, [3], eng.now(), justid=True, delivery_time=eng.now() - 30)
     assert got[0].entry is None and got[0].delivery.count == 1
     assert got[0].delivery.idle(eng.now()) == 30
-    got = groups.claim(topic, g, "b", 0, [3], eng.now(), retrycount=9, time=1)
+    got = groups.claim(topic, g, "b", 0, [3], eng.now(), retrycount=9, delivery_time=1)
     assert got[0].delivery.count == 9 and got[0].delivery.time == 1
     # FORCE creates a PEL entry for an existing, never-delivered record
     assert groups.claim(topic, g, "b", 0, [4], eng.now()) == []

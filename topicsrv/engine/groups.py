@@ -165,6 +165,15 @@ def entry_ms(topic: Topic, seq: int) -> int:
     return 0
 
 
+def tombstone_ms(topic: Topic, tomb: dict[str, Any]) -> int:
+    """The ms part of a tombstone entry's id `<ts>-<gap_to>`: the $ts of the first record after
+    the gap (the topic's last ts when there is none), so ids stay increasing."""
+    earliest = int(tomb["earliest_seq"])
+    if earliest <= topic.head_seq and topic.segs and earliest >= topic.segs[0].base:
+        return topic.ts_of(earliest)
+    return topic.last_ts
+
+
 def max_hole(topic: Topic) -> int | None:
     """The highest deleted/lost slot in [earliest_seq, head_seq] (Redis's max-deleted id, as far
     as it still fragments the stream), or None."""
@@ -308,7 +317,7 @@ def read_new(
     if res.tombstone is not None:
         gap_to = int(res.tombstone["gap_to"])
         if gap_to > group.last_seq:
-            group.last_seq, group.last_ms = gap_to, entry_ms(topic, gap_to)
+            group.last_seq, group.last_ms = gap_to, tombstone_ms(topic, res.tombstone)
             group.entries_read = estimate_entries_read(topic, gap_to, hole)
     for seq in res.seqs:
         ms = entry_ms(topic, seq)
@@ -418,26 +427,20 @@ def claim(
     seqs: list[int],
     now: int,
     *,
-    idle: int | None = None,
-    time: int | None = None,
+    delivery_time: int | None = None,
     retrycount: int | None = None,
     force: bool = False,
     justid: bool = False,
     last: tuple[int, int] | None = None,
 ) -> list[Claimed]:
     """XCLAIM. `seqs` name entries (a seq that names no record matches nothing). Entries no
-    longer in the log are dropped from the PEL and skipped (Redis 7)."""
+    longer in the log are dropped from the PEL and skipped (Redis 7). `delivery_time` (from
+    IDLE/TIME) outside [0, now] means now, as in Redis."""
     topic.expire(now)
     if last is not None and last[1] > group.last_seq:
         group.last_seq, group.last_ms = last[1], last[0]
         group.cursor = max(group.cursor, last[1])
-    if idle is not None:
-        delivery_time = now - idle
-    elif time is not None:
-        delivery_time = time
-    else:
-        delivery_time = now
-    if delivery_time < 0 or delivery_time > now:
+    if delivery_time is None or delivery_time < 0 or delivery_time > now:
         delivery_time = now
     min_idle = max(0, min_idle)
     owner: Consumer | None = None

@@ -1,0 +1,450 @@
+"""Consumer-group commands: XGROUP, XREADGROUP, XACK, XPENDING, XINFO GROUPS|CONSUMERS and the
+group part of XINFO STREAM [FULL] (XCLAIM/XAUTOCLAIM are in groups_claim.py).
+
+Rule 1: a handler parses ALL its arguments (in redis-server's order, with its error texts)
+before it touches state; the state change is one call into `topicsrv.engine.groups`.
+Rule 2: IDs given by a client are positions (topicsrv.resp.ids): `ms-seq` names seq, a time
+position names no record; IDs in replies are the entries' own `<ts>-<seq>`.
+Rule 3: `XREADGROUP ... >` reads through the engine's read pipeline, so a group behind the
+evict floor gets the tombstone entry first, exactly like XREAD.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from topicsrv.engine import groups as eg
+from topicsrv.engine.topic import Topic
+from topicsrv.notify import wait_any
+from topicsrv.resp import ids
+from topicsrv.resp.commands.base import (
+    HOOKS,
+    NULL_ARRAY,
+    SYNTAX,
+    WRONGTYPE,
+    CommandContext,
+    Err,
+    Raw,
+    Simple,
+    container,
+    key_name,
+    parse_int,
+)
+from topicsrv.resp.commands.base import command as _command
+from topicsrv.resp.commands.streams import render_entries
+
+NO_KEY = ("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may "
+          "want to use the MKSTREAM option to create an empty stream automatically.")
+BUSYGROUP = "BUSYGROUP Consumer Group name already exists"
+ENTRIESREAD_RANGE = "ERR value for ENTRIESREAD must be positive or -1"
+DOLLAR_IN_GROUP = ("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read "
+                   "the history of this consumer by specifying a proper ID, or use the > ID to "
+                   "get new messages. The $ ID would just return an empty result set.")
+XGROUP_HELP = [
+    "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CREATE <key> <groupname> <id|$> [option]",
+    "    Create a new consumer group. Options are:",
+    "    * MKSTREAM",
+    "      Create the empty stream if it does not exist.",
+    "    * ENTRIESREAD entries_read",
+    "      Set the group's entries_read counter (internal use).",
+    "CREATECONSUMER <key> <groupname> <consumer>",
+    "    Create a new consumer in the specified group.",
+    "DELCONSUMER <key> <groupname> <consumer>",
+    "    Remove the specified consumer.",
+    "DESTROY <key> <groupname>",
+    "    Remove the specified group.",
+    "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+    "    Set the current group ID and entries_read counter.",
+    "HELP",
+    "    Prints this help.",
+]
+
+
+def command(name: str, arity: int, flags: list[str], first: int, last: int, step: int,
+            summary: str, syntax: str, since: str = "5.0.0") -> Any:
+    """Register in the "stream" group; `syntax` (topicsrv/resp/argspec.py) feeds COMMAND DOCS."""
+    return _command(name, arity, flags, first, last, step, "stream", summary, since, syntax=syntax)
+
+
+def text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def stream(ctx: CommandContext, key: bytes) -> Topic | None:
+    """The log topic named by key, None if absent; WRONGTYPE for a queue topic."""
+    topic = ctx.engine.find(key_name(key))
+    if topic is not None and topic.type != "log":
+        raise Err(WRONGTYPE)
+    return topic
+
+
+def group_or_nogroup(ctx: CommandContext, key: bytes, name: bytes, suffix: str = "") -> tuple[Topic, eg.Group]:
+    topic = stream(ctx, key)
+    group = eg.find(topic, text(name))
+    if topic is None or group is None:
+        raise Err(f"NOGROUP No such key '{text(key)}' or consumer group '{text(name)}'{suffix}")
+    return topic, group
+
+
+def fmt(ms: int, seq: int) -> bytes:
+    return b"0-0" if seq == 0 and ms == 0 else ids.format_id(ms, seq)
+
+
+def delivery_id(d: eg.Delivery) -> bytes:
+    return ids.format_id(d.ms, d.seq)
+
+
+def group_position(topic: Topic | None, raw: bytes) -> tuple[int, int]:
+    """(last_seq, last_ms) for XGROUP CREATE/SETID `$`/ID."""
+    if raw == b"$":
+        if topic is None or topic.head_seq < topic.seq_base:
+            return (topic.head_seq if topic else 0), 0
+        return topic.head_seq, topic.last_ts
+    sid = ids.parse_id(raw, 0)
+    if sid.seq > 0:
+        return sid.seq, sid.ms
+    if sid.ms == 0:
+        return (max(0, topic.front - 1) if topic else 0), 0
+    return ids.time_floor(topic, sid.ms) - 1, sid.ms
+
+
+def history_after(topic: Topic | None, raw: bytes) -> int:
+    sid = ids.parse_id(raw, 0)
+    if sid.seq > 0 or sid.ms == 0:
+        return sid.seq
+    return ids.time_floor(topic, sid.ms) - 1
+
+
+def parse_entries_read(raw: bytes) -> int | None:
+    n = parse_int(raw)
+    if n < -1:
+        raise Err(ENTRIESREAD_RANGE)
+    return None if n == -1 else n
+
+
+# ---- XGROUP ---------------------------------------------------------------------------------
+
+container("xgroup", "stream", "A container for consumer groups commands.", "5.0.0")
+
+
+def _subcommand_syntax(name: str) -> Err:
+    return Err(f"ERR unknown subcommand or wrong number of arguments for '{name}'. Try XGROUP HELP.")
+
+
+@command("xgroup|create", -5, ["write", "denyoom"], 2, 2, 1, "Creates a consumer group.",
+         "key:key group:string (id:string|$) [MKSTREAM] [ENTRIESREAD:entries-read:integer]")
+def xgroup_create(ctx: CommandContext, args: list[bytes]) -> Any:
+    key, name, raw_id, opts = args[0], args[1], args[2], args[3:]
+    if len(args) > 6:
+        raise _subcommand_syntax("CREATE")
+    mkstream, entries_read = False, None
+    i = 0
+    while i < len(opts):
+        o = opts[i].upper()
+        if o == b"MKSTREAM":
+            mkstream = True
+        elif o == b"ENTRIESREAD" and i + 1 < len(opts):
+            entries_read = parse_entries_read(opts[i + 1])
+            i += 1
+        else:
+            raise _subcommand_syntax("CREATE")
+        i += 1
+    topic = stream(ctx, key)
+    if raw_id != b"$":
+        ids.parse_id(raw_id, 0)
+    if topic is None:
+        if not mkstream:
+            raise Err(NO_KEY)
+        topic = ctx.engine.put_topic(key_name(key), {})[0]
+    last_seq, last_ms = group_position(topic, raw_id)
+    if eg.create(topic, text(name), last_seq, last_ms, entries_read, ctx.engine.now()) is None:
+        raise Err(BUSYGROUP)
+    return Simple("OK")
+
+
+@command("xgroup|setid", -5, ["write"], 2, 2, 1, "Sets the last-delivered ID of a consumer group.",
+         "key:key group:string (id:string|$) [ENTRIESREAD:entries-read:integer]")
+def xgroup_setid(ctx: CommandContext, args: list[bytes]) -> Any:
+    key, name, raw_id = args[0], args[1], args[2]
+    entries_read = None
+    if len(args) == 5 and args[3].upper() == b"ENTRIESREAD":
+        entries_read = parse_entries_read(args[4])
+    elif len(args) != 3:
+        raise _subcommand_syntax("SETID")
+    topic = stream(ctx, key)
+    if topic is None:
+        raise Err(NO_KEY)
+    group = eg.find(topic, text(name))
+    if group is None:
+        raise Err(f"NOGROUP No such consumer group '{text(name)}' for key name '{text(key)}'")
+    if raw_id != b"$":
+        ids.parse_id(raw_id, 0)
+    last_seq, last_ms = group_position(topic, raw_id)
+    eg.setid(group, last_seq, last_ms, entries_read)
+    return Simple("OK")
+
+
+def _existing_group(ctx: CommandContext, key: bytes, name: bytes) -> tuple[Topic, eg.Group]:
+    topic = stream(ctx, key)
+    if topic is None:
+        raise Err(NO_KEY)
+    group = eg.find(topic, text(name))
+    if group is None:
+        raise Err(f"NOGROUP No such consumer group '{text(name)}' for key name '{text(key)}'")
+    return topic, group
+
+
+@command("xgroup|destroy", 4, ["write"], 2, 2, 1, "Destroys a consumer group.",
+         "key:key group:string")
+def xgroup_destroy(ctx: CommandContext, args: list[bytes]) -> Any:
+    topic = stream(ctx, args[0])
+    if topic is None:
+        raise Err(NO_KEY)
+    return int(eg.destroy(topic, text(args[1])))
+
+
+@command("xgroup|createconsumer", 5, ["write", "denyoom"], 2, 2, 1,
+         "Creates a consumer in a consumer group.", "key:key group:string consumer:string", "6.2.0")
+def xgroup_createconsumer(ctx: CommandContext, args: list[bytes]) -> Any:
+    _, group = _existing_group(ctx, args[0], args[1])
+    return int(eg.create_consumer(group, text(args[2]), ctx.engine.now()))
+
+
+@command("xgroup|delconsumer", 5, ["write"], 2, 2, 1, "Deletes a consumer from a consumer group.",
+         "key:key group:string consumer:string")
+def xgroup_delconsumer(ctx: CommandContext, args: list[bytes]) -> Any:
+    _, group = _existing_group(ctx, args[0], args[1])
+    return eg.delete_consumer(group, text(args[2]))
+
+
+@command("xgroup|help", 2, ["loading", "stale"], 0, 0, 0,
+         "Returns helpful text about the different subcommands.", "")
+def xgroup_help(ctx: CommandContext, args: list[bytes]) -> Any:
+    return [Simple(line) for line in XGROUP_HELP]
+
+
+# ---- XREADGROUP -----------------------------------------------------------------------------
+
+
+def _parse_timeout(raw: bytes) -> int:
+    n = parse_int(raw, "ERR timeout is not an integer or out of range")
+    if n < 0:
+        raise Err("ERR timeout is negative")
+    return n
+
+
+def _serve(ctx: CommandContext, streams: list[tuple[bytes, bytes]], group_name: str,
+           consumer: str, count: int, noack: bool) -> list[tuple[bytes, Any]]:
+    """One non-blocking pass: [(key, entries)] for the streams that have something."""
+    now = ctx.engine.now()
+    out: list[tuple[bytes, Any]] = []
+    for key, raw in streams:
+        topic, group = group_or_nogroup(ctx, key, group_name.encode("utf-8", "surrogateescape"),
+                                        " in XREADGROUP with GROUP option")
+        if raw == b">":
+            if group.last_seq >= topic.head_seq and group.cursor >= topic.head_seq:
+                group.touch(consumer, now)
+                continue
+            res = eg.read_new(topic, group, consumer, count, now, noack=noack)
+            out.append((key, render_entries(topic, res)))
+        else:
+            hist = eg.read_history(topic, group, consumer, history_after(topic, raw), count, now)
+            out.append((key, [Raw(b) if b is not None else [delivery_id(d), NULL_ARRAY] for d, b in hist]))
+    return out
+
+
+@command("xreadgroup", -7, ["write", "blocking", "movablekeys"], 0, 0, 0,
+         "Returns new or historical messages from a stream for a consumer in a group. Blocks "
+         "until a message is available otherwise.",
+         "GROUP group:string consumer:string [COUNT:count:integer] [BLOCK:milliseconds:integer] "
+         "[NOACK] STREAMS key:key... id:string...")
+def xreadgroup(ctx: CommandContext, args: list[bytes]) -> Any:
+    group_name = consumer = None
+    count, timeout, noack, streams_at = 0, -1, False, -1
+    i = 0
+    while i < len(args):
+        o, more = args[i].upper(), len(args) - i - 1
+        if o == b"BLOCK" and more:
+            timeout = _parse_timeout(args[i + 1])
+            i += 1
+        elif o == b"COUNT" and more:
+            count = max(0, parse_int(args[i + 1]))
+            i += 1
+        elif o == b"STREAMS" and more:
+            streams_at = i + 1
+            if (len(args) - streams_at) % 2:
+                raise Err("ERR Unbalanced XREAD list of streams: for each stream key an ID or "
+                          "'$' must be specified.")
+            break
+        elif o == b"GROUP" and more >= 2:
+            group_name, consumer = text(args[i + 1]), text(args[i + 2])
+            i += 2
+        elif o == b"NOACK":
+            noack = True
+        else:
+            raise Err(SYNTAX)
+        i += 1
+    if streams_at < 0:
+        raise Err(SYNTAX)
+    if group_name is None or consumer is None:
+        raise Err("ERR Missing GROUP option for XREADGROUP")
+    n = (len(args) - streams_at) // 2
+    streams = list(zip(args[streams_at:streams_at + n], args[streams_at + n:], strict=True))
+    for key, raw in streams:
+        group_or_nogroup(ctx, key, group_name.encode("utf-8", "surrogateescape"),
+                         " in XREADGROUP with GROUP option")
+        if raw == b"$":
+            raise Err(DOLLAR_IN_GROUP)
+        if raw != b">":
+            ids.parse_id(raw, 0)
+    served = _serve(ctx, streams, group_name, consumer, count, noack)
+    if served:
+        return _reply(ctx, served)
+    if timeout < 0 or not all(raw == b">" for _, raw in streams):
+        return NULL_ARRAY
+    return _wait(ctx, streams, group_name, consumer, count, noack, timeout)
+
+
+def _reply(ctx: CommandContext, served: list[tuple[bytes, Any]]) -> Any:
+    if ctx.resp3:
+        return {k: entries for k, entries in served}
+    return [[k, entries] for k, entries in served]
+
+
+async def _wait(ctx: CommandContext, streams: list[tuple[bytes, bytes]], group_name: str,
+                consumer: str, count: int, noack: bool, block_ms: int) -> Any:
+    """BLOCK: wait for an append to any of the streams (BLOCK 0 = forever)."""
+    notifier = ctx.server.notifier
+    deadline = None if block_ms == 0 else trio.current_time() + block_ms / 1000
+    while True:
+        remaining = None if deadline is None else deadline - trio.current_time()
+        if remaining is not None and remaining <= 0:
+            return NULL_ARRAY
+        events = [notifier.event(key_name(k)) for k, _ in streams]  # before the read (notify Rule 1)
+        served = _serve(ctx, streams, group_name, consumer, count, noack)
+        if served:
+            return _reply(ctx, served)
+        await wait_any(events, remaining)
+
+
+# ---- XACK, XPENDING ---------------------------------------------------------------------------
+
+
+@command("xack", -4, ["write", "fast"], 1, 1, 1,
+         "Returns the number of messages that were successfully acknowledged by the consumer "
+         "group member of a stream.", "key:key group:string id:string...")
+def xack(ctx: CommandContext, args: list[bytes]) -> Any:
+    seqs = [ids.parse_id(a, 0).seq for a in args[2:]]
+    topic = stream(ctx, args[0])
+    group = eg.find(topic, text(args[1]))
+    if group is None:
+        return 0
+    return eg.ack(group, [s for s in seqs if s > 0])
+
+
+@command("xpending", -3, ["readonly"], 1, 1, 1,
+         "Returns the information and entries from a stream consumer group's pending entries "
+         "list.", "key:key group:string [[IDLE:min-idle-time:integer] start:string end:string "
+         "count:integer [consumer:string]]")
+def xpending(ctx: CommandContext, args: list[bytes]) -> Any:
+    argc = len(args) + 1
+    if argc != 3 and (argc < 6 or argc > 9):
+        raise Err(SYNTAX)
+    min_idle, consumer = 0, None
+    if argc >= 6:
+        at = 2
+        if args[2].upper() == b"IDLE":
+            min_idle = parse_int(args[3])
+            if argc < 8:
+                raise Err(SYNTAX)
+            at += 2
+        count = max(0, parse_int(args[at + 2]))
+        start, end = args[at], args[at + 1]
+        topic0 = stream(ctx, args[0])
+        lo, hi = ids.range_bounds(topic0, start, end)
+        if at + 3 < len(args):
+            consumer = text(args[at + 3])
+    topic, group = group_or_nogroup(ctx, args[0], args[1])
+    now = ctx.engine.now()
+    if argc == 3:
+        n, first, last, per = eg.pending_summary(group)
+        if not n:
+            return [0, None, None, NULL_ARRAY]
+        assert first is not None and last is not None
+        return [n, delivery_id(first), delivery_id(last), [[c, str(k)] for c, k in per]]
+    rows = eg.pending_range(group, lo, hi, count, now, consumer, min_idle)
+    return [[delivery_id(d), d.consumer, d.idle(now), d.count] for d in rows]
+
+
+# ---- XINFO GROUPS | CONSUMERS, and XINFO STREAM's group part ---------------------------------
+
+
+def group_info(topic: Topic, g: eg.Group) -> dict[str, Any]:
+    return {
+        "name": g.name,
+        "consumers": len(g.consumers),
+        "pending": len(g.pel),
+        "last-delivered-id": fmt(g.last_ms, g.last_seq),
+        "entries-read": g.entries_read,
+        "lag": eg.lag(topic, g),
+    }
+
+
+@command("xinfo|groups", 3, ["readonly"], 2, 2, 1,
+         "Returns a list of the consumer groups of a stream.", "key:key")
+def xinfo_groups(ctx: CommandContext, args: list[bytes]) -> Any:
+    topic = stream(ctx, args[0])
+    if topic is None:
+        raise Err("ERR no such key")
+    gs = eg.groups_of(topic)
+    return [group_info(topic, g) for g in gs] if gs is not None else []
+
+
+@command("xinfo|consumers", 4, ["readonly"], 2, 2, 1,
+         "Returns a list of the consumers in a consumer group.", "key:key group:string")
+def xinfo_consumers(ctx: CommandContext, args: list[bytes]) -> Any:
+    topic = stream(ctx, args[0])
+    if topic is None:
+        raise Err("ERR no such key")
+    group = eg.find(topic, text(args[1]))
+    if group is None:
+        raise Err(f"NOGROUP No such consumer group '{text(args[1])}' for key name '{text(args[0])}'")
+    now = ctx.engine.now()
+    return [{"name": c.name, "pending": len(c.pel), "idle": max(0, now - c.seen_time)}
+            for c in group.consumers.values()]
+
+
+def _groups_count(ctx: CommandContext, topic: Topic) -> int:
+    gs = eg.groups_of(topic)
+    return 0 if gs is None else len(gs)
+
+
+def _full_groups(ctx: CommandContext, topic: Topic, count: int) -> list[Any]:
+    gs = eg.groups_of(topic)
+    out: list[Any] = []
+    for g in gs or ():
+        pel = list(g.pel.values())
+        if count:
+            pel = pel[:count]
+        consumers = []
+        for c in g.consumers.values():
+            own = list(c.pel.values())[:count] if count else list(c.pel.values())
+            consumers.append({
+                "name": c.name, "seen-time": c.seen_time, "pel-count": len(c.pel),
+                "pending": [[delivery_id(d), d.time, d.count] for d in own],
+            })
+        out.append({
+            "name": g.name, "last-delivered-id": fmt(g.last_ms, g.last_seq),
+            "entries-read": g.entries_read, "lag": eg.lag(topic, g), "pel-count": len(g.pel),
+            "pending": [[delivery_id(d), d.consumer, d.time, d.count] for d in pel],
+            "consumers": consumers,
+        })
+    return out
+
+
+HOOKS["xinfo_stream_groups_count"] = _groups_count
+HOOKS["xinfo_stream_full_groups"] = _full_groups
+

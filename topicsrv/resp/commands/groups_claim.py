@@ -1,0 +1,103 @@
+"""XCLAIM and XAUTOCLAIM: moving pending entries between consumers of a group.
+
+Rule 1: like redis-server, the key/group lookup (NOGROUP) comes first, then every argument is
+parsed, and only then does the engine change ownership (all or nothing).
+Rule 2: an entry that left the log (XDEL, trim, TTL) is dropped from the PEL instead of being
+claimed; XAUTOCLAIM lists those ids in its third reply element (Redis 7).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topicsrv.engine import groups as eg
+from topicsrv.resp import ids
+from topicsrv.resp.commands.base import SYNTAX, CommandContext, Err, Raw, parse_int
+from topicsrv.resp.commands.groups import command, delivery_id, group_or_nogroup, text
+
+
+def _claimed(c: eg.Claimed) -> Any:
+    return delivery_id(c.delivery) if c.entry is None else Raw(c.entry)
+
+
+@command("xclaim", -6, ["write", "fast"], 1, 1, 1,
+         "Changes, or acquires, ownership of a message in a consumer group, as if the message "
+         "was delivered to a consumer group member.",
+         "key:key group:string consumer:string min-idle-time:string id:string... "
+         "[IDLE:ms:integer] [TIME:unix-time-milliseconds:unix-time] [RETRYCOUNT:count:integer] "
+         "[FORCE] [JUSTID] [LASTID:lastid:string]")
+def xclaim(ctx: CommandContext, args: list[bytes]) -> Any:
+    topic, group = group_or_nogroup(ctx, args[0], args[1])
+    min_idle = parse_int(args[3], "ERR Invalid min-idle-time argument for XCLAIM")
+    seqs: list[int] = []
+    j = 4
+    while j < len(args):
+        try:
+            seqs.append(ids.parse_id(args[j], 0).seq)
+        except Err:
+            break
+        j += 1
+    now = ctx.engine.now()
+    delivery_time: int | None = None
+    retrycount: int | None = None
+    force = justid = False
+    last: tuple[int, int] | None = None
+    while j < len(args):
+        opt, more = args[j].upper(), len(args) - 1 - j
+        if opt == b"FORCE":
+            force = True
+        elif opt == b"JUSTID":
+            justid = True
+        elif opt == b"IDLE" and more:
+            j += 1
+            delivery_time = now - parse_int(args[j], "ERR Invalid IDLE option argument for XCLAIM")
+        elif opt == b"TIME" and more:
+            j += 1
+            delivery_time = parse_int(args[j], "ERR Invalid TIME option argument for XCLAIM")
+        elif opt == b"RETRYCOUNT" and more:
+            j += 1
+            retrycount = parse_int(args[j], "ERR Invalid RETRYCOUNT option argument for XCLAIM")
+        elif opt == b"LASTID" and more:
+            j += 1
+            sid = ids.parse_id(args[j], 0)
+            pos = sid.seq if sid.seq > 0 or sid.ms == 0 else ids.time_floor(topic, sid.ms) - 1
+            last = (sid.ms, pos)
+        else:
+            raise Err(f"ERR Unrecognized XCLAIM option '{text(args[j])}'")
+        j += 1
+    got = eg.claim(topic, group, text(args[2]), min_idle, [s for s in seqs if s > 0], now,
+                   delivery_time=delivery_time, retrycount=retrycount, force=force,
+                   justid=justid, last=last)
+    return [_claimed(c) for c in got]
+
+
+@command("xautoclaim", -6, ["write", "fast"], 1, 1, 1,
+         "Changes, or acquires, ownership of messages in a consumer group, as if the messages "
+         "were delivered to as consumer group member.",
+         "key:key group:string consumer:string min-idle-time:string start:string "
+         "[COUNT:count:integer] [JUSTID]", "6.2.0")
+def xautoclaim(ctx: CommandContext, args: list[bytes]) -> Any:
+    topic, group = group_or_nogroup(ctx, args[0], args[1])
+    min_idle = parse_int(args[3], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
+    start, _ = ids.range_bounds(topic, args[4], b"+")
+    count, justid = 100, False
+    j = 5
+    while j < len(args):
+        opt, more = args[j].upper(), len(args) - 1 - j
+        if opt == b"COUNT" and more:
+            count = parse_int(args[j + 1], "ERR COUNT must be > 0")
+            if count < 1 or count > (1 << 63) // 10:
+                raise Err("ERR COUNT must be > 0")
+            j += 1
+        elif opt == b"JUSTID":
+            justid = True
+        else:
+            raise Err(SYNTAX)
+        j += 1
+    nxt, claimed, deleted = eg.autoclaim(topic, group, text(args[2]), min_idle, start, count,
+                                         ctx.engine.now(), justid=justid)
+    return [
+        b"0-0" if nxt is None else delivery_id(nxt),
+        [_claimed(c) for c in claimed],
+        [delivery_id(d) for d in deleted],
+    ]
