@@ -1,0 +1,325 @@
+"""`python -m bench [--quick|--tiny]`: topicsrv next to a real redis-server, in one run.
+
+Rule 1: fresh servers (redis-server with persistence off, topicsrv with an empty temp data
+dir, both on 127.0.0.1 and free ports), the same clients and workloads for both, ratios
+topicsrv / redis from this run only.
+Rule 2: every process started is stopped by pid in a `finally` (errors and Ctrl-C/SIGTERM
+included), see bench/procs.py.
+Rule 3: a failing workload fills its cells with the error and the run goes on; a failing
+phase (e.g. a server that does not start) is reported and the next phase runs. Exit status:
+0 when every phase ran (missed targets are reported, not fatal), 1 when a phase failed, or
+when a workload errored and `--strict` was given.
+Phases: in-process micro-benchmarks; pair 1 (RESP + HTTP workloads); pair 2, fresh, for
+memory; then the engine's in-process memory figure (bench/engine_memory.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench import httpbench, micro, respbench
+from bench import memory as membench
+from bench.procs import Proc, Procs, install_signal_handlers
+from bench.report import Row, render, save
+from bench.respbench import Measure
+
+RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
+
+SIZES: dict[str, dict[str, int]] = {
+    "full": {"xadd_p1": 100_000, "xadd_p16": 500_000, "stream": 100_000, "range_p1": 20_000,
+             "range_p16": 50_000, "py_xadd": 200_000, "py_xread": 100_000, "group": 50_000,
+             "http_records": 1_000_000, "sse": 100_000, "memory": 1_000_000,
+             "tag_groups": 100, "read_records": 100_000},
+    "quick": {"xadd_p1": 20_000, "xadd_p16": 100_000, "stream": 100_000, "range_p1": 4_000,
+              "range_p16": 10_000, "py_xadd": 30_000, "py_xread": 100_000, "group": 10_000,
+              "http_records": 200_000, "sse": 20_000, "memory": 200_000,
+              "tag_groups": 100, "read_records": 50_000},
+    "tiny": {"xadd_p1": 200, "xadd_p16": 1_600, "stream": 1_000, "range_p1": 100,
+             "range_p16": 320, "py_xadd": 300, "py_xread": 1_000, "group": 200,
+             "http_records": 2_000, "sse": 200, "memory": 2_000,
+             "tag_groups": 4, "read_records": 2_000},
+}
+
+
+def attempt(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - one failing cell must not end the run
+        text = f"error: {exc}".replace("\n", " ")
+        print(f"  ! {text}", file=sys.stderr)
+        return text
+
+
+def per(m: Any, attr: str = "ops_per_s") -> float | str:
+    return getattr(m, attr) if isinstance(m, Measure) else str(m)
+
+
+class Run:
+    def __init__(self, mode: str, sizes: dict[str, int], verbose: bool) -> None:
+        self.mode = mode
+        self.sizes = sizes
+        self.rows: list[Row] = []
+        self.extra: dict[str, Any] = {}
+        self.verbose = verbose
+        self.procs = Procs()
+
+    def log(self, text: str) -> None:
+        if self.verbose:
+            print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+    # ---- phases -----------------------------------------------------------------------
+
+    def micro(self) -> None:
+        s = self.sizes
+        self.log("micro-benchmarks (in-process engine)")
+        tags = attempt(lambda: micro.tag_benchmarks(s["tag_groups"]))
+        reads = attempt(lambda: micro.read_benchmarks(s["read_records"]))
+        sec = "in-process engine"
+
+        def us(d: Any, key: str, scale: float = 1e6) -> float | str:
+            return d[key] * scale if isinstance(d, dict) else str(d)
+
+        self.rows += [
+            Row(sec, "tag index Eq lookup", "us", None, us(tags, "eq_lookup_s"), target=2.0,
+                lower_is_better=True, ref_note="seeds (Rust): 267 ns"),
+            Row(sec, "tag index Glob lookup, 100 tags", "us", None,
+                us(tags, "glob100_lookup_s"), target=100.0, lower_is_better=True,
+                ref_note="seeds (Rust): 67.8 us"),
+            Row(sec, "Eq delete (engine, 1 record)", "us", None, us(tags, "eq_delete_s")),
+            Row(sec, "Glob delete (engine, 100 tags x 1 record)", "us", None,
+                us(tags, "glob100_delete_s")),
+            Row(sec, "diff read pipeline, JSON records", "ns/rec", None,
+                us(reads, "diff_json_per_record_s", 1e9)),
+            Row(sec, "diff read pipeline, RESP records", "ns/rec", None,
+                us(reads, "diff_resp_per_record_s", 1e9)),
+            Row(sec, "scan_range (XRANGE) COUNT 100", "us", None,
+                us(reads, "xrange100_per_call_s")),
+        ]
+        self.rows += self.storage_rows()
+
+    def storage_rows(self) -> list[Row]:
+        """fsync-class ack p50/p99 from bench/storage_bench.py (storage helper), if present."""
+        sec = "in-process engine"
+        if importlib.util.find_spec("bench.storage_bench") is None:
+            return [Row(sec, f"fsync ack p50/p99, {w} writers", "ms", None,
+                        "pending (storage_bench)") for w in (1, 8, 64)]
+        self.log("storage benchmark (bench/storage_bench.py)")
+        out = attempt(lambda: storage_bench(self.mode))
+        if isinstance(out, str):
+            return [Row(sec, "fsync ack (bench/storage_bench.py)", "ms", None, out)]
+        rows = []
+        for w in (1, 8, 64):
+            d = out.get(str(w)) or out.get(w) or {}
+            rows.append(Row(sec, f"fsync ack p50, {w} writers", "ms", None,
+                            d.get("p50_ms", "error: no p50_ms")))
+            rows.append(Row(sec, f"fsync ack p99, {w} writers", "ms", None,
+                            d.get("p99_ms", "error: no p99_ms")))
+        self.extra["storage_bench"] = out
+        return rows
+
+    def servers(self) -> None:
+        s = self.sizes
+        self.log("starting redis-server and topicsrv")
+        red = self.procs.start_redis()
+        top = self.procs.start_topicsrv()
+        self.log(f"redis-server pid {red.pid} port {red.resp_port}; topicsrv pid {top.pid} "
+                 f"resp {top.resp_port} http {top.http_port}")
+        pair = (red, top)
+        self.resp_workloads(pair, s)
+        self.http_workloads(top, s)
+        for p in pair:
+            self.procs.stop(p)
+
+    def both(self, pair: tuple[Proc, Proc], label: str,
+             fn: Callable[[int], Any]) -> tuple[Any, Any]:
+        results = []
+        for p in pair:
+            self.log(f"{label} on {p.name}")
+            if p.resp_port is None:
+                results.append("error: no RESP front")
+                continue
+            results.append(attempt(partial(fn, p.resp_port)))
+        return results[0], results[1]
+
+    def resp_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
+        bench = "RESP, redis-benchmark -c 50"
+        for p in (1, 16):
+            n = s["xadd_p1"] if p == 1 else s["xadd_p16"]
+            r, t = self.both(pair, f"XADD P{p}", partial(
+                respbench.redis_benchmark, command=["XADD", "s", "*", "f", "v"], requests=n,
+                pipeline=p))
+            self.rows.append(Row(bench, f"XADD s * f v, P{p}", "ops/s", per(r), per(t),
+                                 target=0.5 if p == 1 else 0.3))
+            self.extra[f"xadd_p{p}"] = {"redis": r, "topicsrv": t}
+        # A 100k-entry stream of 100-byte values for XRANGE / XREAD.
+        n_stream = s["stream"]
+        self.both(pair, f"load {n_stream} entries", lambda port: Measure(
+            0, 0, respbench.load_stream(port, "r", n_stream), n_stream))
+        mids = self.both(pair, "find the middle id", partial(
+            respbench.id_at, key="r", position=n_stream // 2))
+        for p in (1, 16):
+            n = s["range_p1"] if p == 1 else s["range_p16"]
+            r, t = self.both(pair, f"XRANGE COUNT 100 P{p}", partial(
+                respbench.redis_benchmark, command=["XRANGE", "r", "-", "+", "COUNT", "100"],
+                requests=n, pipeline=p, records_per_op=100))
+            self.rows.append(Row(bench, f"XRANGE r - + COUNT 100, P{p}", "ops/s", per(r), per(t),
+                                 target=0.3))
+            self.extra[f"xrange_p{p}"] = {"redis": r, "topicsrv": t}
+        for p in (1, 16):
+            n = s["range_p1"] if p == 1 else s["range_p16"]
+            cells = []
+            for proc, mid in zip(pair, mids, strict=True):
+                if not isinstance(mid, bytes) or proc.resp_port is None:
+                    cells.append(f"error: no middle id ({mid})")
+                    continue
+                self.log(f"XREAD COUNT 100 P{p} on {proc.name}")
+                cells.append(attempt(partial(
+                    respbench.redis_benchmark, proc.resp_port,
+                    command=["XREAD", "COUNT", "100", "STREAMS", "r", mid.decode()],
+                    requests=n, pipeline=p, records_per_op=100)))
+            self.rows.append(Row(bench, f"XREAD COUNT 100 STREAMS r <mid>, P{p}", "ops/s",
+                                 per(cells[0]), per(cells[1]), target=0.3))
+        py = "RESP, redis-py (records/s)"
+        r, t = self.both(pair, "redis-py pipelined XADD", lambda port: respbench.py_xadd_pipelined(
+            port, "py", s["py_xadd"]))
+        self.rows.append(Row(py, "pipelined XADD 100 B x 100", "rec/s", per(r, "records_per_s"),
+                             per(t, "records_per_s")))
+        r, t = self.both(pair, "redis-py XREAD paging", lambda port: respbench.py_xread_paging(
+            port, "r", min(s["py_xread"], n_stream)))
+        self.rows.append(Row(py, f"XREAD COUNT 100 paging {min(s['py_xread'], n_stream):,}",
+                             "rec/s", per(r, "records_per_s"), per(t, "records_per_s")))
+        r, t = self.both(pair, "redis-py XREADGROUP+XACK", lambda port: respbench.py_group_loop(
+            port, "r", min(s["group"], n_stream)))
+        self.rows.append(Row(py, "XREADGROUP COUNT 10 + XACK loop", "rec/s",
+                             per(r, "records_per_s"), per(t, "records_per_s")))
+
+    def http_workloads(self, top: Proc, s: dict[str, int]) -> None:
+        sec = "HTTP, topicsrv only (records/s)"
+        port = top.http_port
+        assert port is not None
+        ref_write = self._redis_records("xadd_p16")
+        ref_read = self._redis_records("xrange_p16")
+        n = s["http_records"]
+        self.log(f"HTTP batched writes of {n} records")
+        w = attempt(lambda: httpbench.write_batches(port, "hd", n))
+        self.rows.append(Row(sec, "POST batches of 1000 x 100 B", "rec/s", ref_write,
+                             per(w, "records_per_s"),
+                             ref_note="redis column = redis-benchmark XADD P16 records/s"))
+        self.log(f"HTTP diff paging through {n} records")
+        d = attempt(lambda: httpbench.diff_paging(port, "hd", n))
+        self.rows.append(Row(sec, f"diff paging {n:,} records, limit=1000", "rec/s", ref_read,
+                             per(d, "records_per_s"),
+                             ref_note="redis column = redis-benchmark XRANGE COUNT 100 P16 records/s"))
+        self.log(f"SSE fan-out of {s['sse']} records to 10 watchers")
+        e = attempt(lambda: httpbench.sse_fanout(port, "sse", s["sse"]))
+        self.rows.append(Row(sec, "SSE delivery to 10 watchers", "rec/s", ref_read,
+                             per(e, "records_per_s"),
+                             ref_note="SSE rate = records delivered to all watchers per second"))
+
+    def _redis_records(self, key: str) -> float | str:
+        m = self.extra.get(key, {}).get("redis")
+        return m.records_per_s if isinstance(m, Measure) else "error: no redis reference"
+
+    def memory(self) -> None:
+        n = self.sizes["memory"]
+        self.log(f"memory: fresh servers, {n} x 100 B records each")
+        red = self.procs.start_redis()
+        red_m = attempt(lambda: membench.measure(red, n))
+        self.procs.stop(red)
+        top = self.procs.start_topicsrv()
+        top_m = attempt(lambda: membench.measure(top, n) if top.resp_port else "error: no RESP")
+        self.procs.stop(top)
+        sec = f"memory, {n:,} x 100 B records via XADD"
+
+        def get(m: Any, key: str) -> float | str:
+            return m[key] if isinstance(m, dict) else str(m)
+
+        self.rows.append(Row(sec, "RSS growth per record", "B/rec", get(red_m, "rss_per_record"),
+                             get(top_m, "rss_per_record"), target=2.0, lower_is_better=True))
+        self.rows.append(Row(sec, "redis used_memory per record", "B/rec",
+                             get(red_m, "used_memory_per_record"), None))
+        self.extra["memory"] = {"redis": red_m, "topicsrv": top_m}
+        self.log("engine in-process memory (bench/engine_memory.py)")
+        from bench import engine_memory
+
+        eng = attempt(lambda: engine_memory.measure(n, "fields"))
+        self.rows.append(Row(sec, "engine only, in-process RSS growth", "B/rec", None,
+                             get(eng, "rss_bytes_per_record"),
+                             ref_note="bench/engine_memory.py --form fields (no server, no storage)"))
+
+
+def storage_bench(mode: str) -> dict[str, Any]:
+    """Run bench/storage_bench.py with `--json` and return its parsed output."""
+    import orjson
+
+    args = [sys.executable, "-m", "bench.storage_bench", "--json"]
+    if mode != "full":
+        args.append("--quick")
+    out = subprocess.run(args, capture_output=True, timeout=600, check=False,
+                         cwd=Path(__file__).resolve().parent.parent)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.decode(errors="replace").strip()[-300:])
+    doc: dict[str, Any] = orjson.loads(out.stdout.strip().splitlines()[-1])
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--quick", action="store_true", help="smaller sizes; under 2 minutes")
+    group.add_argument("--tiny", action="store_true",
+                       help="a few hundred ops per workload (smoke test; numbers meaningless)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
+    parser.add_argument("--skip", action="append", default=[],
+                        choices=["micro", "servers", "memory"], help="skip a phase (repeatable)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 if any workload errored")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    args = parser.parse_args(argv)
+    mode = "quick" if args.quick else "tiny" if args.tiny else "full"
+    run = Run(mode, SIZES[mode], verbose=not args.quiet)
+    install_signal_handlers()
+    t0 = time.perf_counter()
+    failed: list[str] = []
+    try:
+        for name, phase in (("micro", run.micro), ("servers", run.servers),
+                            ("memory", run.memory)):
+            if name in args.skip:
+                continue
+            try:
+                phase()
+            except Exception as exc:  # noqa: BLE001 - report it, stop its servers, go on
+                failed.append(f"phase {name!r} failed: {exc}")
+                print(f"bench: {failed[-1]}", file=sys.stderr)
+                run.procs.stop_all()
+    finally:
+        run.procs.stop_all()
+    elapsed = time.perf_counter() - t0
+    print(render(run.rows, mode))
+    print(f"({elapsed:.0f} s; results in {args.out})")
+    extra = {"seconds": elapsed, "processes": run.procs.started, "failed_phases": failed,
+             "details": {k: _plain(v) for k, v in run.extra.items()}}
+    save(args.out, run.rows, mode, run.sizes, extra)
+    for line in failed:
+        print(f"ERROR: {line}")
+    errors = [r for r in run.rows if r.status == "error"]
+    return 1 if failed or (args.strict and errors) else 0
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Measure):
+        return {k: getattr(value, k) for k in value.__slots__}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())
