@@ -46,7 +46,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="SSE heartbeat interval in ms (default 15000)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                        help="logging level (default INFO)")
+    serve.add_argument("--wal-shards", type=int, default=4,
+                       help="WAL shards, one writer each; a topic's shard is a hash of its name (default 4)")
+    serve.add_argument("--cold-dir", type=Path, default=_env_path("TOPICS_COLD_DIR"),
+                       help="relocate older sealed segments to this dir (env TOPICS_COLD_DIR; default: none)")
+    serve.add_argument("--checkpoint-interval-ms", type=int, default=60_000,
+                       help="how often to seal segments and trim the WAL (default 60000)")
+    serve.add_argument("--no-storage", action="store_true",
+                       help="keep everything in memory only: nothing is written, nothing survives a restart")
+    check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
+                           description="Verify every WAL frame, segment frame and index of a data dir "
+                           "(read-only; run it on a stopped server). Exit 0 = clean, 1 = damage found.")
+    check.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TOPICS_DATA_DIR", "./data")),
+                       help="the data dir to check (default ./data; env TOPICS_DATA_DIR)")
+    check.add_argument("--cold-dir", type=Path, default=_env_path("TOPICS_COLD_DIR"),
+                       help="the cold dir, if the server used one (env TOPICS_COLD_DIR)")
     return parser
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,10 +82,18 @@ def main(argv: list[str] | None = None) -> int:
             token=args.token,
             requirepass=args.requirepass,
             heartbeat_s=args.heartbeat_ms / 1000.0,
+            wal_shards=max(1, args.wal_shards),
+            cold_dir=args.cold_dir,
+            checkpoint_interval_s=max(args.checkpoint_interval_ms, 10) / 1000.0,
+            storage=not args.no_storage,
         )
         try:
             trio.run(run, config)
         except KeyboardInterrupt:
             pass
         return 0
+    if args.command == "check":
+        from topicsrv.storage.fsck import main as check_main
+
+        return check_main(args.data_dir, args.cold_dir)
     return 2
