@@ -81,10 +81,7 @@ async def run(
     from topicsrv.http.server import serve_http
 
     ctx = make_context(config, clock)
-    try:
-        from topicsrv.resp.server import serve_resp  # the RESP front (issue 4)
-    except ImportError:  # pragma: no cover - only until the RESP front lands
-        serve_resp = None
+    from topicsrv.resp.server import serve_resp
     storage = None
     if config.storage:
         from topicsrv.storage.store import Storage
@@ -99,7 +96,7 @@ async def run(
                 nursery.start_soon(_watch_signals, ctx, nursery.cancel_scope)
             if config.http_port is not None:
                 ctx.addresses["http"] = await nursery.start(serve_http, ctx)
-            if config.resp_port is not None and serve_resp is not None:
+            if config.resp_port is not None:
                 ctx.addresses["resp"] = await nursery.start(serve_resp, ctx)
             parts = [f"{name}={host}:{port}" for name, (host, port) in ctx.addresses.items()]
             log.info("listening %s", " ".join(parts))

@@ -16,10 +16,12 @@ Reply values:
   Push([...]) -> RESP3 push `>` (array in RESP2)
   NullArray() -> RESP2 `*-1` / RESP3 `_`        (XREAD timeout, Redis's null array)
   Err("ERR text") -> `-ERR text` (raise it or return it; the connection stays open).
+  committed(token, reply) -> `reply` once the engine's commit token is durable (writes).
 A `TopicsError` raised by the engine becomes `-<resp_prefix> <message>` at the edge.
 
-Handlers may be `async` (blocking commands such as XREAD BLOCK); the connection loop awaits
-them, and cancels them when the client is killed or disconnects.
+Handlers may be `async`, or return an awaitable (blocking commands such as XREAD BLOCK return
+a coroutine only when they really have to wait); the connection loop awaits it, and cancels it
+when the client is killed or disconnects.
 
 Rule 1: `REGISTRY` maps the lower-case command name to its `CommandSpec`. A subcommand is
 registered as `"parent|sub"` (Redis's own naming in COMMAND DOCS); the parent is created as a
@@ -82,6 +84,23 @@ class NullArray:
 
 
 NULL_ARRAY = NullArray()
+
+
+@dataclass(slots=True)
+class Pending:
+    """A reply to send only once `token` (a storage CommitToken) is durable.
+
+    Return `committed(token, reply)` from a handler after an engine write: the connection
+    awaits the token before the reply goes out (a failure replies the TopicsError instead),
+    without treating the command as blocking; a pipeline of writes waits once per flush.
+    """
+
+    token: Any
+    reply: Any
+
+
+def committed(token: Any, reply: Any) -> Any:
+    return reply if token is None else Pending(token, reply)
 
 
 class Err(Exception):
@@ -266,9 +285,18 @@ def command(
     subcommands: dict[str, CommandSpec] | None = None,
     complexity: str | None = None,
     doc_flags: list[str] | None = None,
+    syntax: str | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Register a handler as `name` ("xadd", or "xinfo|stream" for a subcommand)."""
+    """Register a handler as `name` ("xadd", or "xinfo|stream" for a subcommand).
+
+    `syntax` is the compact argument grammar of topicsrv/resp/argspec.py (e.g.
+    "key:key [COUNT:count:integer]"); when given it fills `arguments` for COMMAND DOCS.
+    """
     name = name.lower()
+    if arguments is None and syntax is not None:
+        from topicsrv.resp.argspec import parse
+
+        arguments = parse(syntax)
 
     def deco(fn: Handler) -> Handler:
         spec = CommandSpec(

@@ -1,0 +1,336 @@
+"""Connection commands: HELLO AUTH PING ECHO QUIT RESET SELECT CLIENT *.
+
+Rule 1: texts and reply shapes are redis-server 7's (HELLO's map is what redis-py checks).
+Rule 2: there is one user, `default`; with `--requirepass` a connection starts
+unauthenticated and every command but AUTH/HELLO/QUIT/RESET answers `NOAUTH`.
+Rule 3: CLIENT KILL of another connection cancels it (a blocked XREAD included); killing
+oneself replies first, then closes, like Redis.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import Any
+
+from topicsrv import __version__ as topicsrv_version
+from topicsrv.resp.commands.base import (
+    SYNTAX,
+    Client,
+    CommandContext,
+    Err,
+    Simple,
+    Verbatim,
+    command,
+    container,
+    parse_int,
+)
+
+REDIS_VERSION = "7.0.15"
+WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
+
+
+def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = "",
+         since: str = "1.0.0", first: int = 0) -> Any:
+    return command(name, arity, flags, first, first, 1 if first else 0, "connection", summary,
+                   since, syntax=syntax)
+
+
+def check_password(ctx: CommandContext, user: bytes | None, password: bytes) -> bool:
+    required = ctx.server.config.requirepass
+    if user is not None and user != b"default":
+        return False
+    if not required:
+        return user is not None  # `default` is nopass; AUTH <password> alone is an error
+    return hmac.compare_digest(password, required.encode())
+
+
+def _valid_name(name: bytes) -> bool:
+    return all(33 <= c <= 126 for c in name)
+
+
+def hello_map(ctx: CommandContext) -> dict[str, Any]:
+    return {
+        "server": "redis",
+        "version": REDIS_VERSION,
+        "proto": ctx.client.protocol,
+        "id": ctx.client.id,
+        "mode": "standalone",
+        "role": "master",
+        "modules": [],
+    }
+
+
+@_cmd("hello", -1, ["noscript", "loading", "stale", "fast", "no-auth"],
+      "Handshakes with the Redis server.",
+      "[protover:integer [AUTH:username:string password:string] [SETNAME:clientname:string]]",
+      since="6.0.0")
+def hello(ctx: CommandContext, args: list[bytes]) -> Any:
+    client = ctx.client
+    proto = client.protocol
+    if args:
+        try:
+            proto = parse_int(args[0])
+        except Err:
+            raise Err("ERR Protocol version is not an integer or out of range") from None
+        if proto not in (2, 3):
+            raise Err("NOPROTO unsupported protocol version")
+    auth: tuple[bytes, bytes] | None = None
+    setname: bytes | None = None
+    i = 1
+    while i < len(args):
+        more = len(args) - 1 - i
+        opt = args[i].lower()
+        if opt == b"auth" and more >= 2:
+            auth = (args[i + 1], args[i + 2])
+            i += 3
+        elif opt == b"setname" and more >= 1:
+            setname = args[i + 1]
+            i += 2
+        else:
+            raise Err(f"ERR Syntax error in HELLO option '{args[i].decode('utf-8', 'replace')}'")
+    if auth is not None:
+        if not check_password(ctx, auth[0], auth[1]):
+            raise Err(WRONGPASS)
+        client.authenticated = True
+    if not client.authenticated:
+        raise Err("NOAUTH HELLO must be called with the client already authenticated, otherwise "
+                  "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
+                  "client and select the RESP protocol version at the same time")
+    if setname is not None:
+        if not _valid_name(setname):
+            raise Err("ERR Client names cannot contain spaces, newlines or special characters.")
+        client.name = setname or None
+    client.protocol = proto
+    return hello_map(ctx)
+
+
+@_cmd("auth", -2, ["noscript", "loading", "stale", "fast", "no-auth"],
+      "Authenticate to the server", "[username:string] password:string")
+def auth(ctx: CommandContext, args: list[bytes]) -> Any:
+    if len(args) > 2:
+        raise Err(SYNTAX)
+    user = args[0] if len(args) == 2 else None
+    if user is None and not ctx.server.config.requirepass:
+        raise Err("ERR AUTH <password> called without any password configured for the default "
+                  "user. Are you sure your configuration is correct?")
+    if not check_password(ctx, user, args[-1]):
+        raise Err(WRONGPASS)
+    ctx.client.authenticated = True
+    return Simple("OK")
+
+
+@_cmd("ping", -1, ["fast", "sentinel"], "Ping the server", "[message:string]")
+def ping(ctx: CommandContext, args: list[bytes]) -> Any:
+    if len(args) > 1:
+        raise Err("ERR wrong number of arguments for 'ping' command")
+    return args[0] if args else Simple("PONG")
+
+
+@_cmd("echo", 2, ["fast"], "Echo the given string", "message:string")
+def echo(ctx: CommandContext, args: list[bytes]) -> Any:
+    return args[0]
+
+
+@_cmd("quit", -1, ["allow_busy", "noscript", "loading", "stale", "fast", "no-auth"],
+      "Close the connection")
+def quit_(ctx: CommandContext, args: list[bytes]) -> Any:
+    ctx.client.close_after_reply = True
+    return Simple("OK")
+
+
+@_cmd("reset", 1, ["noscript", "loading", "stale", "fast", "no-auth"],
+      "Reset the connection", since="6.2.0")
+def reset(ctx: CommandContext, args: list[bytes]) -> Any:
+    c = ctx.client
+    c.protocol = 2
+    c.name = None
+    c.db = 0
+    c.authenticated = not ctx.server.config.requirepass
+    return Simple("RESET")
+
+
+@_cmd("select", 2, ["loading", "stale", "fast"], "Change the selected database for the current connection",
+      "index:integer")
+def select(ctx: CommandContext, args: list[bytes]) -> Any:
+    if parse_int(args[0]) != 0:
+        raise Err("ERR DB index is out of range")
+    return Simple("OK")
+
+
+# ---- CLIENT ------------------------------------------------------------------------------
+
+container("client", "connection", "A container for client connection commands.", "2.4.0")
+
+
+def _client_cmd(sub: str, arity: int, summary: str, syntax: str = "", since: str = "2.4.0") -> Any:
+    return command(f"client|{sub}", arity, ["noscript", "loading", "stale"], 0, 0, 0,
+                   "connection", summary, since, syntax=syntax)
+
+
+def client_line(ctx: CommandContext, c: Client) -> str:
+    now = time.monotonic()
+    flags = ("b" if c.blocked else "") + ("x" if c.close_after_reply else "") or "N"
+    parts = [
+        f"id={c.id}", f"addr={c.addr}", f"laddr={c.laddr}", f"fd={c.fd}",
+        f"name={(c.name or b'').decode('utf-8', 'replace')}",
+        f"age={int(now - c.created_at)}", f"idle={int(now - c.last_interaction)}",
+        f"flags={flags}", f"db={c.db}", "sub=0", "psub=0", "ssub=0", "multi=-1",
+        "qbuf=0", "qbuf-free=0", "argv-mem=0", "multi-mem=0", "rbs=0", "rbp=0",
+        f"obl={min(c.out_pending, 16384)}", "oll=0", f"omem={c.out_pending}",
+        f"tot-mem={c.out_pending}", "events=" + ("w" if c.paused else "r"),
+        f"cmd={c.last_cmd}", "user=default", "redir=-1", f"resp={c.protocol}",
+        f"lib-name={(c.lib_name or b'').decode('utf-8', 'replace')}",
+        f"lib-ver={(c.lib_ver or b'').decode('utf-8', 'replace')}",
+    ]
+    return " ".join(parts)
+
+
+@_client_cmd("id", 2, "Returns the client ID for the current connection", since="5.0.0")
+def client_id(ctx: CommandContext, args: list[bytes]) -> Any:
+    return ctx.client.id
+
+
+@_client_cmd("setname", 3, "Set the current connection name", "connection-name:string")
+def client_setname(ctx: CommandContext, args: list[bytes]) -> Any:
+    if not _valid_name(args[0]):
+        raise Err("ERR Client names cannot contain spaces, newlines or special characters.")
+    ctx.client.name = args[0] or None
+    return Simple("OK")
+
+
+@_client_cmd("getname", 2, "Get the current connection name", since="2.6.9")
+def client_getname(ctx: CommandContext, args: list[bytes]) -> Any:
+    return ctx.client.name
+
+
+@_client_cmd("setinfo", 4, "Set client or connection specific info",
+             "(LIB-NAME:libname:string|LIB-VER:libver:string)", since="7.2.0")
+def client_setinfo(ctx: CommandContext, args: list[bytes]) -> Any:
+    attr = args[0].lower()
+    if attr not in (b"lib-name", b"lib-ver"):
+        raise Err(f"ERR Unrecognized option '{args[0].decode('utf-8', 'replace')}'")
+    if not all(33 <= c <= 126 for c in args[1]):
+        raise Err(f"ERR {attr.decode()} cannot contain spaces, newlines or special characters.")
+    if attr == b"lib-name":
+        ctx.client.lib_name = args[1] or None
+    else:
+        ctx.client.lib_ver = args[1] or None
+    return Simple("OK")
+
+
+@_client_cmd("info", 2, "Returns information about the current client connection.", since="6.2.0")
+def client_info(ctx: CommandContext, args: list[bytes]) -> Any:
+    return Verbatim(client_line(ctx, ctx.client) + "\n")
+
+
+@_client_cmd("list", -2, "Get the list of client connections",
+             "[TYPE:type:string] [ID:client-id:integer...]")
+def client_list(ctx: CommandContext, args: list[bytes]) -> Any:
+    clients = list(ctx.front.clients.values())
+    i = 0
+    while i < len(args):
+        opt = args[i].lower()
+        if opt == b"type" and i + 1 < len(args):
+            kind = args[i + 1].lower()
+            if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
+                raise Err(f"ERR Unknown client type '{args[i + 1].decode('utf-8', 'replace')}'")
+            if kind != b"normal":
+                clients = []
+            i += 2
+        elif opt == b"id" and i + 1 < len(args):
+            wanted = set()
+            for a in args[i + 1:]:
+                try:
+                    cid = parse_int(a)
+                except Err:
+                    raise Err("ERR Invalid client ID") from None
+                if cid <= 0:
+                    raise Err("ERR Invalid client ID")
+                wanted.add(cid)
+            clients = [c for c in clients if c.id in wanted]
+            break
+        else:
+            raise Err(SYNTAX)
+    return Verbatim("".join(client_line(ctx, c) + "\n" for c in clients))
+
+
+@_client_cmd("kill", -3, "Kill the connection of a client",
+             "(ip:port:string|[ID:client-id:integer] [TYPE:type:string] [ADDR:ip:port:string] "
+             "[LADDR:ip:port:string] [SKIPME:yes/no:string] [USER:username:string])")
+def client_kill(ctx: CommandContext, args: list[bytes]) -> Any:
+    clients = list(ctx.front.clients.values())
+    if len(args) == 1:  # old form: CLIENT KILL addr
+        addr = args[0].decode("utf-8", "replace")
+        victims = [c for c in clients if c.addr == addr]
+        if not victims:
+            raise Err("ERR No such client")
+        _kill(ctx, victims)
+        return Simple("OK")
+    if len(args) % 2:
+        raise Err(SYNTAX)
+    skipme = True
+    preds = []
+    for i in range(0, len(args), 2):
+        opt, val = args[i].lower(), args[i + 1]
+        if opt == b"id":
+            try:
+                cid = parse_int(val)
+            except Err:
+                raise Err("ERR client-id should be greater than 0") from None
+            if cid <= 0:
+                raise Err("ERR client-id should be greater than 0")
+            preds.append(lambda c, cid=cid: c.id == cid)
+        elif opt == b"addr":
+            preds.append(lambda c, v=val.decode("utf-8", "replace"): c.addr == v)
+        elif opt == b"laddr":
+            preds.append(lambda c, v=val.decode("utf-8", "replace"): c.laddr == v)
+        elif opt == b"type":
+            kind = val.lower()
+            if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
+                raise Err(f"ERR Unknown client type '{val.decode('utf-8', 'replace')}'")
+            preds.append(lambda c, k=kind: k == b"normal")
+        elif opt == b"user":
+            preds.append(lambda c, v=val: v == b"default")
+        elif opt == b"skipme":
+            if val.lower() not in (b"yes", b"no"):
+                raise Err(SYNTAX)
+            skipme = val.lower() == b"yes"
+        else:
+            raise Err(SYNTAX)
+    victims = [c for c in clients if all(p(c) for p in preds)]
+    if skipme:
+        victims = [c for c in victims if c is not ctx.client]
+    _kill(ctx, victims)
+    return len(victims)
+
+
+def _kill(ctx: CommandContext, victims: list[Client]) -> None:
+    for c in victims:
+        if c is ctx.client:
+            c.close_after_reply = True
+        else:
+            c.kill()
+
+
+@_client_cmd("help", 2, "Show helpful text about the different subcommands", since="5.0.0")
+def client_help(ctx: CommandContext, args: list[bytes]) -> Any:
+    lines = [
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GETNAME", "    Return the name of the current connection.",
+        "ID", "    Return the ID of the current connection.",
+        "INFO", "    Return information about the current client connection.",
+        "KILL <ip:port>", "    Kill connection made from <ip:port>.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are: ID, TYPE, ADDR, LADDR, USER, SKIPME.",
+        "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID <id> [<id> ...]]",
+        "    Return information about client connections.",
+        "SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
+        "SETNAME <name>", "    Assign the name <name> to the current connection.",
+        "HELP", "    Prints this help.",
+    ]
+    return [Simple(x) for x in lines]
+
+
+def server_version() -> str:
+    return f"{REDIS_VERSION} (topicsrv {topicsrv_version})"

@@ -1,0 +1,352 @@
+"""Server commands: COMMAND [COUNT|DOCS|INFO|LIST], INFO, CONFIG GET|SET|RESETSTAT, DBSIZE,
+TIME, FLUSHDB, FLUSHALL.
+
+Rule 1: COMMAND INFO/DOCS come from the registry (base.REGISTRY, argument docs from each
+command's `syntax`), so a new command is documented to redis-cli by registering it.
+Rule 2: CONFIG is a read-only view: GET answers what clients and redis-benchmark ask
+(`save`, `appendonly`, ...) from our config, an empty result for names we do not have.
+Rule 3: FLUSHDB/FLUSHALL delete every topic (each awaited like DEL) - there is one db.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import platform
+import resource
+import time
+from typing import Any
+
+from topicsrv import __version__ as topicsrv_version
+from topicsrv.resp.commands.base import (
+    REGISTRY,
+    SYNTAX,
+    CommandContext,
+    CommandSpec,
+    Err,
+    Simple,
+    Verbatim,
+    command,
+    container,
+)
+from topicsrv.resp.commands.connection import REDIS_VERSION
+
+
+def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = "",
+         since: str = "1.0.0") -> Any:
+    return command(name, arity, flags, 0, 0, 0, "server", summary, since, syntax=syntax)
+
+
+# ---- COMMAND -----------------------------------------------------------------------------
+
+ACL = {"stream": ["@stream"], "connection": ["@connection"], "server": ["@admin", "@dangerous"],
+       "generic": ["@keyspace"], "topic": ["@stream"]}
+
+
+def command_info(spec: CommandSpec) -> list[Any]:
+    cats = list(ACL.get(spec.group, []))
+    if "write" in spec.flags:
+        cats.insert(0, "@write")
+    elif "readonly" in spec.flags:
+        cats.insert(0, "@read")
+    if "fast" in spec.flags:
+        cats.append("@fast")
+    elif "blocking" in spec.flags:
+        cats.append("@blocking")
+    else:
+        cats.append("@slow")
+    key_specs = []
+    if spec.first_key > 0:
+        last = spec.last_key - spec.first_key if spec.last_key >= 0 else spec.last_key
+        key_specs.append({
+            "flags": [Simple("RW" if "write" in spec.flags else "RO")],
+            "begin_search": {"type": "index", "spec": {"index": spec.first_key}},
+            "find_keys": {"type": "range",
+                          "spec": {"lastkey": last, "keystep": spec.step, "limit": 0}},
+        })
+    return [
+        spec.name, spec.arity, {Simple(f) for f in spec.flags}, spec.first_key, spec.last_key,
+        spec.step, {Simple(c) for c in cats}, set(), key_specs,
+        [command_info(s) for s in spec.subcommands.values()],
+    ]
+
+
+def _docs(spec: CommandSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"summary": spec.summary, "since": spec.since, "group": spec.group}
+    if spec.complexity:
+        out["complexity"] = spec.complexity
+    if spec.doc_flags:
+        out["doc_flags"] = {Simple(f) for f in spec.doc_flags}
+    if spec.arguments:
+        out["arguments"] = [_arg_doc(a) for a in spec.arguments]
+    if spec.subcommands:
+        out["subcommands"] = {s.name: _docs(s) for s in spec.subcommands.values()}
+    return out
+
+
+def _arg_doc(arg: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in arg.items():
+        if k == "arguments":
+            out[k] = [_arg_doc(a) for a in v]
+        elif k == "flags":
+            out[k] = [Simple(f) for f in v]
+        else:
+            out[k] = v
+    return out
+
+
+container("command", "server", "Get array of Redis command details", "2.8.13")
+
+
+@_cmd("command", -1, ["loading", "stale"], "Get array of Redis command details", since="2.8.13")
+def command_all(ctx: CommandContext, args: list[bytes]) -> Any:
+    return [command_info(s) for s in REGISTRY.values()]
+
+
+def _sub(name: str, arity: int, summary: str, syntax: str = "") -> Any:
+    return command(f"command|{name}", arity, ["loading", "stale"], 0, 0, 0, "server", summary,
+                   "2.8.13", syntax=syntax)
+
+
+def _find(name: bytes) -> CommandSpec | None:
+    text = name.decode("latin-1").lower()
+    parent, _, sub = text.partition("|")
+    spec = REGISTRY.get(parent)
+    if spec is not None and sub:
+        return spec.subcommands.get(text)
+    return spec
+
+
+@_sub("count", 2, "Get total number of Redis commands")
+def command_count(ctx: CommandContext, args: list[bytes]) -> Any:
+    return len(REGISTRY)
+
+
+@_sub("list", -2, "Get an array of Redis command names")
+def command_list(ctx: CommandContext, args: list[bytes]) -> Any:
+    return sorted(REGISTRY)
+
+
+@_sub("info", -2, "Get array of specific Redis command details, or all when no argument is given",
+      "[command-name:string...]")
+def command_info_cmd(ctx: CommandContext, args: list[bytes]) -> Any:
+    if not args:
+        return [command_info(s) for s in REGISTRY.values()]
+    out: list[Any] = []
+    for a in args:
+        spec = _find(a)
+        out.append(None if spec is None else command_info(spec))
+    return out
+
+
+@_sub("docs", -2, "Get array of specific Redis command documentation", "[command-name:string...]")
+def command_docs(ctx: CommandContext, args: list[bytes]) -> Any:
+    specs = list(REGISTRY.values()) if not args else [s for s in map(_find, args) if s is not None]
+    return {s.name: _docs(s) for s in specs}
+
+
+@_sub("help", 2, "Show helpful text about the different subcommands")
+def command_help(ctx: CommandContext, args: list[bytes]) -> Any:
+    return [Simple(x) for x in (
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)", "    Return details about all Redis commands.",
+        "COUNT", "    Return the total number of commands in this Redis server.",
+        "LIST", "    Return a list of all commands in this Redis server.",
+        "INFO [<command-name> ...]", "    Return details about multiple Redis commands.",
+        "DOCS [<command-name> ...]", "    Return documentation details about multiple Redis commands.",
+        "HELP", "    Prints this help.",
+    )]
+
+
+# ---- INFO --------------------------------------------------------------------------------
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n}{unit}" if unit == "B" else f"{n:.2f}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def info_sections(ctx: CommandContext) -> dict[str, list[tuple[str, Any]]]:
+    front, engine, cfg = ctx.front, ctx.engine, ctx.server.config
+    st = front.stats
+    uptime = int(time.time() - ctx.server.started_at)
+    data_bytes = sum(t.bytes for t in engine.topics.values())
+    rss = _rss()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    clients = front.clients.values()
+    return {
+        "server": [
+            ("redis_version", REDIS_VERSION), ("topicsrv_version", topicsrv_version),
+            ("redis_mode", "standalone"), ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
+            ("arch_bits", 64), ("multiplexing_api", "trio"), ("process_id", os.getpid()),
+            ("run_id", f"{id(ctx.server):040x}"[-40:]), ("tcp_port", front.port),
+            ("server_time_usec", int(time.time() * 1e6)), ("uptime_in_seconds", uptime),
+            ("uptime_in_days", uptime // 86400), ("executable", "topicsrv"), ("config_file", ""),
+        ],
+        "clients": [
+            ("connected_clients", len(front.clients)), ("cluster_connections", 0),
+            ("maxclients", 10000),
+            ("blocked_clients", sum(1 for c in clients if c.blocked)),
+            ("paused_output_clients", sum(1 for c in clients if c.paused)),
+            ("tracking_clients", 0),
+        ],
+        "memory": [
+            ("used_memory", data_bytes), ("used_memory_human", _human(data_bytes)),
+            ("used_memory_rss", rss), ("used_memory_rss_human", _human(rss)),
+            ("used_memory_dataset", data_bytes), ("maxmemory", 0), ("maxmemory_human", "0B"),
+            ("maxmemory_policy", "noeviction"), ("mem_allocator", "pymalloc"),
+        ],
+        "persistence": [
+            ("loading", 0 if ctx.server.ready else 1), ("rdb_changes_since_last_save", 0),
+            ("aof_enabled", 1 if cfg.storage else 0),
+        ],
+        "stats": [
+            ("total_connections_received", st.total_connections),
+            ("total_commands_processed", st.total_commands),
+            ("total_net_input_bytes", st.net_input_bytes),
+            ("total_net_output_bytes", st.net_output_bytes),
+            ("rejected_connections", st.rejected_connections),
+            ("client_output_limit_disconnections", st.output_limit_disconnects),
+            ("evicted_keys", 0), ("keyspace_hits", st.keyspace_hits),
+            ("keyspace_misses", st.keyspace_misses),
+            ("unexpected_error_replies", st.unexpected_errors),
+            ("total_blocking_keys", ctx.server.notifier.waiting_topics()),
+            ("records_written", engine.stats.get("records_written", 0)),
+            ("records_read", engine.stats.get("records_read", 0)),
+        ],
+        "replication": [("role", "master"), ("connected_slaves", 0)],
+        "cpu": [
+            ("used_cpu_sys", f"{ru.ru_stime:.6f}"), ("used_cpu_user", f"{ru.ru_utime:.6f}"),
+        ],
+        "keyspace": (
+            [("db0", f"keys={len(engine.topics)},expires=0,avg_ttl=0")] if engine.topics else []
+        ),
+    }
+
+
+DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu",
+                    "keyspace")
+
+
+@_cmd("info", -1, ["loading", "stale"], "Get information and statistics about the server",
+      "[section:string...]")
+def info(ctx: CommandContext, args: list[bytes]) -> Any:
+    sections = info_sections(ctx)
+    wanted = [a.decode("latin-1").lower() for a in args] or ["default"]
+    if any(w in ("all", "everything", "default") for w in wanted):
+        names = list(DEFAULT_SECTIONS)
+    else:
+        names = [n for n in DEFAULT_SECTIONS if n in wanted]
+    chunks = []
+    for name in names:
+        lines = [f"# {name.capitalize()}"] + [f"{k}:{v}" for k, v in sections[name]]
+        chunks.append("\r\n".join(lines) + "\r\n")
+    return Verbatim("\r\n".join(chunks))
+
+
+# ---- CONFIG ------------------------------------------------------------------------------
+
+container("config", "server", "A container for server configuration commands", "2.0.0")
+
+
+def config_values(ctx: CommandContext) -> dict[str, str]:
+    cfg = ctx.server.config
+    return {
+        "bind": cfg.bind, "port": str(ctx.front.port), "protected-mode": "yes",
+        "requirepass": cfg.requirepass or "", "databases": "1", "save": "",
+        "appendonly": "yes" if cfg.storage else "no", "appendfsync": "everysec",
+        "maxmemory": "0", "maxmemory-policy": "noeviction", "maxclients": "10000",
+        "timeout": "0", "tcp-keepalive": "300",
+        "proto-max-bulk-len": str(cfg.proto_max_bulk_len),
+        "client-query-buffer-limit": str(1 << 30),
+        "client-output-buffer-limit":
+            f"normal {cfg.client_output_limit} {cfg.client_output_limit} 0 "
+            "slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        "stream-node-max-bytes": "4096", "stream-node-max-entries": "100",
+        "dir": str(cfg.data_dir), "io-threads": "1", "cluster-enabled": "no",
+        "notify-keyspace-events": "", "lua-time-limit": "5000", "busy-reply-threshold": "5000",
+    }
+
+
+@command("config|get", -3, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
+         "Get the values of configuration parameters", "2.0.0", syntax="parameter:string...")
+def config_get(ctx: CommandContext, args: list[bytes]) -> Any:
+    values = config_values(ctx)
+    out: dict[str, str] = {}
+    for a in args:
+        pattern = a.decode("latin-1").lower()
+        for k, v in values.items():
+            if fnmatch.fnmatchcase(k, pattern):
+                out[k] = v
+    return out
+
+
+@command("config|set", -4, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
+         "Set configuration parameters (topicsrv: read-only; configure on the command line)",
+         "2.0.0", syntax="(parameter:string value:string)...")
+def config_set(ctx: CommandContext, args: list[bytes]) -> Any:
+    name = args[0].decode("latin-1")
+    if name.lower() in config_values(ctx):
+        raise Err(f"ERR CONFIG SET failed (possibly related to argument '{name}') - "
+                  "can't set immutable config")
+    raise Err(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
+
+
+@command("config|resetstat", 2, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
+         "Reset the stats returned by INFO", "2.0.0")
+def config_resetstat(ctx: CommandContext, args: list[bytes]) -> Any:
+    st = ctx.front.stats
+    st.total_commands = st.net_input_bytes = st.net_output_bytes = 0
+    st.keyspace_hits = st.keyspace_misses = st.rejected_connections = 0
+    return Simple("OK")
+
+
+# ---- misc --------------------------------------------------------------------------------
+
+
+@_cmd("dbsize", 1, ["readonly", "fast"], "Return the number of keys in the selected database")
+def dbsize(ctx: CommandContext, args: list[bytes]) -> Any:
+    return len(ctx.engine.topics)
+
+
+@_cmd("time", 1, ["loading", "stale", "fast"], "Return the current server time", since="2.6.0")
+def time_(ctx: CommandContext, args: list[bytes]) -> Any:
+    now_us = time.time_ns() // 1000
+    return [str(now_us // 1_000_000).encode(), str(now_us % 1_000_000).encode()]
+
+
+async def _flush_all(ctx: CommandContext, args: list[bytes]) -> Any:
+    if len(args) > 1 or (args and args[0].lower() not in (b"async", b"sync")):
+        raise Err(SYNTAX)
+    engine = ctx.engine
+    tokens = []
+    for name in list(engine.topics):
+        _, token = engine.delete_topic(name)
+        if token is not None:
+            tokens.append(token)
+    for token in tokens:
+        await token.wait()
+    return Simple("OK")
+
+
+@_cmd("flushdb", -1, ["write"], "Remove all keys (topics) from the current database",
+      "[(ASYNC|SYNC)]")
+async def flushdb(ctx: CommandContext, args: list[bytes]) -> Any:
+    return await _flush_all(ctx, args)
+
+
+@_cmd("flushall", -1, ["write"], "Remove all keys (topics) from all databases", "[(ASYNC|SYNC)]")
+async def flushall(ctx: CommandContext, args: list[bytes]) -> Any:
+    return await _flush_all(ctx, args)

@@ -1,0 +1,466 @@
+"""Stream commands: XADD XREAD XRANGE XREVRANGE XLEN XDEL XTRIM XINFO STREAM|HELP.
+
+Behaviour and error texts are redis-server 7's, with the designed differences of API.md 9:
+IDs are server-assigned (`XADD` takes only `*`); an ID argument is a position (ids.py);
+`MAXLEN`/`MINID` (XADD, XTRIM) are capacity trims that advance evict_floor (tombstone reason
+`cap`), trimmed exactly even with `~`; `XDEL` is a silent delete.
+
+Rule 1 (hot path): entries are the engine's pre-encoded RESP blobs, spliced as one `Raw`
+array; nothing is re-encoded per record.
+Rule 2 (loss is never silent): a read whose cursor crossed evict_floor gets the tombstone
+entry FIRST: `[id, ["$type","tombstone","gap_from",..,"gap_to",..,"reason",..,
+"missed_estimate",..,"earliest_seq",..,"head_seq",..]]`, id `<ts>-<earliest_seq - 1>`
+(= gap_to for cap/ttl/lost), ts = the ts of the first record after the gap (or the topic's
+last ts), so ids stay increasing and resuming after it is exact.
+
+Public helpers (stable; groups.py reuses them for XREADGROUP):
+  tombstone_entry(topic, tomb) -> Raw                  one encoded tombstone entry
+  render_entries(topic, result) -> Raw                 the entry array of a ReadResult
+  render_read(topic, key, result) -> list | None       `[key, entries]`, None when empty
+  read_reply(ctx, items) -> Any                        RESP2 array / RESP3 map of items
+  parse_trim(args, i, xadd) -> (Trim | None, next i)   MAXLEN|MINID [=|~] thr [LIMIT c]
+  block_timeout(arg) -> float | None                   BLOCK ms (seconds; None = forever)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
+from topicsrv.engine.records import prepare_fields
+from topicsrv.engine.topic import Topic
+from topicsrv.notify import wait_any
+from topicsrv.resp import ids
+from topicsrv.resp.commands.base import (
+    HOOKS,
+    NULL_ARRAY,
+    SYNTAX,
+    CommandContext,
+    Err,
+    Raw,
+    Simple,
+    committed,
+    container,
+    key_name,
+    parse_int,
+    wrong_args,
+)
+from topicsrv.resp.commands.base import command as _command
+
+XREAD_ALL = 1_000_000  # "no COUNT": examine up to this many slots per stream per call
+
+
+def _bulk(b: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(b), b)
+
+
+# ---- rendering ---------------------------------------------------------------------------
+
+
+def tombstone_entry(topic: Topic, tomb: dict[str, Any]) -> Raw:
+    earliest = int(tomb["earliest_seq"])
+    ts = topic.ts_of(earliest) if earliest <= topic.head_seq and topic.segs else topic.last_ts
+    fields = [b"$type", b"tombstone"]
+    for k in ("gap_from", "gap_to", "reason", "missed_estimate", "earliest_seq", "head_seq"):
+        fields += [k.encode(), str(tomb[k]).encode()]
+    body = b"".join([_bulk(f) for f in fields])
+    return Raw(b"*2\r\n" + _bulk(ids.format_id(ts, max(0, earliest - 1)))
+               + b"*%d\r\n" % len(fields) + body)
+
+
+def render_entries(topic: Topic, result: ReadResult) -> Raw:
+    n = len(result.records)
+    if result.tombstone is None:
+        return Raw(b"*%d\r\n%b" % (n, b"".join(result.records)))
+    tomb = tombstone_entry(topic, result.tombstone)
+    return Raw(b"*%d\r\n%b%b" % (n + 1, tomb, b"".join(result.records)))
+
+
+def render_read(topic: Topic, key: bytes, result: ReadResult) -> list[Any] | None:
+    if not result.records and result.tombstone is None:
+        return None
+    return [key, render_entries(topic, result)]
+
+
+def read_reply(ctx: CommandContext, items: list[list[Any]]) -> Any:
+    """XREAD's reply: an array of [key, entries] (RESP2) or a map key -> entries (RESP3)."""
+    if ctx.client.protocol == 3:
+        return {k: v for k, v in items}
+    return items
+
+
+# ---- argument parsing --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Trim:
+    strategy: str  # "maxlen" | "minid"
+    threshold: int | ids.StreamId
+    approx: bool
+    limit: int
+
+
+def parse_trim(args: list[bytes], i: int, xadd: bool) -> tuple[Trim | None, int, dict[str, Any]]:
+    """Redis's streamParseAddOrTrimArgsOrReply from args[i]. Returns (trim, index of the
+    first unparsed argument (XADD: the ID), XADD extras {"nomkstream","node","tag"})."""
+    trim: Trim | None = None
+    limit: int | None = None
+    extra: dict[str, Any] = {"nomkstream": False, "node": None, "tag": None}
+    n = len(args)
+    while i < n:
+        more = n - 1 - i
+        opt = args[i].lower()
+        if xadd and opt == b"*":
+            break
+        if opt in (b"maxlen", b"minid") and more:
+            if trim is not None:
+                raise Err("ERR syntax error, MAXLEN and MINID options at the same time are not compatible")
+            approx = False
+            nxt = args[i + 1]
+            if more >= 2 and nxt in (b"~", b"="):
+                approx = nxt == b"~"
+                i += 1
+            if opt == b"maxlen":
+                value: int | ids.StreamId = parse_int(args[i + 1])
+                if value < 0:  # type: ignore[operator]
+                    raise Err("ERR The MAXLEN argument must be >= 0.")
+            else:
+                value = ids.parse_id(args[i + 1], 0)
+            trim = Trim(opt.decode(), value, approx, 0)
+            i += 2
+        elif opt == b"limit" and more:
+            limit = parse_int(args[i + 1])
+            if limit < 0:
+                raise Err("ERR The LIMIT argument must be >= 0.")
+            i += 2
+        elif xadd and opt == b"nomkstream":
+            extra["nomkstream"] = True
+            i += 1
+        elif xadd and opt in (b"node", b"tag") and more:
+            extra[opt.decode()] = args[i + 1].decode("utf-8", "surrogateescape")
+            i += 2
+        elif xadd:
+            ids.parse_id(args[i])  # a syntax error in the ID reads as Redis's invalid-ID error
+            raise Err("ERR IDs are assigned by the server: XADD accepts only '*' as the ID "
+                      "(topicsrv stream IDs are <ts>-<seq> positions)")
+        else:
+            raise Err(SYNTAX)
+    if limit and trim is None:
+        raise Err("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
+    if not xadd and trim is None:
+        raise Err("ERR syntax error, XTRIM must be called with a trimming strategy")
+    if limit is not None and (trim is None or not trim.approx):
+        raise Err("ERR syntax error, LIMIT cannot be used without the special ~ option")
+    if trim is not None:
+        trim.limit = limit or 0
+    return trim, i, extra
+
+
+def apply_trim(ctx: CommandContext, name: str, trim: Trim) -> tuple[int, Any]:
+    topic = ctx.engine.find(name)
+    if topic is None:
+        return 0, None
+    if trim.strategy == "maxlen":
+        assert isinstance(trim.threshold, int)
+        maxlen = trim.threshold
+        if trim.limit:
+            maxlen = max(maxlen, topic.count - trim.limit)
+        if topic.count <= maxlen:
+            return 0, None
+        return ctx.engine.trim(name, maxlen=maxlen)
+    assert isinstance(trim.threshold, ids.StreamId)
+    sid = trim.threshold
+    bound = sid.seq if sid.seq > 0 else ids.time_floor(topic, sid.ms)
+    bound = min(bound, topic.next_seq)
+    if bound <= topic.front:
+        return 0, None
+    return ctx.engine.trim(name, minid_seq=bound)
+
+
+def block_timeout(arg: bytes) -> float | None:
+    ms = parse_int(arg, "ERR timeout is not an integer or out of range")
+    if ms < 0:
+        raise Err("ERR timeout is negative")
+    return None if ms == 0 else ms / 1000.0
+
+
+def _count(arg: bytes) -> int:
+    n = parse_int(arg)
+    return max(0, n)
+
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+def command(name: str, arity: int, flags: list[str], first: int, last: int, step: int,
+            summary: str, syntax: str, since: str = "5.0.0", complexity: str | None = None) -> Any:
+    return _command(name, arity, flags, first, last, step, "stream", summary, since,
+                    syntax=syntax, complexity=complexity)
+
+
+@command("xadd", -5, ["write", "denyoom", "fast"], 1, 1, 1,
+         "Appends a new message to a stream. Creates the key if it doesn't exist.",
+         "key:key [NOMKSTREAM] [NODE:node:string] [TAG:tag:string] "
+         "[(MAXLEN|MINID) [(=|~)] threshold:string [LIMIT:count:integer]] (*|id:string) "
+         "(field:string value:string)...", complexity="O(1) when adding a new entry")
+def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
+    trim, i, extra = parse_trim(args, 1, xadd=True)
+    pairs = args[i + 1:]
+    if len(pairs) < 2 or len(pairs) % 2:
+        raise wrong_args("xadd")
+    name = key_name(args[0])
+    engine = ctx.engine
+    if extra["nomkstream"] and engine.find(name) is None:
+        return None
+    rec = prepare_fields(pairs, extra["node"], extra["tag"])
+    result, token = engine.write(name, [rec])
+    reply = b"%d-%d" % (result["ts"], result["first_seq"])
+    if trim is not None:
+        _, token2 = apply_trim(ctx, name, trim)
+        token = token2 or token
+    return committed(token, reply)
+
+
+def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
+    name = key_name(args[0])
+    topic = ctx.engine.find(name)
+    if reverse:
+        lo, hi = ids.range_bounds(topic, args[2], args[1])
+    else:
+        lo, hi = ids.range_bounds(topic, args[1], args[2])
+    count = -1
+    j = 3
+    while j < len(args):
+        if args[j].lower() == b"count" and j + 1 < len(args):
+            count = _count(args[j + 1])
+            j += 2
+        else:
+            raise Err(SYNTAX)
+    if topic is None or count == 0 or lo > hi:
+        return Raw(b"*0\r\n")
+    found = scan_range(topic, lo, hi, max(count, 0), ctx.engine.now(), reverse=reverse, fmt=FMT_RESP)
+    return Raw(b"*%d\r\n%b" % (len(found), b"".join([b for _, b in found])))
+
+
+@command("xrange", -4, ["readonly"], 1, 1, 1,
+         "Returns the messages from a stream within a range of IDs.",
+         "key:key start:string end:string [COUNT:count:integer]", complexity="O(N)")
+def xrange(ctx: CommandContext, args: list[bytes]) -> Any:
+    return _range(ctx, args, False)
+
+
+@command("xrevrange", -4, ["readonly"], 1, 1, 1,
+         "Returns the messages from a stream within a range of IDs in reverse order.",
+         "key:key end:string start:string [COUNT:count:integer]", complexity="O(N)")
+def xrevrange(ctx: CommandContext, args: list[bytes]) -> Any:
+    return _range(ctx, args, True)
+
+
+@command("xlen", 2, ["readonly", "fast"], 1, 1, 1, "Return the number of messages in a stream.",
+         "key:key", complexity="O(1)")
+def xlen(ctx: CommandContext, args: list[bytes]) -> Any:
+    topic = ctx.engine.find(key_name(args[0]))
+    if topic is None:
+        return 0
+    topic.expire(ctx.engine.now())
+    return topic.count
+
+
+@command("xdel", -3, ["write", "fast"], 1, 1, 1,
+         "Removes the specified entries from the stream (a silent delete: no tombstone).",
+         "key:key id:string...", complexity="O(1) per entry")
+def xdel(ctx: CommandContext, args: list[bytes]) -> Any:
+    seqs = [ids.record_seq(a) for a in args[1:]]  # every ID is validated before any delete
+    name = key_name(args[0])
+    if ctx.engine.find(name) is None:
+        return 0
+    wanted = sorted({s for s in seqs if s > 0})
+    if not wanted:
+        return 0
+    n, token = ctx.engine.delete_seqs(name, wanted)
+    return committed(token, n)
+
+
+@command("xtrim", -4, ["write"], 1, 1, 1,
+         "Trims the stream (a capacity trim: lagging readers get a tombstone).",
+         "key:key (MAXLEN|MINID) [(=|~)] threshold:string [LIMIT:count:integer]",
+         since="5.0.0", complexity="O(N)")
+def xtrim(ctx: CommandContext, args: list[bytes]) -> Any:
+    trim, i, _ = parse_trim(args, 1, xadd=False)
+    assert trim is not None
+    n, token = apply_trim(ctx, key_name(args[0]), trim)
+    return committed(token, n)
+
+
+# ---- XREAD -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ReadArgs:
+    count: int
+    timeout: float | None  # seconds; None = forever
+    block: bool
+    nodes: list[str] | None
+    keys: list[bytes]
+    ids: list[bytes]
+
+
+def parse_read_args(args: list[bytes], name: str = "XREAD", symbol: str = "$") -> ReadArgs:
+    count = 0
+    timeout: float | None = None
+    block = False
+    nodes: list[str] | None = None
+    n = len(args)
+    i = 0
+    while i < n:
+        more = n - 1 - i
+        opt = args[i].lower()
+        if opt == b"block" and more:
+            timeout = block_timeout(args[i + 1])
+            block = True
+            i += 2
+        elif opt == b"count" and more:
+            count = _count(args[i + 1])
+            i += 2
+        elif opt == b"node" and more:
+            nodes = (nodes or []) + [args[i + 1].decode("utf-8", "surrogateescape")]
+            i += 2
+        elif opt == b"streams" and more:
+            rest = args[i + 1:]
+            if len(rest) % 2:
+                raise Err(f"ERR Unbalanced {name} list of streams: for each stream key an ID "
+                          f"or '{symbol}' must be specified.")
+            half = len(rest) // 2
+            return ReadArgs(count, timeout, block, nodes, rest[:half], rest[half:])
+        else:
+            raise Err(SYNTAX)
+    raise Err(SYNTAX)
+
+
+def _read_once(ctx: CommandContext, keys: list[bytes], cursors: list[int], count: int,
+               nodes: list[str] | None) -> list[list[Any]]:
+    engine = ctx.engine
+    items: list[list[Any]] = []
+    for key, cursor in zip(keys, cursors, strict=True):
+        name = key_name(key)
+        topic = engine.find(name)
+        if topic is None:
+            continue
+        result = engine.diff(name, cursor, count or XREAD_ALL, nodes=nodes, fmt=FMT_RESP)
+        item = render_read(topic, key, result)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+@command("xread", -4, ["readonly", "blocking"], 0, 0, 0,
+         "Returns messages from multiple streams with IDs greater than the ones requested. "
+         "Blocks until a message is available otherwise.",
+         "[COUNT:count:integer] [BLOCK:milliseconds:integer] [NODE:node:string]... "
+         "STREAMS key:key... id:string...")
+def xread(ctx: CommandContext, args: list[bytes]) -> Any:
+    ra = parse_read_args(args)
+    engine = ctx.engine
+    cursors = [ids.read_position(engine.find(key_name(k)), i) for k, i in zip(ra.keys, ra.ids, strict=True)]
+    items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes)
+    if items:
+        return read_reply(ctx, items)
+    if not ra.block:
+        return NULL_ARRAY
+    return _xread_wait(ctx, ra, cursors)
+
+
+async def _xread_wait(ctx: CommandContext, ra: ReadArgs, cursors: list[int]) -> Any:
+    notifier = ctx.server.notifier
+    names = [key_name(k) for k in ra.keys]
+    deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
+    while True:
+        events = [notifier.event(n) for n in names]  # taken before the read (notify Rule 1)
+        items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes)
+        if items:
+            return read_reply(ctx, items)
+        remaining = None if deadline is None else deadline - trio.current_time()
+        if remaining is not None and remaining <= 0:
+            return NULL_ARRAY
+        await wait_any(events, remaining)
+
+
+# ---- XINFO STREAM / HELP -----------------------------------------------------------------
+
+container("xinfo", "stream", "A container for stream introspection commands.", "5.0.0")
+
+
+def _first_last(ctx: CommandContext, topic: Topic) -> tuple[Any, Any]:
+    now = ctx.engine.now()
+    first = scan_range(topic, 0, topic.head_seq, 1, now, fmt=FMT_RESP)
+    last = scan_range(topic, 0, topic.head_seq, 1, now, reverse=True, fmt=FMT_RESP)
+    return (Raw(first[0][1]) if first else None), (Raw(last[0][1]) if last else None)
+
+
+def stream_summary(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
+    head = topic.head_seq
+    last_id = ids.entry_id(topic, head) if topic.segs and head >= topic.front else (
+        ids.format_id(topic.last_ts, head) if head >= topic.seq_base else b"0-0")
+    earliest = topic.earliest_seq
+    first_id = ids.entry_id(topic, earliest) if earliest <= head else b"0-0"
+    return {
+        "length": topic.count,
+        "radix-tree-keys": max(1, len(topic.segs)) if topic.count else 0,
+        "radix-tree-nodes": max(1, len(topic.segs)) if topic.count else 1,
+        "last-generated-id": last_id,
+        "max-deleted-entry-id": b"0-0",
+        "entries-added": head - topic.seq_base + 1,
+        "recorded-first-entry-id": first_id,
+    }
+
+
+@command("xinfo|stream", -3, ["readonly"], 2, 2, 1, "Returns information about a stream.",
+         "key:key [FULL [COUNT:count:integer]]")
+def xinfo_stream(ctx: CommandContext, args: list[bytes]) -> Any:
+    full = False
+    count = 10
+    rest = args[1:]
+    if rest:
+        if rest[0].lower() != b"full":
+            raise Err(SYNTAX)
+        full = True
+        if len(rest) == 3 and rest[1].lower() == b"count":
+            count = parse_int(rest[2])
+            if count < 0:
+                count = 0
+        elif len(rest) != 1:
+            raise Err(SYNTAX)
+    topic = ctx.engine.find(key_name(args[0]))
+    if topic is None:
+        raise Err("ERR no such key")
+    topic.expire(ctx.engine.now())
+    out = stream_summary(ctx, topic)
+    if not full:
+        out["groups"] = HOOKS["xinfo_stream_groups_count"](ctx, topic)
+        out["first-entry"], out["last-entry"] = _first_last(ctx, topic)
+        return out
+    entries = scan_range(topic, 0, topic.head_seq, count, ctx.engine.now(), fmt=FMT_RESP)
+    out["entries"] = Raw(b"*%d\r\n%b" % (len(entries), b"".join([b for _, b in entries])))
+    out["groups"] = HOOKS["xinfo_stream_full_groups"](ctx, topic, count)
+    return out
+
+
+XINFO_HELP = [
+    "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CONSUMERS <key> <groupname>",
+    "    Show consumers of <groupname>.",
+    "GROUPS <key>",
+    "    Show the stream consumer groups.",
+    "STREAM <key> [FULL [COUNT <count>]",
+    "    Show information about the stream.",
+    "HELP",
+    "    Prints this help.",
+]
+
+
+@command("xinfo|help", 2, ["loading", "stale"], 0, 0, 0, "Show helpful text about the different subcommands", "")
+def xinfo_help(ctx: CommandContext, args: list[bytes]) -> Any:
+    return [Simple(line) for line in XINFO_HELP]

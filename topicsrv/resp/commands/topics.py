@@ -1,0 +1,181 @@
+"""TOPIC.* extension commands (module-style names; API.md section 9).
+
+  TOPIC.CREATE key [TYPE log|queue] [option value ...]   upsert; options are the HTTP config
+                                                         fields upper-cased (CAP_RECORDS 1000)
+  TOPIC.INFO key                                          the HTTP topic state
+  TOPIC.DIFF key from_seq [LIMIT n] [NODE n ...]          one diff read (records as stream entries)
+  TOPIC.DELETE key [BEFORE seq] [MATCH EQ|GLOB pattern]   permanent (silent) delete
+  TOPIC.CLAIM/ACK/NACK/EXTEND/ROUTER                      `ERR ... not available yet`
+
+Rule 1: replies are the HTTP JSON objects as RESP3 maps (flat arrays under RESP2); nested
+objects nest the same way; JSON null -> null, booleans -> RESP3 booleans (`:1`/`:0` in RESP2).
+Rule 2: option values arrive as strings and are converted to the JSON type the engine's
+config parser expects (integers, booleans `true|false|yes|no|1|0`, `null`), so both fronts
+share one validation and its error texts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topicsrv.engine import deletes
+from topicsrv.engine.config import parse_config
+from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
+from topicsrv.engine.reads import FMT_RESP
+from topicsrv.resp.commands.base import (
+    SYNTAX,
+    CommandContext,
+    Err,
+    Raw,
+    command,
+    committed,
+    key_name,
+    parse_int,
+)
+from topicsrv.resp.commands.streams import tombstone_entry
+
+_INT_FIELDS = {"ttl_ms", "cap_records", "cap_bytes", "idempotency_window_ms", "lease_ms",
+               "max_deliveries", "claim_jitter_ms", "seq_base", "priority"}
+_BOOL_FIELDS = {"durable", "auto_priority", "auto_create", "dedupe_node", "leases_durable"}
+_NULLABLE = {"priority", "durability", "dead_letter"}
+
+
+def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str,
+         first: int = 1) -> Any:
+    return command(name, arity, flags, first, first, 1 if first else 0, "topic", summary,
+                   "topicsrv 0.1", syntax=syntax)
+
+
+def _value(field: str, raw: bytes) -> Any:
+    text = raw.decode("utf-8", "surrogateescape")
+    if field in _NULLABLE and text.lower() in ("null", "none"):
+        return None
+    if field in _INT_FIELDS:
+        return parse_int(raw, f"ERR value for {field.upper()} is not an integer or out of range")
+    if field in _BOOL_FIELDS:
+        low = text.lower()
+        if low in ("true", "yes", "1"):
+            return True
+        if low in ("false", "no", "0"):
+            return False
+        raise Err(f"ERR value for {field.upper()} must be true or false")
+    return text
+
+
+def parse_options(args: list[bytes]) -> dict[str, Any]:
+    if len(args) % 2:
+        raise Err(SYNTAX)
+    body: dict[str, Any] = {}
+    for i in range(0, len(args), 2):
+        field = args[i].decode("utf-8", "replace").lower()
+        body[field] = _value(field, args[i + 1])
+    return body
+
+
+@_cmd("topic.create", -2, ["write"], "Create a topic or update its config (upsert)",
+      "key:key [TYPE:type:string] [(option:string value:string)...]")
+def topic_create(ctx: CommandContext, args: list[bytes]) -> Any:
+    body = parse_options(args[1:])
+    parse_config(body)  # validate before touching anything
+    topic, created, token = ctx.engine.put_topic(key_name(args[0]), body)
+    out = ctx.engine.describe(topic)
+    out["created"] = created
+    return committed(token, out)
+
+
+@_cmd("topic.info", 2, ["readonly", "fast"], "Topic state: watermarks, counts, config", "key:key")
+def topic_info(ctx: CommandContext, args: list[bytes]) -> Any:
+    return ctx.engine.state(key_name(args[0]), touch=False)
+
+
+@_cmd("topic.diff", -3, ["readonly"], "Read the records after from_seq (one diff request)",
+      "key:key from_seq:integer [LIMIT:limit:integer] [NODE:node:string...]")
+def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
+    name = key_name(args[0])
+    from_seq = parse_int(args[1])
+    if from_seq < 0:
+        raise Err("ERR from_seq must be >= 0")
+    limit = DEFAULT_READ_LIMIT
+    nodes: list[str] | None = None
+    i = 2
+    while i < len(args):
+        opt = args[i].lower()
+        if opt == b"limit" and i + 1 < len(args):
+            limit = parse_int(args[i + 1])
+            if not 1 <= limit <= MAX_READ_LIMIT:
+                raise Err(f"ERR LIMIT must be between 1 and {MAX_READ_LIMIT}")
+            i += 2
+        elif opt == b"node" and i + 1 < len(args):
+            nodes = nodes or []
+            j = i + 1
+            while j < len(args) and args[j].lower() not in (b"limit", b"node"):
+                nodes.append(args[j].decode("utf-8", "surrogateescape"))
+                j += 1
+            i = j
+        else:
+            raise Err(SYNTAX)
+    topic = ctx.engine.get(name)
+    result = ctx.engine.diff(name, from_seq, limit, nodes=nodes, fmt=FMT_RESP)
+    tomb = result.tombstone
+    return {
+        "topic": name,
+        "records": Raw(b"*%d\r\n%b" % (len(result.records), b"".join(result.records))),
+        "seqs": result.seqs,
+        "tombstone": None if tomb is None else {k: v for k, v in tomb.items() if k != "$seq"},
+        "tombstone_entry": None if tomb is None else tombstone_entry(topic, tomb),
+        "next_from_seq": result.next_from_seq,
+        "head_seq": result.head_seq,
+        "earliest_seq": result.earliest_seq,
+        "caught_up": result.caught_up,
+        "lag": result.lag,
+    }
+
+
+@_cmd("topic.delete", -2, ["write"], "Permanently delete records (silent: no tombstone)",
+      "key:key [BEFORE:seq:integer] [MATCH:(EQ|GLOB) pattern:string]")
+def topic_delete(ctx: CommandContext, args: list[bytes]) -> Any:
+    before: int | None = None
+    match: deletes.Match | None = None
+    i = 1
+    while i < len(args):
+        opt = args[i].lower()
+        if opt == b"before" and i + 1 < len(args):
+            before = parse_int(args[i + 1])
+            i += 2
+        elif opt == b"match" and i + 2 < len(args):
+            kind = args[i + 1].lower()
+            pattern = args[i + 2].decode("utf-8", "surrogateescape")
+            if kind == b"eq":
+                match = deletes.parse_match(["tag", "Eq", pattern])
+            elif kind == b"glob":
+                match = deletes.parse_match(["tag", "Glob", pattern])
+            else:
+                raise Err("ERR MATCH takes EQ or GLOB")
+            i += 3
+        else:
+            raise Err(SYNTAX)
+    if before is None and match is None:
+        raise Err("ERR TOPIC.DELETE needs BEFORE seq, MATCH EQ|GLOB pattern, or both")
+    result, token = ctx.engine.delete_records(key_name(args[0]), before, match)
+    return committed(token, result)
+
+
+def _not_yet(what: str) -> Any:
+    def handler(ctx: CommandContext, args: list[bytes]) -> Any:
+        raise Err(f"ERR {what} is not available yet: queues and routers come in a later release")
+
+    return handler
+
+
+_cmd("topic.claim", -3, ["write"], "Claim records of a queue topic (not available yet)",
+     "key:key node:string [MAX:max:integer] [LEASE:ms:integer] [BLOCK:ms:integer]")(
+    _not_yet("TOPIC.CLAIM"))
+_cmd("topic.ack", -4, ["write"], "Acknowledge claimed queue records (not available yet)",
+     "key:key node:string seq:integer...")(_not_yet("TOPIC.ACK"))
+_cmd("topic.nack", -4, ["write"], "Return claimed queue records (not available yet)",
+     "key:key node:string [DELAY:ms:integer] seq:integer...")(_not_yet("TOPIC.NACK"))
+_cmd("topic.extend", -4, ["write"], "Extend the lease of claimed records (not available yet)",
+     "key:key node:string [LEASE:ms:integer] seq:integer...")(_not_yet("TOPIC.EXTEND"))
+_cmd("topic.router", -2, ["write"], "Manage routers (not available yet)",
+     "(SET name:string source:string dest:string [(option:string value:string)...]|"
+     "DEL name:string|INFO name:string|LIST)", first=0)(_not_yet("TOPIC.ROUTER"))

@@ -1,0 +1,189 @@
+"""The trio adapter: the only RESP code that touches a socket.
+
+Rule 1 (pipelining): every complete frame in the input is executed before the next read, and
+the replies go out in ONE `send_all` per flush (a flush also happens when the pending output
+passes FLUSH_AT, and before a blocking command waits).
+Rule 2 (bounded output): input is not read while output is being sent, so a client that does
+not read its replies is paused by TCP back-pressure; a reply batch larger than
+`config.client_output_limit` disconnects the client instead of growing server memory.
+Rule 3 (blocking): while an async handler waits (XREAD BLOCK), input is still watched: EOF
+cancels the wait and closes; bytes that arrive are kept (bounded) for after the wait.
+CLIENT KILL cancels the connection's scope, which cancels a wait too.
+Rule 4: a protocol error replies `-ERR Protocol error: ...` and closes, like redis-server.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from typing import Any
+
+import trio
+
+from topicsrv.errors import TopicsError
+from topicsrv.resp.commands.base import CommandContext, Front, Pending
+from topicsrv.resp.dispatch import execute
+from topicsrv.resp.encoder import encode, encode_error
+from topicsrv.resp.protocol import RequestParser
+from topicsrv.server import ServerContext
+
+log = logging.getLogger("topicsrv.resp")
+
+READ_SIZE = 64 * 1024
+FLUSH_AT = 64 * 1024
+STASH_MAX = 1 << 20  # input kept while a command blocks; beyond it the client is paused
+
+
+def _addr(sock: Any, peer: bool) -> str:
+    try:
+        host, port = (sock.getpeername() if peer else sock.getsockname())[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?:0"
+
+
+class _Closed(Exception):
+    pass
+
+
+class Connection:
+    def __init__(self, server: ServerContext, front: Front, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.front = front
+        sock = stream.socket
+        client = front.new_client(_addr(sock, True), _addr(sock, False))
+        client.fd = sock.fileno()
+        client.authenticated = not server.config.requirepass
+        self.client = client
+        self.ctx = CommandContext(server, client, front)
+        self.parser = RequestParser(server.config.proto_max_bulk_len, client.authenticated)
+        self.limit = server.config.client_output_limit
+        self.stash: list[bytes] = []
+        self.marks: list[tuple[Any, int, int]] = []  # (commit token, reply start, end) in out
+        self.eof = False
+        self.scope = trio.CancelScope()
+
+        def kill() -> None:
+            client.killed = True
+            self.scope.cancel()
+
+        client.kill = kill
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                await self._loop()
+        except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        except OSError as e:
+            log.debug("client %d: %s", self.client.id, e)
+        finally:
+            self.front.clients.pop(self.client.id, None)
+            await trio.aclose_forcefully(self.stream)
+
+    async def _loop(self) -> None:
+        client, parser, stats = self.client, self.parser, self.front.stats
+        out = bytearray()
+        while True:
+            if self.stash:
+                data = b"".join(self.stash)
+                self.stash.clear()
+            else:
+                data = await self.stream.receive_some(READ_SIZE)
+                if not data:
+                    return
+                stats.net_input_bytes += len(data)
+            cmds, err = parser.feed(data)
+            if cmds:
+                client.last_interaction = time.monotonic()
+            for argv in cmds:
+                reply = execute(self.ctx, argv)
+                if inspect.isawaitable(reply):
+                    if out:
+                        await self._flush(out)
+                    reply = await self._blocking(reply)
+                if type(reply) is Pending:
+                    start = len(out)
+                    encode(out, reply.reply, client.protocol == 3)
+                    self.marks.append((reply.token, start, len(out)))
+                else:
+                    encode(out, reply, client.protocol == 3)
+                if client.close_after_reply:
+                    await self._flush(out)
+                    return
+                if len(out) >= FLUSH_AT:
+                    await self._flush(out)
+            parser.authenticated = client.authenticated
+            if err is not None:
+                encode_error(out, f"ERR {err}")
+                await self._flush(out)
+                log.info("client %d (%s): %s; closing", client.id, client.addr, err)
+                return
+            if out:
+                await self._flush(out)
+
+    async def _flush(self, out: bytearray) -> None:
+        n = len(out)
+        if n > self.limit:
+            self.front.stats.output_limit_disconnects += 1
+            log.warning(
+                "client %d (%s) closed: %d bytes of pending output exceed client_output_limit %d",
+                self.client.id, self.client.addr, n, self.limit,
+            )
+            raise _Closed
+        if self.marks:
+            await self._settle(out)
+            n = len(out)
+        self.client.out_pending = n
+        self.client.paused = True
+        try:
+            await self.stream.send_all(out)
+        finally:
+            self.client.paused = False
+            self.client.out_pending = 0
+        self.front.stats.net_output_bytes += n
+        out.clear()
+
+    async def _settle(self, out: bytearray) -> None:
+        """Wait for the commit tokens of the writes in `out`; a failed one's reply becomes the
+        error (spliced in place, last first so earlier offsets stay valid)."""
+        marks, self.marks = self.marks, []
+        failed: list[tuple[int, int, str]] = []
+        for token, start, end in marks:
+            try:
+                await token.wait()
+            except TopicsError as e:
+                failed.append((start, end, e.resp_line()))
+        for start, end, text in reversed(failed):
+            err = bytearray()
+            encode_error(err, text)
+            out[start:end] = err
+
+    async def _blocking(self, reply: Any) -> Any:
+        """Await a blocking handler while watching the input for EOF."""
+        client = self.client
+        client.blocked = True
+        result: Any = None
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_input, nursery.cancel_scope)
+                result = await reply
+                nursery.cancel_scope.cancel()
+        finally:
+            client.blocked = False
+        if self.eof:
+            raise _Closed
+        return result
+
+    async def _watch_input(self, scope: trio.CancelScope) -> None:
+        size = 0
+        while size < STASH_MAX:
+            data = await self.stream.receive_some(READ_SIZE)
+            if not data:
+                self.eof = True
+                scope.cancel()
+                return
+            self.front.stats.net_input_bytes += len(data)
+            self.stash.append(data)
+            size += len(data)

@@ -1,0 +1,84 @@
+"""Command dispatch: one argv -> one reply value (or a coroutine for a blocking command).
+
+Rule 1: checks run in redis-server's order: unknown command, authentication (NOAUTH), unknown
+subcommand, arity; then the handler parses its own arguments.
+Rule 2: every failure becomes an error REPLY: `Err` as is, `TopicsError` via its RESP prefix,
+anything unexpected as `ERR internal error` (logged). A client never sees a traceback and the
+connection stays open.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from topicsrv.errors import TopicsError
+from topicsrv.resp.commands.base import CommandContext, Err, lookup, unknown_subcommand, wrong_args
+
+log = logging.getLogger("topicsrv.resp")
+
+NO_AUTH = frozenset({"auth", "hello", "quit", "reset"})
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def unknown_command(argv: list[bytes]) -> Err:
+    args = ""
+    for a in argv[1:]:
+        if len(args) >= 128:
+            break
+        args += f"'{_text(a[: 128 - len(args)])}' "
+    return Err(f"ERR unknown command '{_text(argv[0][:128])}', with args beginning with: {args}")
+
+
+def execute(ctx: CommandContext, argv: list[bytes]) -> Any:
+    """Run one command; returns a reply value or an awaitable (async handlers)."""
+    front = ctx.front
+    front.stats.total_commands += 1
+    spec, used = lookup(argv)
+    if spec is None:
+        return unknown_command(argv)
+    client = ctx.client
+    if not client.authenticated and spec.name.partition("|")[0] not in NO_AUTH:
+        return Err("NOAUTH Authentication required.")
+    if spec.subcommands and used == 1 and (len(argv) > 1 or spec.handler is None):
+        if len(argv) == 1:
+            return wrong_args(spec.name)
+        return unknown_subcommand(spec.name, argv[1])
+    n = len(argv)
+    if (spec.arity > 0 and n != spec.arity) or n < -spec.arity:
+        return wrong_args(spec.name)
+    client.last_cmd = spec.name
+    handler = spec.handler
+    assert handler is not None
+    try:
+        result = handler(ctx, argv[used:])
+    except Err as e:
+        return e
+    except TopicsError as e:
+        return Err(e.resp_line())
+    except Exception:
+        front.stats.unexpected_errors += 1
+        log.exception("command %s failed", spec.name)
+        return Err("ERR internal error")
+    if spec.is_async or inspect.isawaitable(result):
+        return _guard(result, ctx)
+    return result
+
+
+async def _guard(aw: Awaitable[Any], ctx: CommandContext) -> Any:
+    try:
+        return await aw
+    except Err as e:
+        return e
+    except TopicsError as e:
+        return Err(e.resp_line())
+    except Exception:
+        ctx.front.stats.unexpected_errors += 1
+        log.exception("blocking command failed")
+        return Err("ERR internal error")
+

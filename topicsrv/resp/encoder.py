@@ -1,0 +1,156 @@
+"""RESP2/RESP3 reply encoder: reply values (see commands/base.py) -> bytes appended to a buffer.
+
+Rule 1: sans-IO and allocation-light: everything is appended to one caller-owned bytearray,
+so a whole pipeline flush is one buffer and one `send_all`.
+Rule 2: `Raw` bytes (the engine's pre-encoded stream entries) are spliced, never re-encoded.
+Rule 3: RESP3-only types degrade as redis-server degrades them under RESP2: map -> flat
+array, set/push -> array, double -> bulk string, boolean -> integer, null -> `$-1`
+(null array -> `*-1`), verbatim -> bulk string.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from topicsrv.resp.commands.base import Err, NullArray, Push, Raw, Simple, Verbatim
+
+
+def _enc(s: str) -> bytes:
+    """UTF-8; bytes that arrived undecodable (surrogateescape) go back out unchanged."""
+    try:
+        return s.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "replace")
+
+
+def _double(v: float) -> bytes:
+    if math.isnan(v):
+        return b"nan"
+    if math.isinf(v):
+        return b"inf" if v > 0 else b"-inf"
+    return (b"%.17g" % v)
+
+
+def encode(out: bytearray, v: Any, resp3: bool) -> None:
+    """Append the encoding of reply value `v`."""
+    t = type(v)
+    if t is bytes or t is Raw:
+        if t is Raw:
+            out += v
+        else:
+            out += b"$%d\r\n" % len(v)
+            out += v
+            out += b"\r\n"
+    elif t is int:
+        out += b":%d\r\n" % v
+    elif t is list or t is tuple:
+        out += b"*%d\r\n" % len(v)
+        for x in v:
+            encode(out, x, resp3)
+    else:
+        _SLOW.get(t, _other)(out, v, resp3)
+
+
+def _str(out: bytearray, v: str, resp3: bool) -> None:
+    b = _enc(v)
+    out += b"$%d\r\n%b\r\n" % (len(b), b)
+
+
+def _simple(out: bytearray, v: str, resp3: bool) -> None:
+    out += b"+%b\r\n" % _enc(v.replace("\r", " ").replace("\n", " "))
+
+
+def _none(out: bytearray, v: None, resp3: bool) -> None:
+    out += b"_\r\n" if resp3 else b"$-1\r\n"
+
+
+def _null_array(out: bytearray, v: NullArray, resp3: bool) -> None:
+    out += b"_\r\n" if resp3 else b"*-1\r\n"
+
+
+def _bool(out: bytearray, v: bool, resp3: bool) -> None:
+    if resp3:
+        out += b"#t\r\n" if v else b"#f\r\n"
+    else:
+        out += b":1\r\n" if v else b":0\r\n"
+
+
+def _float(out: bytearray, v: float, resp3: bool) -> None:
+    d = _double(v)
+    if resp3:
+        out += b",%b\r\n" % d
+    else:
+        out += b"$%d\r\n%b\r\n" % (len(d), d)
+
+
+def _dict(out: bytearray, v: dict[Any, Any], resp3: bool) -> None:
+    out += (b"%%%d\r\n" if resp3 else b"*%d\r\n") % (len(v) if resp3 else 2 * len(v))
+    for k, x in v.items():
+        encode(out, k, resp3)
+        encode(out, x, resp3)
+
+
+def _set(out: bytearray, v: set[Any] | frozenset[Any], resp3: bool) -> None:
+    out += (b"~%d\r\n" if resp3 else b"*%d\r\n") % len(v)
+    for x in v:
+        encode(out, x, resp3)
+
+
+def _push(out: bytearray, v: Push, resp3: bool) -> None:
+    out += (b">%d\r\n" if resp3 else b"*%d\r\n") % len(v)
+    for x in v:
+        encode(out, x, resp3)
+
+
+def _verbatim(out: bytearray, v: Verbatim, resp3: bool) -> None:
+    b = _enc(v)
+    if resp3:
+        out += b"=%d\r\ntxt:%b\r\n" % (len(b) + 4, b)
+    else:
+        out += b"$%d\r\n%b\r\n" % (len(b), b)
+
+
+def _bytes_like(out: bytearray, v: bytes | bytearray | memoryview, resp3: bool) -> None:
+    encode(out, bytes(v), resp3)
+
+
+def _err(out: bytearray, v: Err, resp3: bool) -> None:
+    out += b"-%b\r\n" % _enc(v.text)
+
+
+def _other(out: bytearray, v: Any, resp3: bool) -> None:
+    for base, fn in _SLOW.items():  # subclasses (e.g. a str enum)
+        if isinstance(v, base):
+            fn(out, v, resp3)
+            return
+    raise TypeError(f"cannot encode {type(v).__name__} as a RESP reply")
+
+
+_SLOW: dict[type, Callable[[bytearray, Any, bool], None]] = {
+    str: _str,
+    Simple: _simple,
+    type(None): _none,
+    NullArray: _null_array,
+    bool: _bool,
+    float: _float,
+    dict: _dict,
+    set: _set,
+    frozenset: _set,
+    Push: _push,
+    Verbatim: _verbatim,
+    bytearray: _bytes_like,
+    memoryview: _bytes_like,
+    Err: _err,
+}
+
+
+def encode_error(out: bytearray, text: str) -> None:
+    out += b"-%b\r\n" % _enc(text.replace("\r", " ").replace("\n", " "))
+
+
+def to_bytes(v: Any, resp3: bool = False) -> bytes:
+    out = bytearray()
+    encode(out, v, resp3)
+    return bytes(out)

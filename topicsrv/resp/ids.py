@@ -1,0 +1,144 @@
+"""Stream IDs <-> seq positions (API.md section 9 "Stream IDs").
+
+A record's ID is `<$ts>-<$seq>`: `$ts` is non-decreasing in `$seq` and `$seq` strictly
+increasing, so IDs are strictly increasing like Redis's. An ID given BY a client is a position:
+Rule 1: the seq part is authoritative: `1700000000000-42` means seq 42, whatever the ms part.
+Rule 2: a seq part of 0 or absent (`1700000000000`, `1700000000000-0`) is a TIME position; it
+  sits just before the first record with `$ts >= ms` (Topic.seq_at_ts). Records never have
+  seq 0, so a time position never names a record.
+Rule 3: `-`/`+` are the ends of the log, `$` is head_seq at the time of the call, `0`/`0-0`
+  is "from the beginning of what is retained" (no tombstone, seeds: from_seq = 0), `>` is
+  only valid in XREADGROUP (the caller checks, `is_new_only`).
+Rule 4: syntax and the exclusive `(` ranges are exactly Redis 7's (same errors, `(-`/`(+`
+  invalid, `(` of the largest/smallest ID -> "invalid start/end ID for the interval").
+
+Public helpers (stable; XREADGROUP/XGROUP/XACK/XCLAIM in groups.py use them):
+  parse_id(arg, missing_seq=0) -> StreamId    syntax only, raises Err(INVALID_ID)
+  format_id(ts, seq) -> bytes                 `b"<ts>-<seq>"`
+  entry_id(topic, seq) -> bytes               the ID of an existing seq (its ts looked up)
+  range_bounds(topic, start, end) -> (lo, hi) inclusive seq interval for XRANGE/XPENDING
+  read_position(topic|None, arg) -> from_seq  XREAD / XGROUP CREATE|SETID cursor: the read
+                                              returns seqs > from_seq
+  record_seq(arg) -> int                      XDEL/XACK/XCLAIM: the seq an ID names (0 = none)
+  time_floor(topic, ms) -> seq                first seq with ts >= ms
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topicsrv.engine.topic import Topic
+from topicsrv.resp.commands.base import Err
+
+U64 = (1 << 64) - 1
+INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
+_DIGITS = frozenset(b"0123456789")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamId:
+    ms: int
+    seq: int
+    complete: bool  # the client gave a seq part
+
+
+def _u64(part: bytes) -> int:
+    if not part or len(part) > 20 or not _DIGITS.issuperset(part):
+        raise Err(INVALID_ID)
+    v = int(part)
+    if v > U64:
+        raise Err(INVALID_ID)
+    return v
+
+
+def parse_id(arg: bytes, missing_seq: int = 0) -> StreamId:
+    """Syntax of a concrete ID `ms[-seq]` (no specials, no `(`)."""
+    ms, dash, seq = arg.partition(b"-")
+    if not dash:
+        return StreamId(_u64(ms), missing_seq, False)
+    return StreamId(_u64(ms), _u64(seq), True)
+
+
+def format_id(ts: int, seq: int) -> bytes:
+    return b"%d-%d" % (ts, seq)
+
+
+def entry_id(topic: Topic, seq: int) -> bytes:
+    return b"%d-%d" % (topic.ts_of(seq), seq)
+
+
+def time_floor(topic: Topic | None, ms: int) -> int:
+    if topic is None:
+        return 1
+    return topic.seq_at_ts(ms)
+
+
+def _start(topic: Topic | None, arg: bytes) -> int:
+    exclusive = arg[:1] == b"("
+    if exclusive:
+        arg = arg[1:]
+        if arg in (b"-", b"+"):
+            raise Err(INVALID_ID)
+    elif arg == b"-":
+        return 0
+    elif arg == b"+":
+        return U64 + 1
+    sid = parse_id(arg, 0)
+    if exclusive and sid.ms == U64 and sid.seq == U64:
+        raise Err("ERR invalid start ID for the interval")
+    if sid.seq > 0:
+        return sid.seq + 1 if exclusive else sid.seq
+    return time_floor(topic, sid.ms)  # `(ms-0` and `ms-0` both start at the first ts >= ms
+
+
+def _end(topic: Topic | None, arg: bytes) -> int:
+    exclusive = arg[:1] == b"("
+    if exclusive:
+        arg = arg[1:]
+        if arg in (b"-", b"+"):
+            raise Err(INVALID_ID)
+    elif arg == b"+":
+        return U64
+    elif arg == b"-":
+        return -1
+    sid = parse_id(arg, U64)
+    if exclusive and sid.ms == 0 and sid.seq == 0:
+        raise Err("ERR invalid end ID for the interval")
+    if not sid.complete:  # `ms` = ms-MAX: every record with ts <= ms
+        return time_floor(topic, sid.ms + 1) - 1
+    if sid.seq > 0:
+        return sid.seq - 1 if exclusive else sid.seq
+    return time_floor(topic, sid.ms) - 1  # `ms-0`: records with ts < ms
+
+
+def range_bounds(topic: Topic | None, start: bytes, end: bytes) -> tuple[int, int]:
+    """Inclusive seq interval [lo, hi] for XRANGE start end (XREVRANGE passes end, start)."""
+    lo = _start(topic, start)
+    hi = _end(topic, end)
+    return lo, hi
+
+
+def is_new_only(arg: bytes) -> bool:
+    return arg == b">"
+
+
+def read_position(topic: Topic | None, arg: bytes) -> int:
+    """The from_seq for an XREAD-style cursor ID: the read returns seqs > from_seq."""
+    if arg == b"$":
+        return topic.head_seq if topic is not None else 0
+    if arg == b">":
+        raise Err(
+            "ERR The > ID can be specified only when calling XREADGROUP using the "
+            "GROUP <group> <consumer> option."
+        )
+    sid = parse_id(arg, 0)
+    if sid.seq > 0:
+        return sid.seq
+    if sid.ms == 0:  # `0` / `0-0`: from the beginning of what is retained, no tombstone
+        return 0 if topic is None else max(0, topic.front - 1)
+    return time_floor(topic, sid.ms) - 1
+
+
+def record_seq(arg: bytes) -> int:
+    """The seq an ID names (XDEL, XACK, XCLAIM); 0 when it is a time position."""
+    return parse_id(arg, 0).seq

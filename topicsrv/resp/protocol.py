@@ -1,0 +1,310 @@
+"""Sans-IO request parser: bytes in, command argv lists (or one protocol error) out.
+
+Accepts what redis-server accepts: multibulk frames (`*N\\r\\n$len\\r\\narg\\r\\n...`) and inline
+commands (`PING\\r\\n`, with Redis's quoting rules). Never touches a socket.
+
+Rule 1: a complete frame is parsed by `hiredis.Reader` (C speed); a frame that is incomplete,
+malformed, or in a chunk that might make hiredis allocate a huge array is parsed by the strict
+Python parser below, which mirrors redis-server's `processMultibulkBuffer` (same checks, same
+error texts) and is resumable, so a large bulk arriving in many chunks costs O(1) per chunk.
+Rule 2: limits are Redis's: bulk length <= `max_bulk_len` (proto-max-bulk-len), multibulk
+count <= 1M, header lines and inline requests <= 64 KiB; before authentication a multibulk
+count > 10 or a bulk > 16 KiB is refused.
+Rule 3: a protocol error is terminal: `feed` returns the commands parsed before it and the
+error text (`Protocol error: ...`); the caller replies `-ERR <text>` and closes, like Redis.
+"""
+
+from __future__ import annotations
+
+import re
+
+import hiredis
+
+INLINE_MAX = 64 * 1024
+MULTIBULK_MAX = 1024 * 1024
+UNAUTH_MULTIBULK_MAX = 10
+UNAUTH_BULK_MAX = 16384
+_SUSPECT = re.compile(rb"[*~>%|][0-9]{7}")  # a header hiredis would allocate hugely for
+
+_DIGITS = frozenset(b"0123456789")
+
+
+class ProtocolError(Exception):
+    pass
+
+
+def string2ll(s: bytes) -> int | None:
+    """Redis's string2ll: an optional '-', no leading zeros, no spaces, fits in int64."""
+    if not s or len(s) > 20:
+        return None
+    neg = s[:1] == b"-"
+    digits = s[1:] if neg else s
+    if not digits or not _DIGITS.issuperset(digits):
+        return None
+    if digits[:1] == b"0" and (len(digits) > 1 or neg):
+        return None
+    v = -int(digits) if neg else int(digits)
+    if not -(1 << 63) <= v < (1 << 63):
+        return None
+    return v
+
+
+_ESCAPES = {ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("b"): b"\b", ord("a"): b"\a"}
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_SPACE = frozenset(b" \n\r\t\v\f")
+_TOKSEP = frozenset(b" \n\r\t")
+
+
+def split_args(line: bytes) -> list[bytes] | None:
+    """Redis's sdssplitargs: whitespace-separated, "double" (with escapes) and 'single' quotes.
+
+    Returns None on unbalanced quotes (or a closing quote not followed by a space).
+    """
+    out: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in _SPACE:
+            i += 1
+        if i >= n:
+            return out
+        cur = bytearray()
+        inq = insq = False
+        while True:
+            if inq:
+                if i >= n:
+                    return None
+                c = line[i]
+                if c == 0x5C and i + 3 < n and line[i + 1] == 0x78 and line[i + 2] in _HEX \
+                        and line[i + 3] in _HEX:  # \xHH
+                    cur.append(int(line[i + 2 : i + 4], 16))
+                    i += 3
+                elif c == 0x5C and i + 1 < n:
+                    i += 1
+                    cur += _ESCAPES.get(line[i], bytes([line[i]]))
+                elif c == 0x22:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        return None
+                    inq = False
+                    i += 1
+                    break
+                else:
+                    cur.append(c)
+            elif insq:
+                if i >= n:
+                    return None
+                c = line[i]
+                if c == 0x5C and i + 1 < n and line[i + 1] == 0x27:
+                    i += 1
+                    cur.append(0x27)
+                elif c == 0x27:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        return None
+                    insq = False
+                    i += 1
+                    break
+                else:
+                    cur.append(c)
+            else:
+                if i >= n:
+                    break
+                c = line[i]
+                if c in _TOKSEP:
+                    break
+                if c == 0x22:
+                    inq = True
+                elif c == 0x27:
+                    insq = True
+                else:
+                    cur.append(c)
+            i += 1
+        out.append(bytes(cur))
+
+
+def _frame_size(frame: list[bytes]) -> int:
+    size = 3 + len(str(len(frame))) + 5 * len(frame) + sum(map(len, frame))
+    return size + sum([len(str(len(a))) for a in frame])
+
+
+class RequestParser:
+    """Feed bytes, get complete commands. One instance per connection."""
+
+    def __init__(
+        self, max_bulk_len: int = 512 << 20, authenticated: bool = True, use_hiredis: bool = True
+    ) -> None:
+        self.max_bulk_len = max_bulk_len
+        self.use_hiredis = use_hiredis
+        self.authenticated = authenticated
+        self._buf = bytearray()
+        self._pos = 0  # start of the first unconsumed frame in _buf
+        self._fed = 0  # _buf[:_fed] has been given to the current hiredis reader
+        self._reader: hiredis.Reader | None = None
+        self._strict_until = 0  # frames starting before this index use the strict parser
+        # resumable strict-parser state for the frame starting at _pos
+        self._want = -1  # args still expected (-1: count line not read yet)
+        self._argv: list[bytes] = []
+        self._scan = 0  # next header position in _buf
+        self._bulk = -1  # length of the bulk whose header was read, -1 if none
+
+    def pending(self) -> int:
+        """Bytes buffered but not yet parsed into commands."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
+        """Parse `data`; returns (commands, protocol error text or None)."""
+        buf = self._buf
+        if _SUSPECT.search(data) or _SUSPECT.search(bytes(buf[-8:]) + data[:8]):
+            self._strict_until = len(buf) + len(data)
+        buf += data
+        cmds: list[list[bytes]] = []
+        try:
+            self._parse(cmds)
+        except ProtocolError as e:
+            self._buf = bytearray()
+            self._pos = self._fed = 0
+            self._reader = None
+            return cmds, str(e)
+        if self._pos:
+            del buf[: self._pos]
+            self._fed -= self._pos
+            self._scan -= self._pos
+            self._strict_until = max(0, self._strict_until - self._pos)
+            self._pos = 0
+        return cmds, None
+
+    def _parse(self, cmds: list[list[bytes]]) -> None:
+        buf = self._buf
+        n = len(buf)
+        fast = self.authenticated and self.use_hiredis
+        while self._pos < n:
+            if self._want >= 0 or self._scan > self._pos:
+                if not self._strict(cmds):
+                    return
+                continue
+            if buf[self._pos] != 0x2A:  # not '*': an inline command
+                self._drop_reader()
+                if not self._inline(cmds):
+                    return
+                continue
+            if not fast or self._pos < self._strict_until:
+                self._drop_reader()
+                if not self._strict(cmds):
+                    return
+                continue
+            reader = self._reader
+            if reader is None:
+                reader = self._reader = hiredis.Reader()
+                self._fed = self._pos
+            if self._fed < n:
+                reader.feed(bytes(buf[self._fed :]))
+                self._fed = n
+            start = self._pos
+            try:
+                frame = reader.gets()
+            except hiredis.ProtocolError:
+                frame = None
+            if frame is False:  # incomplete: the strict parser takes this frame over
+                self._drop_reader()
+                if not self._strict(cmds):
+                    return
+                continue
+            if (
+                type(frame) is not list
+                or not all(type(a) is bytes for a in frame)
+                or (frame and max(map(len, frame)) > self.max_bulk_len)
+            ):
+                self._drop_reader()  # malformed or over a limit: get Redis's exact verdict
+                if not self._strict(cmds):
+                    return
+                continue
+            # hiredis does not say where the frame ended; its encoding is canonical (hiredis
+            # rejects leading zeros and signs), so the size follows from the contents.
+            self._pos = start + _frame_size(frame)
+            if frame:
+                cmds.append(frame)
+
+    def _drop_reader(self) -> None:
+        self._reader = None
+        self._fed = self._pos
+
+    def _inline(self, cmds: list[list[bytes]]) -> bool:
+        buf = self._buf
+        nl = buf.find(b"\n", self._pos)
+        if nl < 0:
+            if len(buf) - self._pos > INLINE_MAX:
+                raise ProtocolError("Protocol error: too big inline request")
+            return False
+        end = nl - 1 if nl > self._pos and buf[nl - 1] == 0x0D else nl
+        argv = split_args(bytes(buf[self._pos : end]))
+        if argv is None:
+            raise ProtocolError("Protocol error: unbalanced quotes in request")
+        self._pos = nl + 1
+        if argv:
+            cmds.append(argv)
+        return True
+
+    def _line(self, at: int, too_big: str) -> tuple[bytes, int] | None:
+        buf = self._buf
+        cr = buf.find(b"\r", at)
+        if cr < 0:
+            if len(buf) - at > INLINE_MAX:
+                raise ProtocolError(f"Protocol error: too big {too_big} count string")
+            return None
+        if cr + 1 >= len(buf):  # the '\n' has not arrived yet
+            return None
+        return bytes(buf[at + 1 : cr]), cr + 2
+
+    def _strict(self, cmds: list[list[bytes]]) -> bool:
+        """Advance the frame at _pos as far as the data goes; True when it completed."""
+        buf = self._buf
+        if self._want < 0:
+            got = self._line(self._pos, "mbulk")
+            if got is None:
+                return False
+            text, nxt = got
+            count = string2ll(text)
+            if count is None or count > MULTIBULK_MAX:
+                raise ProtocolError("Protocol error: invalid multibulk length")
+            if not self.authenticated and count > UNAUTH_MULTIBULK_MAX:
+                raise ProtocolError("Protocol error: unauthenticated multibulk length")
+            self._scan = nxt
+            if count <= 0:
+                self._finish(nxt, cmds)
+                return True
+            self._want = count
+            self._argv = []
+            self._bulk = -1
+        while self._want > 0:
+            if self._bulk < 0:
+                if self._scan >= len(buf):
+                    return False
+                if buf[self._scan] != 0x24:  # '$'
+                    got_char = chr(buf[self._scan])
+                    raise ProtocolError(f"Protocol error: expected '$', got '{got_char}'")
+                got = self._line(self._scan, "bulk")
+                if got is None:
+                    return False
+                text, nxt = got
+                size = string2ll(text)
+                if size is None or size < 0 or size > self.max_bulk_len:
+                    raise ProtocolError("Protocol error: invalid bulk length")
+                if not self.authenticated and size > UNAUTH_BULK_MAX:
+                    raise ProtocolError("Protocol error: unauthenticated bulk length")
+                self._bulk = size
+                self._scan = nxt
+            if len(buf) - self._scan < self._bulk + 2:
+                return False
+            self._argv.append(bytes(buf[self._scan : self._scan + self._bulk]))
+            self._scan += self._bulk + 2  # like Redis, the CRLF after a bulk is not checked
+            self._bulk = -1
+            self._want -= 1
+        argv = self._argv
+        self._argv = []
+        self._finish(self._scan, cmds)
+        cmds.append(argv)
+        return True
+
+    def _finish(self, end: int, cmds: list[list[bytes]]) -> None:
+        self._pos = end
+        self._scan = end
+        self._want = -1
+        self._fed = end

@@ -1,0 +1,37 @@
+"""The RESP listener: `serve_resp(ctx, task_status=...)` (started by topicsrv.server.run).
+
+Rule 1: binds `ctx.config.bind` (127.0.0.1 by default: protected like redis-server's
+protected mode) on `ctx.config.resp_port` (0 = a free port) and reports the bound address.
+Rule 2: the front's shared state (`Front`: clients, stats) lives in `ctx.metrics["resp"]`
+so INFO/CLIENT and the ops endpoints can read it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import trio
+
+from topicsrv.resp.commands import load_all
+from topicsrv.resp.commands.base import Front
+from topicsrv.resp.connection import Connection
+from topicsrv.server import ServerContext
+
+
+async def _handle(ctx: ServerContext, front: Front, stream: trio.SocketStream) -> None:
+    await Connection(ctx, front, stream).run()
+
+
+async def serve_resp(
+    ctx: ServerContext, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED
+) -> None:
+    load_all()
+    front = Front()
+    ctx.metrics["resp"] = front
+    port = ctx.config.resp_port or 0
+    listeners = await trio.open_tcp_listeners(port, host=ctx.config.bind)
+    sockname = listeners[0].socket.getsockname()
+    front.port = int(sockname[1])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(trio.serve_listeners, partial(_handle, ctx, front), listeners))
+        task_status.started((str(sockname[0]), int(sockname[1])))
