@@ -26,6 +26,7 @@ async def running(path: Path, *, clock: Clock | None = None, crash: bool = False
     await st.open()
     async with trio.open_nursery() as nursery:
         await nursery.start(st.run)
+        await st.settled.wait()
         try:
             yield engine, st
         finally:

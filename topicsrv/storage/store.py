@@ -74,6 +74,7 @@ class Storage:
         self.pending: list[recovery.Image] = []
         self.recovered: recovery.Recovered | None = None
         self.writers_running = False
+        self.settled = trio.Event()  # memory topics rebuilt and the startup checkpoint done
         self.closed = False
         self.opened = False
         self.checkpoints = 0
@@ -266,7 +267,11 @@ class Storage:
                 if self.pending:
                     n = await self.recover_memory_topics()
                     log.info("recovered %d memory-class topics", n)
-                await self.checkpoint()  # the WAL of the previous run is folded in and trimmed
+                try:  # the WAL of the previous run is folded into segments and trimmed
+                    await self.checkpoint()
+                except OSError as exc:
+                    log.error("startup checkpoint postponed: %s", exc)
+                self.settled.set()
                 await trio.sleep_forever()
             finally:
                 self.writers_running = False
@@ -362,7 +367,7 @@ class Storage:
                         if sh.unwritable:
                             break
                     sh.rotated.set()
-            if any(sh.unwritable for sh in self.shards):
+            if any(sh.unwritable or sh.gen != gen for sh in self.shards):
                 raise OSError("the WAL is not writable; checkpoint postponed")
             for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
                 if not final and meta["config"].get("durability_explicit") != "memory":

@@ -119,11 +119,17 @@ class Shard:
     def open(self) -> None:
         path = wal_path(self.wal_dir, self.index, self.gen)
         fresh = not path.exists() or path.stat().st_size == 0
-        self.fd = self.ops.open_append(path)
+        fd = self.ops.open_append(path)
         if fresh:
-            self.ops.writev(self.fd, [frames.file_header(frames.WAL_MAGIC, self.index, self.gen)])
-            self.ops.fdatasync(self.fd)
-            self.ops.fsync_dir(self.wal_dir)
+            try:
+                self.ops.writev(fd, [frames.file_header(frames.WAL_MAGIC, self.index, self.gen)])
+                self.ops.fdatasync(fd)
+                self.ops.fsync_dir(self.wal_dir)
+            except OSError:
+                self.ops.close(fd)
+                self.ops.unlink(path)
+                raise
+        self.fd = fd
         self.offset = path.stat().st_size
 
     def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int] | None = None) -> Commit:
@@ -204,15 +210,26 @@ class Shard:
         batch.commit.event.set()
 
     def _switch_sync(self) -> None:
-        if self.fd >= 0:
-            self.ops.close(self.fd)
-            self.fd = -1
+        old_fd, old_gen, old_offset = self.fd, self.gen, self.offset
         self.gen = self.target_gen
-        self.open()
+        try:
+            self.open()
+        except OSError:
+            self.fd, self.gen, self.offset = old_fd, old_gen, old_offset
+            raise
+        if old_fd >= 0:
+            self.ops.close(old_fd)
 
     async def _switch_gen(self) -> None:
+        """Start the next generation; on failure stay on the current one (the checkpoint
+        that asked is postponed, nothing is trimmed)."""
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(self._switch_sync)
+            try:
+                await trio.to_thread.run_sync(self._switch_sync)
+            except OSError as exc:
+                log.error("wal shard %d: cannot start generation %d: %s", self.index, self.target_gen, exc)
+                self.target_gen = self.gen
+                self.unwritable = f"{exc.strerror or exc} while starting a WAL file"
             self.rotated.set()
 
     async def step(self) -> bool:
