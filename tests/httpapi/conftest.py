@@ -148,8 +148,15 @@ def raw_exchange(port: int, data: bytes, timeout: float = 10.0, until_close: boo
 
 
 @pytest.fixture
-def client(server: Any) -> Iterator[Client]:
-    c = Client(server.http_port)
+def ready_server(server: Any) -> Any:
+    """The shared server, once it has finished recovery (/v0/ready is 200)."""
+    server.wait_ready()
+    return server
+
+
+@pytest.fixture
+def client(ready_server: Any) -> Iterator[Client]:
+    c = Client(ready_server.http_port)
     yield c
     c.close()
 
@@ -160,12 +167,12 @@ def topic() -> str:
 
 
 @pytest.fixture
-def connect(server: Any) -> Iterator[Any]:
+def connect(ready_server: Any) -> Iterator[Any]:
     """`connect(token=None)` opens another keep-alive client to the shared server."""
     made: list[Client] = []
 
     def make(token: str | None = None, port: int | None = None) -> Client:
-        c = Client(port or server.http_port, token)
+        c = Client(port or ready_server.http_port, token)
         made.append(c)
         return c
 
@@ -175,12 +182,12 @@ def connect(server: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def watch(server: Any) -> Iterator[Any]:
+def watch(ready_server: Any) -> Iterator[Any]:
     """`watch(path, headers=None, port=None)` opens an SSE stream (closed at teardown)."""
     made: list[SSE] = []
 
     def make(path: str, headers: dict[str, str] | None = None, port: int | None = None) -> SSE:
-        s = SSE(port or server.http_port, path, headers)
+        s = SSE(port or ready_server.http_port, path, headers)
         made.append(s)
         return s
 
@@ -193,6 +200,6 @@ def watch(server: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def raw(server: Any) -> Any:
+def raw(ready_server: Any) -> Any:
     """`raw(bytes)` sends raw bytes to the shared server and returns everything it answers."""
-    return lambda data, **kw: raw_exchange(server.http_port, data, **kw)
+    return lambda data, **kw: raw_exchange(ready_server.http_port, data, **kw)

@@ -5,6 +5,7 @@ After every bad request the server must still answer, and no partial write may e
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import time
@@ -206,6 +207,13 @@ def token_server(tmp_path_factory: Any) -> Any:
     from conftest import ServerProcess  # the repository's root conftest
 
     srv = ServerProcess(tmp_path_factory.mktemp("tok") / "data", "--token", "s3cret").start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # /v0/ready needs the token too
+        conn = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=5)
+        conn.request("GET", "/v0/ready", headers={"Authorization": "Bearer s3cret"})
+        if conn.getresponse().status == 200:
+            break
+        time.sleep(0.05)
     yield srv
     srv.stop()
 

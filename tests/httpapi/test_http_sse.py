@@ -166,7 +166,9 @@ def test_slow_reader_is_paced_not_buffered_and_loses_nothing(client: Any, watch:
 
 @pytest.fixture
 def hb_server(server_factory: Any) -> Any:
-    return server_factory("--heartbeat-ms", "100")
+    srv = server_factory("--heartbeat-ms", "100")
+    srv.wait_ready()
+    return srv
 
 
 def test_heartbeat_comment_without_id(hb_server: Any, connect: Any, watch: Any,
