@@ -5,7 +5,9 @@ pipelined requests are answered in order and a connection never buffers more tha
 request body (<= max_body_bytes) plus one response.
 Rule 2: a peer that disconnects (mid-body, mid-response, mid-stream) only ends its own task;
 errors never escape to the listener, so other connections are untouched.
-Rule 3: an SSE stream runs beside a reader task that notices the peer closing and cancels the
+Rule 3: a connection silent for IDLE_S (between requests or mid-request) is closed, so stalled
+clients cannot pin connections forever.
+Rule 4: an SSE stream runs beside a reader task that notices the peer closing and cancels the
 stream at once, instead of at the next heartbeat.
 """
 
@@ -29,6 +31,7 @@ log = logging.getLogger("topicsrv.http")
 
 RECEIVE_BYTES = 256 * 1024
 LINGER_S = 1.0
+IDLE_S = 120.0  # a connection that sends nothing for this long (idle or mid-request) is closed
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
                (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError)
@@ -71,8 +74,10 @@ async def _serve(ctx: ServerContext, stream: trio.SocketStream) -> None:
         if pending:
             await stream.send_all(pending)
         if event is NEED_DATA:
-            proto.receive_data(await stream.receive_some(RECEIVE_BYTES))
-            continue
+            with trio.move_on_after(IDLE_S):
+                proto.receive_data(await stream.receive_some(RECEIVE_BYTES))
+                continue
+            return  # idle keep-alive or a stalled request: free the connection
         if event is CLOSED:
             return
         if isinstance(event, Refusal):
