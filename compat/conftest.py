@@ -34,6 +34,7 @@ def ours(request: pytest.FixtureRequest) -> Target | None:
     srv = request.getfixturevalue("server")
     if not srv.resp_port:
         pytest.fail("topicsrv did not report a RESP port (is the RESP front wired into the server?)")
+    srv.wait_ready()
     return Target("topicsrv", srv.resp_port)
 
 

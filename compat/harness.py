@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,7 +178,8 @@ class Ids:
 
     def resolve(self, arg: str) -> bytes:
         def sub(m: re.Match[str]) -> str:
-            return self.from_ph[f"<ID {m.group(1)}>"].decode()
+            # an ID this server never produced stays a visible placeholder (the diff shows why)
+            return self.from_ph.get(f"<ID {m.group(1)}>", m.group(0).encode()).decode()
 
         return re.sub(r"\{ID (\d+)\}", sub, arg).encode()
 
@@ -240,6 +242,10 @@ def run_script(target: Target, steps: Sequence[Step | tuple[str, ...]], protocol
     try:
         for step in steps:
             st = step if isinstance(step, Step) else Step(tuple(step))
+            if st.args[0] == "SLEEP":  # pseudo-step: let the millisecond clock move on
+                time.sleep(float(st.args[1]))
+                out.append(("+", "SLEPT"))
+                continue
             tree = ids.norm(conn.call(*[ids.resolve(a) for a in st.args]))
             for m in st.masks:
                 tree = mask(tree, m)
