@@ -269,3 +269,51 @@ def test_write_validation_names_the_field(client: Any, topic: str) -> None:
     r = client.post(f"/v0/topics/{topic}", {"records": [{"nodata": 1}]})
     assert r.status == 400
     assert client.get(f"/v0/topics/{topic}").status == 404  # nothing created or appended
+
+
+def _connections(client: Any) -> float:
+    for line in client.get("/metrics").body.decode().splitlines():
+        if line.startswith("topicsrv_http_connections "):
+            return float(line.split()[1])
+    raise AssertionError("no topicsrv_http_connections gauge")
+
+
+def test_long_poll_client_that_leaves_is_cleaned_up_at_once(server: Any, client: Any,
+                                                            topic: str) -> None:
+    import socket
+
+    client.write(topic, 1)
+    base = _connections(client)
+    body = b'{"from_seq": 1, "wait_ms": 60000}'
+    s = socket.create_connection(("127.0.0.1", server.http_port), timeout=5)
+    s.sendall(f"POST /v0/topics/{topic}/diff HTTP/1.1\r\nHost: x\r\n"
+              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    deadline = time.monotonic() + 5
+    while _connections(client) != base + 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _connections(client) == base + 1
+    s.close()
+    deadline = time.monotonic() + 5
+    while _connections(client) != base and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _connections(client) == base  # not held for the 60 s of wait_ms
+    client.write(topic, 2)
+    assert client.diff(topic, 1)["records"][0]["data"] == 2
+
+
+def test_pipelined_request_behind_a_long_poll_is_answered_in_order(server: Any, client: Any,
+                                                                  topic: str) -> None:
+    import socket
+
+    client.write(topic, 1)
+    body = b'{"from_seq": 1, "wait_ms": 300}'
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
+        s.sendall(f"POST /v0/topics/{topic}/diff HTTP/1.1\r\nHost: x\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+                  + b"GET /v0/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    first, second = data.split(b"HTTP/1.1 ")[1:]
+    assert first.startswith(b"200") and b'"caught_up":true' in first
+    assert second.startswith(b"200") and b'"status":"ok"' in second

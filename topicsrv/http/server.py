@@ -31,6 +31,7 @@ log = logging.getLogger("topicsrv.http")
 
 RECEIVE_BYTES = 256 * 1024
 LINGER_S = 1.0
+PIPELINE_BYTES = 1 << 20  # read-ahead while a long-poll is pending
 IDLE_S = 120.0  # a connection that sends nothing for this long (idle or mid-request) is closed
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
                (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -86,7 +87,12 @@ async def _serve(ctx: ServerContext, stream: trio.SocketStream) -> None:
             await _linger(stream)
             return
         assert isinstance(event, Request)
-        result = await dispatch(ctx, event)
+        if event.method == "POST" and event.path.endswith("/diff"):
+            result = await _dispatch_watching_peer(ctx, proto, stream, event)
+            if result is None:
+                return  # the peer left during a long-poll
+        else:
+            result = await dispatch(ctx, event)
         if isinstance(result, Response):
             _count(ctx, result.status)
             await stream.send_all(proto.respond(result))
@@ -96,6 +102,39 @@ async def _serve(ctx: ServerContext, stream: trio.SocketStream) -> None:
         _count(ctx, 200)
         await _stream_watch(ctx, proto, stream, result)
         return
+
+
+async def _dispatch_watching_peer(
+    ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, req: Request
+) -> Response | sse.WatchPlan | None:
+    """Dispatch a request that may long-poll, cancelling it if the peer disconnects. Bytes
+    the peer pipelines meanwhile are handed to the protocol (at most PIPELINE_BYTES)."""
+    result: Response | sse.WatchPlan | None = None
+    async with trio.open_nursery() as nursery:
+
+        async def until_peer_closes() -> None:
+            buffered = 0
+            try:
+                while buffered < PIPELINE_BYTES:
+                    data = await stream.receive_some(RECEIVE_BYTES)
+                    if not data:
+                        break
+                    buffered += len(data)
+                    proto.receive_data(data)
+                else:
+                    await trio.sleep_forever()  # enough buffered: stop reading, keep serving
+            except _GONE:
+                pass
+            nursery.cancel_scope.cancel()
+
+        async def serve() -> None:
+            nonlocal result
+            result = await dispatch(ctx, req)
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(until_peer_closes)
+        nursery.start_soon(serve)
+    return result
 
 
 async def _linger(stream: trio.SocketStream) -> None:
