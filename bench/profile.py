@@ -1,0 +1,101 @@
+"""Profile a fresh topicsrv under one benchmark workload with py-spy (a sampling profiler).
+
+    .venv/bin/pip install py-spy          # not a project dependency: install it ad hoc
+    .venv/bin/python -m bench.profile xadd-p16 [--seconds 10] [--top 40] [--svg out.svg]
+
+Rule 1: the server is started fresh (bench.procs) and stopped by pid; py-spy attaches to its
+pid for `--seconds` while the workload runs in this process (redis-benchmark / HTTP client).
+Rule 2: the report is py-spy's collapsed stacks folded into self time and inclusive time per
+function, so it prints as plain text; `--svg` also writes py-spy's flame graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from bench import httpbench, respbench
+from bench.procs import Proc, Procs
+
+WORKLOADS = {
+    "xadd-p1": lambda p: respbench.redis_benchmark(p.resp_port, ["XADD", "s", "*", "f", "v"],
+                                                   requests=10**7, pipeline=1),
+    "xadd-p16": lambda p: respbench.redis_benchmark(p.resp_port, ["XADD", "s", "*", "f", "v"],
+                                                    requests=10**8, pipeline=16),
+    "xrange-p16": lambda p: respbench.redis_benchmark(
+        p.resp_port, ["XRANGE", "r", "-", "+", "COUNT", "100"], requests=10**7, pipeline=16),
+    "py-xadd": lambda p: respbench.py_xadd_pipelined(p.resp_port, "py", 10**7),
+    "group": lambda p: respbench.py_group_loop(p.resp_port, "r", 100_000),
+    "http-write": lambda p: httpbench.write_batches(p.http_port, "hw", 10**8),
+}
+
+
+def fold(raw: str, top: int) -> str:
+    self_t: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        self_t[frames[-1]] += n
+        for f in set(frames):
+            incl[f] += n
+    out = [f"{total} samples", "-- self time"]
+    out += [f"{100 * n / total:5.1f}%  {f}" for f, n in self_t.most_common(top)]
+    out.append("-- inclusive time")
+    out += [f"{100 * n / total:5.1f}%  {f}" for f, n in incl.most_common(top)]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.splitlines()[0])
+    parser.add_argument("workload", choices=sorted(WORKLOADS))
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--svg", type=Path, help="also write a flame graph here")
+    args = parser.parse_args(argv)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("py-spy is not installed: .venv/bin/pip install py-spy", file=sys.stderr)
+        return 2
+    procs = Procs()
+    try:
+        top: Proc = procs.start_topicsrv()
+        if args.workload in ("xrange-p16", "group"):
+            respbench.load_stream(top.resp_port or 0, "r", 100_000)
+        worker = threading.Thread(target=lambda: _quiet(WORKLOADS[args.workload], top), daemon=True)
+        worker.start()
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = Path(tmp) / "raw.txt"
+            subprocess.run([spy, "record", "--pid", str(top.pid), "--duration", str(args.seconds),
+                            "--format", "raw", "--output", str(raw), "--nonblocking"],
+                           check=True, capture_output=True)
+            print(fold(raw.read_text(), args.top))
+            if args.svg:
+                subprocess.run([spy, "record", "--pid", str(top.pid), "--duration",
+                                str(args.seconds), "--output", str(args.svg), "--nonblocking"],
+                               check=True, capture_output=True)
+    finally:
+        procs.stop_all()
+    return 0
+
+
+def _quiet(fn: object, proc: Proc) -> None:
+    try:
+        fn(proc)  # type: ignore[operator]
+    except Exception:  # noqa: BLE001, S110 - the server is stopped under the workload
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
