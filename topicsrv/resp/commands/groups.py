@@ -118,6 +118,47 @@ def history_after(topic: Topic | None, raw: bytes) -> int:
     return ids.time_floor(topic, sid.ms) - 1
 
 
+def _first_at_ms(group: eg.Group, ms: int) -> int:
+    """The smallest pending seq whose entry has ms >= `ms` (PEL entries may lie below the topic's
+    front, so time positions are resolved against the PEL itself, not the log)."""
+    vals = group.pel.values()
+    lo, hi = 0, len(vals)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if vals[mid].ms < ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return vals[lo].seq if lo < len(vals) else ids.U64 + 1
+
+
+def pel_range(group: eg.Group, start: bytes, end: bytes) -> tuple[int, int]:
+    """Inclusive seq bounds of a PEL interval (XPENDING, XAUTOCLAIM), Redis's syntax and errors."""
+    ids.range_bounds(None, start, end)  # validation only: syntax and interval errors
+    excl, body = start[:1] == b"(", start.lstrip(b"(")
+    if body == b"-":
+        lo = 0
+    elif body == b"+":
+        lo = ids.U64 + 1
+    else:
+        sid = ids.parse_id(body, 0)
+        lo = (sid.seq + excl) if sid.seq > 0 else _first_at_ms(group, sid.ms)
+    excl, body = end[:1] == b"(", end.lstrip(b"(")
+    if body == b"+":
+        hi = ids.U64
+    elif body == b"-":
+        hi = -1
+    else:
+        sid = ids.parse_id(body, ids.U64)
+        if not sid.complete:
+            hi = _first_at_ms(group, sid.ms + 1) - 1
+        elif sid.seq > 0:
+            hi = sid.seq - excl
+        else:
+            hi = _first_at_ms(group, sid.ms) - 1
+    return lo, hi
+
+
 def parse_entries_read(raw: bytes) -> int | None:
     n = parse_int(raw)
     if n < -1:
@@ -363,12 +404,13 @@ def xpending(ctx: CommandContext, args: list[bytes]) -> Any:
             at += 2
         count = max(0, parse_int(args[at + 2]))
         start, end = args[at], args[at + 1]
-        topic0 = stream(ctx, args[0])
-        lo, hi = ids.range_bounds(topic0, start, end)
+        ids.range_bounds(None, start, end)
         if at + 3 < len(args):
             consumer = text(args[at + 3])
     topic, group = group_or_nogroup(ctx, args[0], args[1])
     now = ctx.engine.now()
+    if argc != 3:
+        lo, hi = pel_range(group, start, end)
     if argc == 3:
         n, first, last, per = eg.pending_summary(group)
         if not n:

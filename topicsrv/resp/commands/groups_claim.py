@@ -13,7 +13,7 @@ from typing import Any
 from topicsrv.engine import groups as eg
 from topicsrv.resp import ids
 from topicsrv.resp.commands.base import SYNTAX, CommandContext, Err, Raw, parse_int
-from topicsrv.resp.commands.groups import command, delivery_id, group_or_nogroup, text
+from topicsrv.resp.commands.groups import command, delivery_id, group_or_nogroup, pel_range, text
 
 
 def _claimed(c: eg.Claimed) -> Any:
@@ -79,7 +79,7 @@ def xclaim(ctx: CommandContext, args: list[bytes]) -> Any:
 def xautoclaim(ctx: CommandContext, args: list[bytes]) -> Any:
     topic, group = group_or_nogroup(ctx, args[0], args[1])
     min_idle = parse_int(args[3], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
-    start, _ = ids.range_bounds(topic, args[4], b"+")
+    start, _ = pel_range(group, args[4], b"+")
     count, justid = 100, False
     j = 5
     while j < len(args):
