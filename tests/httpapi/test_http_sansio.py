@@ -14,7 +14,7 @@ import trio
 
 from topicsrv.engine.records import prepare_json
 from topicsrv.errors import TopicsError
-from topicsrv.http import app, ops, sse
+from topicsrv.http import app, metrics, sse
 from topicsrv.http.handlers import diff_body
 from topicsrv.http.protocol import CLOSED, NEED_DATA, Refusal, Request, Response, ServerProtocol
 from topicsrv.http.router import ROUTES, resolve
@@ -210,7 +210,7 @@ async def test_unexpected_exception_is_a_logged_500_and_the_server_keeps_serving
 async def test_metrics_exposition_format(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
     ctx.engine.write("m1", [prepare_json({"data": "abc"})])
-    text = ops.render(ctx)
+    text = metrics.render(ctx)
     for line in text.splitlines():
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or re.fullmatch(
             r'[a-z_]+(\{[a-z]+="[^"]*"\})? -?[0-9.e+]+', line), line
@@ -218,4 +218,4 @@ async def test_metrics_exposition_format(tmp_path: Path) -> None:
     assert "topicsrv_bytes_written_total 5" in text
     assert 'topicsrv_topic_head_seq{topic="m1"} 1' in text
     ctx.metrics["prometheus"] = [lambda: ["# TYPE extra_total counter", "extra_total 3"]]
-    assert "extra_total 3" in ops.render(ctx)
+    assert "extra_total 3" in metrics.render(ctx)

@@ -317,3 +317,23 @@ def test_pipelined_request_behind_a_long_poll_is_answered_in_order(server: Any, 
     first, second = data.split(b"HTTP/1.1 ")[1:]
     assert first.startswith(b"200") and b'"caught_up":true' in first
     assert second.startswith(b"200") and b'"status":"ok"' in second
+
+
+def test_metrics_count_writes_and_fsync_waits(client: Any, topic: str) -> None:
+    def sample(name: str) -> float:
+        for line in client.get("/metrics").body.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise AssertionError(name)
+
+    writes = sample("topicsrv_writes_total")
+    waits = sample("topicsrv_fsync_wait_seconds_count")
+    client.put(f"/v0/topics/{topic}", {"durability": "fsync"})
+    r = client.post(f"/v0/topics/{topic}", {"records": [{"data": "durable"}]})
+    assert r.status == 200 and r.json["durability"] == "fsync"
+    assert r.json["performance"]["fsync_ms"] > 0
+    assert sample("topicsrv_writes_total") == writes + 1
+    assert sample("topicsrv_fsync_wait_seconds_count") >= waits + 1
+    text = client.get("/metrics").body.decode()
+    assert f'topicsrv_topic_head_seq{{topic="{topic}"}} 1' in text
+    assert 'topicsrv_fsync_wait_seconds_bucket{le="+Inf"}' in text

@@ -25,6 +25,7 @@ from topicsrv.engine.reads import ReadResult
 from topicsrv.engine.records import prepare_json
 from topicsrv.errors import invalid
 from topicsrv.http import params as p
+from topicsrv.http.metrics import observe_fsync
 from topicsrv.http.protocol import Request, Response
 
 if TYPE_CHECKING:
@@ -59,11 +60,14 @@ def json_response(call: Call, obj: dict[str, Any], status: int = 200, **perf: An
     return Response(status, orjson.dumps(obj))
 
 
-async def commit(token: CommitToken | None) -> float:
-    """Wait for durability of a mutation; the fsync time in ms (0 when nothing to wait for)."""
+async def commit(call: Call, token: CommitToken | None) -> float:
+    """Wait for durability of a mutation; the fsync time in ms (0 when nothing to wait for).
+    Each wait is observed in the fsync histogram of /metrics."""
     if token is None:
         return 0.0
-    return round(float(await token.wait()), 3)
+    fsync_ms = float(await token.wait())
+    observe_fsync(call.ctx, fsync_ms)
+    return round(fsync_ms, 3)
 
 
 # ---- topics ----------------------------------------------------------------------------
@@ -79,13 +83,13 @@ async def put_topic(call: Call) -> Response:
     engine = call.ctx.engine
     topic, created, token = engine.put_topic(call.topic, body)
     state = engine.describe(topic)
-    await commit(token)
+    await commit(call, token)
     return json_response(call, state, 201 if created else 200)
 
 
 async def delete_topic(call: Call) -> Response:
     topic, token = call.ctx.engine.delete_topic(call.topic)
-    await commit(token)
+    await commit(call, token)
     return json_response(call, {"topic": topic.name, "deleted": True, "epoch": topic.epoch})
 
 
@@ -114,7 +118,7 @@ async def write(call: Call) -> Response:
     prepared = [prepare_json(rec, i) for i, rec in enumerate(raw)]
     result, token = call.ctx.engine.write(call.topic, prepared, create=create, config=config,
                                           idempotency_key=key)
-    fsync_ms = await commit(token)
+    fsync_ms = await commit(call, token)
     return json_response(call, dict(result), fsync_ms=fsync_ms)
 
 
@@ -206,5 +210,5 @@ async def delete_records(call: Call) -> Response:
     before_seq = p.opt_int(body, "before_seq")
     match = deletes.parse_match(body["match"]) if body.get("match") is not None else None
     result, token = call.ctx.engine.delete_records(call.topic, before_seq, match)
-    await commit(token)
+    await commit(call, token)
     return json_response(call, dict(result))

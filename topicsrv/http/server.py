@@ -21,7 +21,7 @@ import trio
 
 from topicsrv.http import sse
 from topicsrv.http.app import dispatch
-from topicsrv.http.ops import http_stats
+from topicsrv.http.metrics import http_stats
 from topicsrv.http.protocol import CLOSED, NEED_DATA, Refusal, Request, Response, ServerProtocol
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from topicsrv.engine.config import check_topic_name
 from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
 from topicsrv.http.handlers import public_tombstone
-from topicsrv.http.ops import http_stats
+from topicsrv.http.metrics import http_stats
 from topicsrv.http.protocol import Request
 from topicsrv.notify import wait_any
 

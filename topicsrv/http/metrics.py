@@ -1,0 +1,117 @@
+"""Prometheus exposition of what the engine and the HTTP front count.
+
+Rule 1: rendering reads counters only; it never mutates engine state (no expiry, no touch).
+Rule 2: the HTTP front keeps its counters in `ctx.metrics["http"]` (`http_stats`), plain ints
+and dicts updated synchronously, so counting never awaits.
+Rule 3: other layers add their own families by appending a callable that returns exposition
+lines to `ctx.metrics["prometheus"]` (a list).
+Rule 4: the fsync histogram observes every commit wait of an HTTP mutation (the time the
+request waited for its durability class), in seconds, cumulative buckets as Prometheus wants.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from topicsrv.server import ServerContext
+
+# engine.stats key -> (metric name, help)
+ENGINE_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("writes", "topicsrv_writes_total", "Write requests appended (HTTP and RESP)."),
+    ("records_written", "topicsrv_records_written_total", "Records appended."),
+    ("bytes_written", "topicsrv_bytes_written_total", "Record data+meta bytes appended."),
+    ("reads", "topicsrv_reads_total", "Diff/SSE/XREAD reads served by the engine."),
+    ("records_read", "topicsrv_records_read_total", "Records delivered by reads."),
+    ("deletes", "topicsrv_deletes_total", "Permanent delete requests."),
+    ("records_deleted", "topicsrv_records_deleted_total", "Records permanently deleted."),
+)
+
+TOPIC_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("head_seq", "topicsrv_topic_head_seq", "Highest assigned seq of the topic."),
+    ("earliest_seq", "topicsrv_topic_earliest_seq", "First live seq of the topic."),
+    ("count", "topicsrv_topic_records", "Live records in the topic."),
+    ("bytes", "topicsrv_topic_bytes", "Live record bytes in the topic."),
+)
+
+
+FSYNC_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+def observe_fsync(ctx: ServerContext, fsync_ms: float) -> None:
+    hist = http_stats(ctx)["fsync"]
+    seconds = fsync_ms / 1000.0
+    hist["counts"][bisect_left(FSYNC_BUCKETS_S, seconds)] += 1
+    hist["sum"] += seconds
+
+
+def _fsync_family(ctx: ServerContext) -> list[str]:
+    hist = http_stats(ctx)["fsync"]
+    name = "topicsrv_fsync_wait_seconds"
+    samples = []
+    running = 0
+    for bound, n in zip((*FSYNC_BUCKETS_S, float("inf")), hist["counts"], strict=True):
+        running += n
+        le = "+Inf" if bound == float("inf") else repr(bound)
+        samples.append(f'{name}_bucket{{le="{le}"}} {running}')
+    samples += [f"{name}_sum {hist['sum']:.6f}", f"{name}_count {running}"]
+    return _family(name, "histogram",
+                   "Time HTTP writes, deletes and topic changes waited for their commit "
+                   "(fsync for the fsync class).", samples)
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
+
+
+def http_stats(ctx: ServerContext) -> dict[str, Any]:
+    """The HTTP front's counters, kept in ctx.metrics["http"]."""
+    stats: dict[str, Any] = ctx.metrics.setdefault(
+        "http", {"requests": {}, "connections": 0, "sse_streams": 0, "sse_frames": 0,
+                 "watch_cursors": {},
+                 "fsync": {"counts": [0] * (len(FSYNC_BUCKETS_S) + 1), "sum": 0.0}})
+    return stats
+
+
+def render(ctx: ServerContext) -> str:
+    engine = ctx.engine
+    lines: list[str] = []
+    for key, name, help_text in ENGINE_COUNTERS:
+        lines += _family(name, "counter", help_text,
+                         [f"{name} {int(engine.stats.get(key, 0))}"])
+    lines += _family("topicsrv_topics", "gauge", "Topics that exist.",
+                     [f"topicsrv_topics {len(engine.topics)}"])
+    for attr, name, help_text in TOPIC_GAUGES:
+        samples = [f'{name}{{topic="{_label(t.name)}"}} {int(getattr(t, attr))}'
+                   for t in engine.topics.values()]
+        lines += _family(name, "gauge", help_text, samples)
+    stats = http_stats(ctx)
+    lag = []
+    for topic, cursors in stats["watch_cursors"].items():
+        t = engine.find(topic)
+        if t is not None and cursors:
+            lag.append(f'topicsrv_topic_watch_lag{{topic="{_label(topic)}"}} '
+                       f"{max(0, t.head_seq - min(cursors.values()))}")
+    lines += _family("topicsrv_topic_watch_lag", "gauge",
+                     "head_seq minus the slowest connected SSE watcher's cursor.", lag)
+    requests = [f'topicsrv_http_requests_total{{code="{code}"}} {n}'
+                for code, n in sorted(stats["requests"].items())]
+    lines += _family("topicsrv_http_requests_total", "counter",
+                     "HTTP requests answered, by status code.", requests)
+    lines += _family("topicsrv_http_connections", "gauge", "Open HTTP connections.",
+                     [f"topicsrv_http_connections {stats['connections']}"])
+    lines += _family("topicsrv_sse_streams", "gauge", "Open SSE watch streams.",
+                     [f"topicsrv_sse_streams {stats['sse_streams']}"])
+    lines += _family("topicsrv_sse_frames_total", "counter", "SSE record/tombstone frames sent.",
+                     [f"topicsrv_sse_frames_total {stats['sse_frames']}"])
+    lines += _fsync_family(ctx)
+    for extra in ctx.metrics.get("prometheus", []):
+        render_extra: Callable[[], Iterable[str]] = extra
+        lines += list(render_extra())
+    return "\n".join(lines) + "\n"
