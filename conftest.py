@@ -45,7 +45,14 @@ class ServerProcess:
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    def start(self, timeout: float = 30.0) -> ServerProcess:
+    def start(self, timeout: float = 30.0, ready: bool = True) -> ServerProcess:
+        """Start and wait for the `listening` line, then (by default) for /v0/ready."""
+        self._spawn(timeout)
+        if ready and self.http_port:
+            self.wait_ready(timeout=max(timeout, 60.0))
+        return self
+
+    def _spawn(self, timeout: float) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "topicsrv", "serve", "--data-dir", str(self.data_dir),
                "--bind", "127.0.0.1", "--http-port", "0", "--resp-port", "0", *self.extra]
@@ -69,16 +76,23 @@ class ServerProcess:
                         self.http_port = port
                     elif name == "resp":
                         self.resp_port = port
-                return self
+                return
         raise RuntimeError("server did not report its ports in time")
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         import urllib.request
 
+        headers = {}
+        for i, arg in enumerate(self.extra):
+            if arg == "--token" and i + 1 < len(self.extra):
+                headers["Authorization"] = f"Bearer {self.extra[i + 1]}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
             try:
-                with urllib.request.urlopen(self.http_url + "/v0/ready", timeout=2) as r:
+                req = urllib.request.Request(self.http_url + "/v0/ready", headers=headers)
+                with urllib.request.urlopen(req, timeout=2) as r:
                     if r.status == 200:
                         return
             except OSError:
@@ -111,10 +125,11 @@ def server_factory(tmp_path: Path) -> Iterator[object]:
     """Start topicsrv processes: `server_factory(*extra_args, data_dir=None)`."""
     started: list[ServerProcess] = []
 
-    def make(*extra: str, data_dir: Path | None = None, env: dict[str, str] | None = None) -> ServerProcess:
+    def make(*extra: str, data_dir: Path | None = None, env: dict[str, str] | None = None,
+             ready: bool = True) -> ServerProcess:
         srv = ServerProcess(data_dir or tmp_path / f"data{len(started)}", *extra, env=env)
         started.append(srv)
-        return srv.start()
+        return srv.start(ready=ready)
 
     yield make
     for srv in started:
