@@ -69,8 +69,14 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = spark_session("topicsrv-rollup", args.master)
     out = build(spark, args)
-    writer = (out.writeStream.format("topics")  # type: ignore[attr-defined]
-              .option("url", args.url).option("topic", args.dest)
+
+    def write_batch(batch: object, batch_id: int) -> None:
+        # Spark lets Python-data-source stream sinks run in append mode only; foreachBatch
+        # with the batch sink carries update-mode output too. At-least-once, like the sink.
+        (batch.write.format("topics")  # type: ignore[attr-defined]
+         .option("url", args.url).option("topic", args.dest).mode("append").save())
+
+    writer = (out.writeStream.foreachBatch(write_batch)  # type: ignore[attr-defined]
               .option("checkpointLocation", args.checkpoint).outputMode(args.output_mode))
     writer = writer.trigger(availableNow=True) if args.once else writer.trigger(
         processingTime=args.trigger)
