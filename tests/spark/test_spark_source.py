@@ -229,6 +229,16 @@ def test_eviction_between_triggers_fails_the_query_naming_the_gap(
     assert f"topic '{topic}'" in message and gap in message and "reason cap" in message
     assert len(sink.seqs()) == 100
 
+    # the checkpoint still stands before the gap: a restart that accepts the loss goes on
+    resumed = Batches()
+    query = run_stream(stream_df(spark, url, topic, failOnDataLoss="false"), resumed,
+                       tmp_path / "ckpt")
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert resumed.seqs() == [e.seq for e in xrange_all(r, topic)]
+
 
 def test_eviction_yields_a_tombstone_row_when_asked(
         spark: Any, r: redis.Redis, url: str, tmp_path: Path) -> None:
