@@ -35,6 +35,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="process what is available now, then stop (Trigger.AvailableNow)")
     p.add_argument("--continue-on-loss", action="store_true",
                    help="log data loss and continue (failOnDataLoss=false)")
+    p.add_argument("--shuffle-partitions", type=int, default=8,
+                   help="spark.sql.shuffle.partitions of the aggregation (state partitions; "
+                        "fixed by the checkpoint after the first run)")
     p.add_argument("--master", help="Spark master when run with python (default local[*])")
     return p.parse_args(argv)
 
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from topicsrv.spark import spark_session
 
     spark = spark_session("topicsrv-rollup", args.master)
+    spark.conf.set("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
     out = build(spark, args)
 
     def write_batch(batch: object, batch_id: int) -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from topicsrv.engine.records import data_to_fields
+from topicsrv.engine.records import data_to_fields, fields_to_data
 from topicsrv.spark.client import Entry, Tombstone, parse_entry
 from topicsrv.spark.options import (
     ReadOptions,
@@ -45,6 +45,14 @@ def test_sink_writes_what_the_source_reads_back(data: object) -> None:
     text = json.dumps(data)
     pairs = [p.encode() if isinstance(p, str) else p for p in data_pairs(text)]
     assert json.loads(data_text(pairs)) == data
+
+
+@given(st.lists(st.tuples(st.binary(max_size=6) | st.sampled_from([b"k", b"data"]),
+                         st.binary(max_size=6)), min_size=1, max_size=4))
+def test_xadd_pairs_read_as_the_http_api_shows_them(raw: list[tuple[bytes, bytes]]) -> None:
+    pairs = [b for kv in raw for b in kv]
+    assume(pairs[0] != b"data" or len(pairs) > 2)  # the documented single-`data` case
+    assert json.loads(data_text(pairs)) == fields_to_data(pairs)
 
 
 def test_xadd_fields_read_as_an_object_or_fields_list() -> None:

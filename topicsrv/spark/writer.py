@@ -148,39 +148,37 @@ def write_rows(opts: WriteOptions, encoder: RowEncoder, rows: Iterator[Row]) -> 
     return written
 
 
-class TopicsWriter(DataSourceWriter):
+def _written(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(m.records for m in messages if isinstance(m, TopicsCommitMessage))
+
+
+class _RowWriting:
+    """The executor half shared by the batch and the streaming writer."""
+
+    def __init__(self, opts: WriteOptions, columns: list[str]) -> None:
+        self.opts = opts
+        self.encoder = RowEncoder(columns, opts)
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        return TopicsCommitMessage(write_rows(self.opts, self.encoder, iterator))
+
+
+class TopicsWriter(_RowWriting, DataSourceWriter):
     """`df.write.format("topics").mode("append")`."""
 
-    def __init__(self, opts: WriteOptions, columns: list[str]) -> None:
-        self.opts = opts
-        self.encoder = RowEncoder(columns, opts)
-
-    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
-        return TopicsCommitMessage(write_rows(self.opts, self.encoder, iterator))
-
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        total = sum(m.records for m in messages if isinstance(m, TopicsCommitMessage))
-        log.info("topics sink: wrote %d records", total)
+        log.info("topics sink: wrote %d records", _written(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        done = sum(m.records for m in messages if isinstance(m, TopicsCommitMessage))
         log.warning("topics sink: job aborted after %d records were written; they stay "
-                    "written (topics are append-only)", done)
+                    "written (topics are append-only)", _written(messages))
 
 
-class TopicsStreamWriter(DataSourceStreamWriter):
+class TopicsStreamWriter(_RowWriting, DataSourceStreamWriter):
     """`writeStream.format("topics")`: at-least-once per micro-batch."""
 
-    def __init__(self, opts: WriteOptions, columns: list[str]) -> None:
-        self.opts = opts
-        self.encoder = RowEncoder(columns, opts)
-
-    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
-        return TopicsCommitMessage(write_rows(self.opts, self.encoder, iterator))
-
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        total = sum(m.records for m in messages if isinstance(m, TopicsCommitMessage))
-        log.info("topics sink: batch %d wrote %d records", batchId, total)
+        log.info("topics sink: batch %d wrote %d records", batchId, _written(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("topics sink: batch %d aborted; records already written stay written and "
