@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -119,9 +118,9 @@ class Run:
         for w in (1, 8, 64):
             d = out.get(str(w)) or out.get(w) or {}
             rows.append(Row(sec, f"fsync ack p50, {w} writers", "ms", None,
-                            d.get("p50_ms", "error: no p50_ms")))
+                            d.get("p50", "error: no p50")))
             rows.append(Row(sec, f"fsync ack p99, {w} writers", "ms", None,
-                            d.get("p99_ms", "error: no p99_ms")))
+                            d.get("p99", "error: no p99")))
         self.extra["storage_bench"] = out
         return rows
 
@@ -257,18 +256,21 @@ class Run:
 
 
 def storage_bench(mode: str) -> dict[str, Any]:
-    """Run bench/storage_bench.py with `--json` and return its parsed output."""
-    import orjson
+    """fsync-class ack latency from bench/storage_bench.py (storage helper's `latency()`):
+    single-record writes to a `durable` topic by 1, 8 and 64 concurrent writers."""
+    import shutil
+    import tempfile
 
-    args = [sys.executable, "-m", "bench.storage_bench", "--json"]
-    if mode != "full":
-        args.append("--quick")
-    out = subprocess.run(args, capture_output=True, timeout=600, check=False,
-                         cwd=Path(__file__).resolve().parent.parent)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr.decode(errors="replace").strip()[-300:])
-    doc: dict[str, Any] = orjson.loads(out.stdout.strip().splitlines()[-1])
-    return doc
+    import trio
+
+    from bench.storage_bench import latency
+
+    seconds = {"full": 2.0, "quick": 1.0, "tiny": 0.2}[mode]
+    root = Path(tempfile.mkdtemp(prefix="bench-storage-"))
+    try:
+        return {str(n): trio.run(latency, root / f"lat{n}", n, seconds) for n in (1, 8, 64)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
