@@ -6,11 +6,13 @@ costs seconds) and skips, saying why, only when no Java 17+ runtime is available
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,29 @@ def spark() -> Iterator[Any]:
     finally:
         session.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class TopicsHTTP:
+    """Just enough of topicsrv's HTTP API to set up what RESP cannot do in one step."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def _call(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        req = urllib.request.Request(f"{self.base}{path}", data=json.dumps(body).encode(),
+                                     method=method, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            result: dict[str, Any] = json.loads(resp.read())
+            return result
+
+    def configure(self, topic: str, **config: Any) -> dict[str, Any]:
+        return self._call("PUT", f"/v0/topics/{topic}", config)
+
+    def write(self, topic: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """One atomic write: every record gets its seq (and any cap eviction happens) at once."""
+        return self._call("POST", f"/v0/topics/{topic}", {"records": records})
+
+
+@pytest.fixture
+def http(server: Any) -> TopicsHTTP:
+    return TopicsHTTP(server.http_url)

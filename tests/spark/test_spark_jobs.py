@@ -74,7 +74,8 @@ def test_rollup_counts_per_tag_per_window_into_a_topic(spark: Any, r: redis.Redi
     xadd(r, "jobs.events", 90)
     job = load_job("rollup")
     assert job.main(["--url", url, "--source", "jobs.events", "--dest", "jobs.counts",
-                     "--checkpoint", str(tmp_path / "ckpt"), "--once"]) == 0
+                     "--checkpoint", str(tmp_path / "ckpt"), "--once",
+                     "--shuffle-partitions", "2"]) == 0
     latest: dict[tuple[str, str], int] = {}
     for raw in r.execute_command("XRANGE", "jobs.counts", "-", "+"):
         entry = parse_entry(raw)
@@ -85,7 +86,7 @@ def test_rollup_counts_per_tag_per_window_into_a_topic(spark: Any, r: redis.Redi
     assert {tag for _, tag in latest} == {"t0", "t1", "t2"}
 
 
-def test_observe_loss_reports_gaps_as_a_metric(spark: Any, r: redis.Redis, url: str,
+def test_observe_loss_reports_gaps_as_a_metric(spark: Any, r: redis.Redis, http: Any, url: str,
                                                tmp_path: Path) -> None:
     from topicsrv.spark import observe_loss
 
@@ -98,8 +99,8 @@ def test_observe_loss_reports_gaps_as_a_metric(spark: Any, r: redis.Redis, url: 
              .option("checkpointLocation", str(tmp_path / "ckpt")).start())
     try:
         query.processAllAvailable()
-        xadd(r, topic, 60)
-        r.execute_command("XTRIM", topic, "MAXLEN", "10")
+        http.configure(topic, cap_records=10)  # then one atomic write, trimmed at once
+        http.write(topic, [{"data": {"i": str(i)}} for i in range(60)])
         query.processAllAvailable()
         metrics = [p.observedMetrics["loss"].asDict() for p in query.recentProgress
                    if "loss" in p.observedMetrics]

@@ -5,7 +5,6 @@ real topicsrv process, written to and checked with the stock redis-py client.
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,15 +47,6 @@ def xrange_all(r: redis.Redis, topic: str) -> list[Entry]:
     out = [parse_entry(e) for e in r.execute_command("XRANGE", topic, "-", "+")]
     assert all(isinstance(e, Entry) for e in out)
     return out  # type: ignore[return-value]
-
-
-def http_write(server: Any, topic: str, records: list[dict[str, Any]]) -> dict[str, Any]:
-    req = urllib.request.Request(
-        f"{server.http_url}/v0/topics/{topic}", data=json.dumps({"records": records}).encode(),
-        method="POST", headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        result: dict[str, Any] = json.loads(resp.read())
-        return result
 
 
 def info(r: redis.Redis, topic: str) -> dict[str, int]:
@@ -103,13 +93,13 @@ def run_stream(df: Any, sink: Batches, checkpoint: Path) -> Any:
 # ---- batch reads -------------------------------------------------------------------------
 
 
-def test_batch_read_of_10k_records_equals_xrange(spark: Any, server: Any, r: redis.Redis,
+def test_batch_read_of_10k_records_equals_xrange(spark: Any, http: Any, r: redis.Redis,
                                                  url: str) -> None:
     from pyspark.sql import functions as F  # noqa: N812
 
     topic = "spark.batch10k"
     xadd(r, topic, 9_990)
-    http_write(server, topic, [
+    http.write(topic, [
         {"data": {"user": "ann"}, "tag": "h", "node": "web", "meta": {"trace": "t1", "k": "v"}},
         {"data": [1, 2, {"x": None}]},
         {"data": "plain"},
@@ -201,15 +191,17 @@ def test_stream_sees_every_record_once_across_triggers_and_resumes_after_restart
     assert min(b for b, _ in second.batches) > max(b for b, _ in first.batches)
 
 
-def _evict_between_triggers(r: redis.Redis, topic: str, query: Any) -> dict[str, int]:
+def _evict_between_triggers(r: redis.Redis, http: Any, topic: str, query: Any) -> dict[str, int]:
+    """After the query read seqs 1..100: 200 more records in one atomic write that a cap of
+    50 records trims at once, so no trigger can read them before the eviction."""
     query.processAllAvailable()
-    xadd(r, topic, 200, first=100)
-    r.execute_command("XTRIM", topic, "MAXLEN", "50")
+    http.configure(topic, cap_records=50)
+    http.write(topic, [{"data": {"i": str(i)}} for i in range(100, 300)])
     return info(r, topic)
 
 
 def test_eviction_between_triggers_fails_the_query_naming_the_gap(
-        spark: Any, r: redis.Redis, url: str, tmp_path: Path) -> None:
+        spark: Any, r: redis.Redis, http: Any, url: str, tmp_path: Path) -> None:
     from pyspark.errors import StreamingQueryException
 
     topic = "spark.loss.fail"
@@ -219,7 +211,7 @@ def test_eviction_between_triggers_fails_the_query_naming_the_gap(
     query = run_stream(stream_df(spark, url, topic, startingOffsets="earliest"), sink,
                        tmp_path / "ckpt")
     try:
-        after = _evict_between_triggers(r, topic, query)
+        after = _evict_between_triggers(r, http, topic, query)
         with pytest.raises(StreamingQueryException) as failure:
             query.processAllAvailable()
     finally:
@@ -241,7 +233,7 @@ def test_eviction_between_triggers_fails_the_query_naming_the_gap(
 
 
 def test_eviction_yields_a_tombstone_row_when_asked(
-        spark: Any, r: redis.Redis, url: str, tmp_path: Path) -> None:
+        spark: Any, r: redis.Redis, http: Any, url: str, tmp_path: Path) -> None:
     topic = "spark.loss.rows"
     xadd(r, topic, 100)
     head = info(r, topic)["head_seq"]
@@ -251,7 +243,7 @@ def test_eviction_yields_a_tombstone_row_when_asked(
                                  failOnDataLoss="false", includeTombstones="true"), sink,
                        tmp_path / "ckpt")
     try:
-        after = _evict_between_triggers(r, topic, query)
+        after = _evict_between_triggers(r, http, topic, query)
         query.processAllAvailable()
     finally:
         query.stop()
