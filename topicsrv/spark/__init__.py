@@ -25,7 +25,7 @@ def observe_loss(df: Any, name: str = "topics_loss") -> Any:
     """Count tombstone rows and lost seqs as a Spark observed metric, then drop those rows.
 
     Use with includeTombstones=true and failOnDataLoss=false: every micro-batch's progress
-    (`query.lastProgress["observedMetrics"][name]`) then reports `gaps` and `lost_seqs`,
+    (`query.lastProgress.observedMetrics[name]`, a Row) then reports `gaps` and `lost_seqs`,
     and the rest of the pipeline sees records only.
     """
     from pyspark.sql import functions as F  # noqa: N812
