@@ -292,3 +292,39 @@ def test_streaming_sink_copies_a_topic(spark: Any, r: redis.Redis, url: str,
     src = xrange_all(r, "spark.copy.src")
     dst = xrange_all(r, "spark.copy.dst")
     assert [(e.pairs, e.tag, e.node) for e in dst] == [(e.pairs, e.tag, e.node) for e in src]
+
+
+def test_stream_reader_offsets_on_old_and_new_pyspark_signatures(r: redis.Redis, url: str) -> None:
+    """The driver half without a JVM: offsets JSON, ReadMaxRows (4.2+), latestOffset() (4.0/4.1)."""
+    import pickle
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from topicsrv.spark.options import ReadOptions
+    from topicsrv.spark.stream import TopicsStreamReader
+
+    xadd(r, "spark.off.b", 30)
+    xadd(r, "spark.off.a", 5)
+    opts = ReadOptions.parse({"url": url, "topic": "spark.off.b,spark.off.a,spark.off.none",
+                              "startingOffsets": "earliest", "maxOffsetsPerTrigger": "20"},
+                             streaming=True)
+    reader = TopicsStreamReader(opts)
+    try:
+        start = reader.initialOffset()
+        assert json.dumps(start) == '{"spark.off.a": 0, "spark.off.b": 0, "spark.off.none": 0}'
+        assert reader.getDefaultReadLimit() == ReadMaxRows(20)
+        capped = reader.latestOffset(start, ReadMaxRows(20))
+        assert capped == {"spark.off.a": 5, "spark.off.b": 15, "spark.off.none": 0}
+        assert reader.latestOffset(start, ReadAllAvailable())["spark.off.b"] == 30
+        assert reader.latestOffset() == {"spark.off.a": 5, "spark.off.b": 30, "spark.off.none": 0}
+        parts = reader.partitions(start, capped)  # PySpark 4.0/4.1: cap from the planned end on
+        assert reader.latestOffset() == {"spark.off.a": 5, "spark.off.b": 30, "spark.off.none": 0}
+        reader.commit({"spark.off.a": 5, "spark.off.b": 15, "spark.off.none": 0})
+        xadd(r, "spark.off.a", 40)
+        assert reader.latestOffset() == {"spark.off.a": 15, "spark.off.b": 25, "spark.off.none": 0}
+        clone = pickle.loads(pickle.dumps(reader))  # executors get a copy without the client
+        assert clone._client is None and clone.opts == opts
+        assert [(p.topic, p.lo, p.hi) for p in pickle.loads(pickle.dumps(parts))] == [
+            ("spark.off.a", 0, 5), ("spark.off.b", 0, 15)]
+    finally:
+        reader.stop()
