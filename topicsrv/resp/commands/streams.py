@@ -239,7 +239,11 @@ def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
             j += 2
         else:
             raise Err(SYNTAX)
-    if topic is None or count == 0 or lo > hi:
+    if topic is None:
+        return Raw(b"*0\r\n")
+    if count == 0:  # Redis: COUNT 0 on an existing key is a null array
+        return NULL_ARRAY
+    if lo > hi:
         return Raw(b"*0\r\n")
     found = scan_range(topic, lo, hi, max(count, 0), ctx.engine.now(), reverse=reverse, fmt=FMT_RESP)
     return Raw(b"*%d\r\n%b" % (len(found), b"".join([b for _, b in found])))
@@ -335,6 +339,9 @@ def parse_read_args(args: list[bytes], name: str = "XREAD", symbol: str = "$") -
                           f"or '{symbol}' must be specified.")
             half = len(rest) // 2
             return ReadArgs(count, timeout, block, nodes, rest[:half], rest[half:])
+        elif opt in (b"group", b"noack") and (more >= 2 or opt == b"noack"):
+            raise Err(f"ERR The {opt.decode().upper()} option is only supported by XREADGROUP. "
+                      "You called XREAD instead.")
         else:
             raise Err(SYNTAX)
     raise Err(SYNTAX)
@@ -417,6 +424,10 @@ def stream_summary(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
     }
 
 
+XINFO_STREAM_SYNTAX = ("ERR unknown subcommand or wrong number of arguments for 'STREAM'. "
+                       "Try XINFO HELP.")
+
+
 @command("xinfo|stream", -3, ["readonly"], 2, 2, 1, "Returns information about a stream.",
          "key:key [FULL [COUNT:count:integer]]")
 def xinfo_stream(ctx: CommandContext, args: list[bytes]) -> Any:
@@ -425,14 +436,14 @@ def xinfo_stream(ctx: CommandContext, args: list[bytes]) -> Any:
     rest = args[1:]
     if rest:
         if rest[0].lower() != b"full":
-            raise Err(SYNTAX)
+            raise Err(XINFO_STREAM_SYNTAX)
         full = True
         if len(rest) == 3 and rest[1].lower() == b"count":
             count = parse_int(rest[2])
             if count < 0:
                 count = 0
         elif len(rest) != 1:
-            raise Err(SYNTAX)
+            raise Err(XINFO_STREAM_SYNTAX)
     topic = ctx.engine.find(key_name(args[0]))
     if topic is None:
         raise Err("ERR no such key")

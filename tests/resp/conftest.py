@@ -1,0 +1,89 @@
+"""An in-process RESP server (trio in a background thread) for fast socket-level tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import trio
+
+from topicsrv.resp.server import serve_resp
+from topicsrv.server import ServerConfig, ServerContext, make_context
+
+
+@dataclass
+class InProc:
+    ctx: ServerContext
+    port: int
+
+    def connect(self, timeout: float = 5.0) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+
+def start_inproc(**config: Any) -> tuple[InProc, Any]:
+    cfg = ServerConfig(http_port=None, resp_port=0, storage=False, **config)
+    ctx = make_context(cfg)
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            box["cancel"] = nursery.cancel_scope
+            box["token"] = trio.lowlevel.current_trio_token()
+            _, port = await nursery.start(serve_resp, ctx)
+            box["port"] = port
+            ready.set()
+
+    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+
+    def stop() -> None:
+        trio.from_thread.run_sync(box["cancel"].cancel, trio_token=box["token"])
+        thread.join(10)
+
+    return InProc(ctx, box["port"]), stop
+
+
+@pytest.fixture
+def inproc() -> Iterator[InProc]:
+    srv, stop = start_inproc()
+    yield srv
+    stop()
+
+
+def frame(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%b\r\n" % (len(a), a) for a in args)
+
+
+def read_until(sock: socket.socket, want: bytes, timeout: float = 5.0) -> bytes:
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while want not in buf:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def read_to_eof(sock: socket.socket, timeout: float = 5.0) -> bytes:
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the server did not close the connection")
+        sock.settimeout(left)
+        chunk = sock.recv(65536)
+        if not chunk:
+            return buf
+        buf += chunk
