@@ -100,11 +100,12 @@ async def run(
                 ctx.addresses["resp"] = await nursery.start(serve_resp, ctx)
             parts = [f"{name}={host}:{port}" for name, (host, port) in ctx.addresses.items()]
             log.info("listening %s", " ".join(parts))
-            print("listening " + " ".join(parts), flush=True)
             if storage is not None:  # /v0/ready stays 503 until fsync/disk topics are back
                 await storage.open()
                 await nursery.start(storage.run)
             ctx.ready = True
+            # the startup line comes once recovered, so a script may write right after it
+            print("listening " + " ".join(parts), flush=True)
             task_status.started(ctx)
     finally:
         if storage is not None:  # flush and fsync everything acked, final checkpoint
