@@ -325,7 +325,6 @@ def test_stream_reader_offsets_on_old_and_new_pyspark_signatures(r: redis.Redis,
         clone = pickle.loads(pickle.dumps(reader))  # executors get a copy without the client
         assert clone._client is None and clone.opts == opts
         assert [(p.topic, p.lo, p.hi) for p in pickle.loads(pickle.dumps(parts))] == [
-            ("spark.off.a", 0, 5), ("spark.off.b", 0, 5), ("spark.off.b", 5, 10),
-            ("spark.off.b", 10, 15)]  # minPartitions defaults to one per topic: 3 here
+            ("spark.off.a", 0, 5), ("spark.off.b", 0, 15)]  # by default one per topic
     finally:
         reader.stop()

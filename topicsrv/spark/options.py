@@ -129,7 +129,7 @@ class ReadOptions:
             starting=starting,
             ending=ending,
             nodes=_split_list(_get(options, "node")),
-            min_partitions=_int(options, "minPartitions", len(topics), 1) or 1,
+            min_partitions=_int(options, "minPartitions", 1, 1) or 1,
             page=_int(options, "pageSize", DEFAULT_PAGE, 1) or DEFAULT_PAGE,
             max_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1),
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
