@@ -328,3 +328,25 @@ def test_stream_reader_offsets_on_old_and_new_pyspark_signatures(r: redis.Redis,
             ("spark.off.a", 0, 5), ("spark.off.b", 0, 15)]  # by default one per topic
     finally:
         reader.stop()
+
+
+def test_stream_reader_reports_a_recreated_topic(r: redis.Redis, url: str) -> None:
+    from topicsrv.spark import DataLossError
+    from topicsrv.spark.options import ReadOptions
+    from topicsrv.spark.stream import TopicsStreamReader
+
+    topic = "spark.recreated"
+    xadd(r, topic, 10)
+    start = {topic: 10}
+    r.execute_command("DEL", topic)
+    xadd(r, topic, 3)
+    strict = TopicsStreamReader(ReadOptions.parse({"url": url, "topic": topic}, streaming=True))
+    lenient = TopicsStreamReader(ReadOptions.parse(
+        {"url": url, "topic": topic, "failOnDataLoss": "false"}, streaming=True))
+    try:
+        with pytest.raises(DataLossError, match=f"topic '{topic}' ends at seq 3.*recreated"):
+            strict.latestOffset(start, None)
+        assert lenient.latestOffset(start, None) == {topic: 3}
+    finally:
+        strict.stop()
+        lenient.stop()
