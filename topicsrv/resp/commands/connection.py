@@ -256,7 +256,7 @@ def client_list(ctx: CommandContext, args: list[bytes]) -> Any:
 
 
 @_client_cmd("kill", -3, "Kill the connection of a client",
-             "(ip:port:string|[ID:client-id:integer] [TYPE:type:string] [ADDR:ip:port:string] "
+             "(ip-port:string|[ID:client-id:integer] [TYPE:type:string] [ADDR:ip:port:string] "
              "[LADDR:ip:port:string] [SKIPME:yes/no:string] [USER:username:string])")
 def client_kill(ctx: CommandContext, args: list[bytes]) -> Any:
     clients = list(ctx.front.clients.values())
