@@ -134,8 +134,11 @@ def read_position(topic: Topic | None, arg: bytes) -> int:
     sid = parse_id(arg, 0)
     if sid.seq > 0:
         return sid.seq
-    if sid.ms == 0:  # `0` / `0-0`: from the beginning of what is retained, no tombstone
-        return 0 if topic is None else max(0, topic.front - 1)
+    if sid.ms == 0:
+        # `0` / `0-0` is the cursor 0, as `from_seq: 0` over HTTP: reading starts at what is
+        # retained, and a tombstone first reports what capacity loss removed below it
+        # (seeds 5.4: from_seq + 1 < evict_floor). Both fronts must say the same.
+        return 0
     return time_floor(topic, sid.ms) - 1
 
 
