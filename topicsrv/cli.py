@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="relocate older sealed segments to this dir (env TOPICS_COLD_DIR; default: none)")
     serve.add_argument("--checkpoint-interval-ms", type=int, default=60_000,
                        help="how often to seal segments and trim the WAL (default 60000)")
+    serve.add_argument("--resp-io", choices=["reactor", "tasks"],
+                       default=os.environ.get("TOPICS_RESP_IO", "reactor"),
+                       help="RESP I/O path: 'reactor' (one task serving every idle connection "
+                       "through epoll; Linux) or 'tasks' (one task per connection) (default "
+                       "reactor; env TOPICS_RESP_IO)")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -86,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             cold_dir=args.cold_dir,
             checkpoint_interval_s=max(args.checkpoint_interval_ms, 10) / 1000.0,
             storage=not args.no_storage,
+            resp_io=args.resp_io,
         )
         try:
             trio.run(run, config)

@@ -40,6 +40,7 @@ class ServerConfig:
     cold_dir: Path | None = None
     checkpoint_interval_s: float = 60.0
     storage: bool = True
+    resp_io: str = "reactor"  # RESP I/O path: "reactor" (one epoll task) or "tasks" (per connection)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -27,7 +28,11 @@ class InProc:
         return s
 
 
+RESP_IO = ["reactor", "tasks"]  # both I/O paths of the RESP front run the socket tests
+
+
 def start_inproc(**config: Any) -> tuple[InProc, Any]:
+    config.setdefault("resp_io", os.environ.get("TOPICS_RESP_IO", "reactor"))
     cfg = ServerConfig(http_port=None, resp_port=0, storage=False, **config)
     ctx = make_context(cfg)
     ready = threading.Event()
@@ -52,9 +57,9 @@ def start_inproc(**config: Any) -> tuple[InProc, Any]:
     return InProc(ctx, box["port"]), stop
 
 
-@pytest.fixture
-def inproc() -> Iterator[InProc]:
-    srv, stop = start_inproc()
+@pytest.fixture(params=RESP_IO)
+def inproc(request: pytest.FixtureRequest) -> Iterator[InProc]:
+    srv, stop = start_inproc(resp_io=request.param)
     yield srv
     stop()
 

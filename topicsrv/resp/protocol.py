@@ -200,8 +200,8 @@ class RequestParser:
             start = self._pos
             try:
                 frame = reader.gets()
-            except hiredis.ProtocolError:
-                frame = None
+            except (hiredis.ProtocolError, TypeError, ValueError):
+                frame = None  # e.g. a RESP3 map with an aggregate key: TypeError in hiredis
             if frame is False:  # incomplete: the strict parser takes this frame over
                 self._drop_reader()
                 if not self._strict(cmds):

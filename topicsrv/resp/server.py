@@ -2,7 +2,10 @@
 
 Rule 1: binds `ctx.config.bind` (127.0.0.1 by default: protected like redis-server's
 protected mode) on `ctx.config.resp_port` (0 = a free port) and reports the bound address.
-Rule 2: the front's shared state (`Front`: clients, stats) lives in `ctx.metrics["resp"]`
+Rule 2: `ctx.config.resp_io` picks the I/O path: "reactor" (default; one task serving every
+idle socket through epoll, topicsrv/resp/reactor.py) or "tasks" (one task per connection,
+topicsrv/resp/connection.py). Where epoll is unavailable "reactor" falls back to "tasks".
+Rule 3: the front's shared state (`Front`: clients, stats) lives in `ctx.metrics["resp"]`
 so INFO/CLIENT and the ops endpoints can read it.
 """
 
@@ -12,6 +15,7 @@ from functools import partial
 
 import trio
 
+from topicsrv.resp import reactor
 from topicsrv.resp.commands import load_all
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.connection import Connection
@@ -32,6 +36,13 @@ async def serve_resp(
     listeners = await trio.open_tcp_listeners(port, host=ctx.config.bind)
     sockname = listeners[0].socket.getsockname()
     front.port = int(sockname[1])
+    mode = ctx.config.resp_io
+    if mode == "reactor" and not reactor.available():
+        mode = "tasks"
+    front.io = mode
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(partial(trio.serve_listeners, partial(_handle, ctx, front), listeners))
+        if mode == "reactor":
+            nursery.start_soon(reactor.serve_reactor, ctx, front, listeners, nursery)
+        else:
+            nursery.start_soon(partial(trio.serve_listeners, partial(_handle, ctx, front), listeners))
         task_status.started((str(sockname[0]), int(sockname[1])))

@@ -194,6 +194,7 @@ class Front:
     next_id: int = 1
     started_at: float = field(default_factory=time.time)
     port: int = 0
+    io: str = "tasks"  # the I/O path serving the connections: "reactor" or "tasks"
 
     def new_client(self, addr: str, laddr: str) -> Client:
         c = Client(id=self.next_id, addr=addr, laddr=laddr)

@@ -1,0 +1,126 @@
+"""The RESP front's two I/O paths (reactor and task per connection, see conftest.RESP_IO)
+through real sockets against an in-process server: a connection that blocks is handed to a
+task and back, disconnects and CLIENT KILL while blocked or idle, QUIT, AUTH, many clients
+pipelining at once, half-closed clients."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.resp.conftest import RESP_IO, InProc, frame, read_to_eof, read_until, start_inproc
+
+
+def info_field(srv: InProc, name: str) -> int:
+    w = srv.connect()
+    try:
+        w.sendall(frame(b"INFO", b"clients"))
+        text = read_until(w, b"\r\n\r\n").decode()
+    finally:
+        w.close()
+    line = next(x for x in text.splitlines() if x.startswith(name + ":"))
+    return int(line.split(":")[1])
+
+
+def wait_for(pred: object, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():  # type: ignore[operator]
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+def test_the_configured_io_path_is_used(inproc: InProc) -> None:
+    assert inproc.ctx.metrics["resp"].io == inproc.ctx.config.resp_io
+
+
+def test_a_blocked_read_resumes_its_pipeline_in_order_then_serves_more(inproc: InProc) -> None:
+    a = inproc.connect()
+    a.sendall(frame(b"XREAD", b"BLOCK", b"0", b"STREAMS", b"k", b"$") + frame(b"PING")
+              + frame(b"XLEN", b"k"))
+    wait_for(lambda: info_field(inproc, "blocked_clients") == 1)
+    b = inproc.connect()
+    b.sendall(frame(b"XADD", b"k", b"*", b"f", b"v"))
+    assert read_until(b, b"\r\n").startswith(b"$")
+    out = read_until(a, b":1\r\n")
+    assert out.startswith(b"*1\r\n*2\r\n$1\r\nk\r\n")
+    assert out.endswith(b"+PONG\r\n:1\r\n")
+    assert info_field(inproc, "blocked_clients") == 0
+    for _ in range(3):  # back on the fast path: still answers, in order
+        a.sendall(frame(b"PING") + frame(b"ECHO", b"x"))
+        assert read_until(a, b"$1\r\nx\r\n") == b"+PONG\r\n$1\r\nx\r\n"
+
+
+def test_disconnect_while_blocked_unblocks_and_forgets_the_client(inproc: InProc) -> None:
+    before = info_field(inproc, "connected_clients")
+    a = inproc.connect()
+    a.sendall(frame(b"XREAD", b"BLOCK", b"0", b"STREAMS", b"gone", b"$"))
+    wait_for(lambda: info_field(inproc, "blocked_clients") == 1)
+    a.close()
+    wait_for(lambda: info_field(inproc, "blocked_clients") == 0)
+    wait_for(lambda: info_field(inproc, "connected_clients") == before)
+
+
+def test_client_kill_ends_idle_and_blocked_connections(inproc: InProc) -> None:
+    idle, blocked, killer = inproc.connect(), inproc.connect(), inproc.connect()
+    ids = []
+    for s in (idle, blocked):
+        s.sendall(frame(b"CLIENT", b"ID"))
+        ids.append(read_until(s, b"\r\n").strip()[1:])
+    blocked.sendall(frame(b"XREAD", b"BLOCK", b"0", b"STREAMS", b"kk", b"$"))
+    wait_for(lambda: info_field(inproc, "blocked_clients") == 1)
+    for cid in ids:
+        killer.sendall(frame(b"CLIENT", b"KILL", b"ID", cid))
+        assert read_until(killer, b"\r\n") == b":1\r\n"
+    assert read_to_eof(idle) == b""
+    assert read_to_eof(blocked) == b""
+    assert info_field(inproc, "blocked_clients") == 0
+    killer.sendall(frame(b"PING"))
+    assert read_until(killer, b"\r\n") == b"+PONG\r\n"
+
+
+def test_quit_replies_then_closes_and_drops_the_rest(inproc: InProc) -> None:
+    s = inproc.connect()
+    s.sendall(frame(b"PING") + frame(b"QUIT") + frame(b"XADD", b"q", b"*", b"f", b"v"))
+    assert read_to_eof(s) == b"+PONG\r\n+OK\r\n"
+    w = inproc.connect()
+    w.sendall(frame(b"XLEN", b"q"))
+    assert read_until(w, b"\r\n") == b":0\r\n"
+
+
+@pytest.mark.parametrize("io", RESP_IO)
+def test_requirepass_noauth_then_auth_on_both_paths(io: str) -> None:
+    srv, stop = start_inproc(requirepass="pw", resp_io=io)
+    try:
+        s = srv.connect()
+        s.sendall(frame(b"XADD", b"a", b"*", b"f", b"v") * 2 + frame(b"AUTH", b"pw")
+                  + frame(b"XADD", b"a", b"*", b"f", b"v") * 2 + frame(b"XLEN", b"a"))
+        out = read_until(s, b":2\r\n")
+        assert out.startswith(b"-NOAUTH Authentication required.\r\n" * 2 + b"+OK\r\n$")
+    finally:
+        stop()
+
+
+def test_many_clients_pipelining_concurrently_all_get_their_replies(inproc: InProc) -> None:
+    socks = [inproc.connect() for _ in range(20)]
+    for i, s in enumerate(socks):
+        s.sendall(frame(b"XADD", b"m", b"*", b"c", b"%d" % i) * 50 + frame(b"ECHO", b"done%d" % i))
+    for i, s in enumerate(socks):
+        out = read_until(s, b"done%d\r\n" % i)
+        assert out.count(b"\r\n$") + 1 == 51
+    w = inproc.connect()
+    w.sendall(frame(b"XLEN", b"m"))
+    assert read_until(w, b"\r\n") == b":1000\r\n"
+    for s in socks:
+        s.close()
+
+
+def test_half_closed_client_still_gets_its_replies(inproc: InProc) -> None:
+    s = inproc.connect()
+    s.sendall(frame(b"XADD", b"h", b"*", b"f", b"v") * 3 + frame(b"PING"))
+    s.shutdown(socket.SHUT_WR)
+    out = read_to_eof(s)
+    assert out.endswith(b"+PONG\r\n") and out.count(b"$") == 3
