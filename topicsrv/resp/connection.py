@@ -9,7 +9,9 @@ not read its replies is paused by TCP back-pressure; a reply batch larger than
 Rule 3 (blocking): while an async handler waits (XREAD BLOCK), input is still watched: EOF
 cancels the wait and closes; bytes that arrive are kept (bounded) for after the wait.
 CLIENT KILL cancels the connection's scope, which cancels a wait too.
-Rule 4: a protocol error replies `-ERR Protocol error: ...` and closes, like redis-server.
+Rule 4: a run of plain `XADD key * ...` to one key in a read is one engine write
+(topicsrv/resp/batch.py), each command still answered on its own.
+Rule 5: a protocol error replies `-ERR Protocol error: ...` and closes, like redis-server.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import trio
 
 from topicsrv.errors import TopicsError
+from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
 from topicsrv.resp.dispatch import execute
 from topicsrv.resp.encoder import encode, encode_error
@@ -97,18 +100,25 @@ class Connection:
             cmds, err = parser.feed(data)
             if cmds:
                 client.last_interaction = time.monotonic()
-            for argv in cmds:
+            i, n = 0, len(cmds)
+            while i < n:
+                argv = cmds[i]
+                if len(argv) >= 5 and argv[2] == b"*" and n - i > 1:
+                    replies = run_xadds(self.ctx, cmds, i)  # one engine write for the run
+                    if replies is not None:
+                        i += len(replies)
+                        for reply in replies:
+                            self._emit(out, reply)
+                        if len(out) >= FLUSH_AT:
+                            await self._flush(out)
+                        continue
+                i += 1
                 reply = execute(self.ctx, argv)
                 if inspect.isawaitable(reply):
                     if out:
                         await self._flush(out)
                     reply = await self._blocking(reply)
-                if type(reply) is Pending:
-                    start = len(out)
-                    encode(out, reply.reply, client.protocol == 3)
-                    self.marks.append((reply.token, start, len(out)))
-                else:
-                    encode(out, reply, client.protocol == 3)
+                self._emit(out, reply)
                 if client.close_after_reply:
                     await self._flush(out)
                     return
@@ -122,6 +132,14 @@ class Connection:
                 return
             if out:
                 await self._flush(out)
+
+    def _emit(self, out: bytearray, reply: Any) -> None:
+        if type(reply) is Pending:
+            start = len(out)
+            encode(out, reply.reply, self.client.protocol == 3)
+            self.marks.append((reply.token, start, len(out)))
+        else:
+            encode(out, reply, self.client.protocol == 3)
 
     async def _flush(self, out: bytearray) -> None:
         n = len(out)

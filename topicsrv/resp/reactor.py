@@ -19,8 +19,10 @@ client that does not read is paused (events=w in CLIENT LIST); a reply batch lar
 Rule 3 (blocking): while a command blocks, input is watched: EOF cancels the wait and closes,
 bytes that arrive are kept (bounded) for after the wait. CLIENT KILL closes an idle socket at
 once and cancels a connection's task.
-Rule 4: a protocol error replies `-ERR Protocol error: ...` and closes, like redis-server.
-Rule 5: the reactor only ever runs synchronous code between two awaits of the epoll fd, so
+Rule 4: a run of plain `XADD key * ...` to one key in a read is one engine write
+(topicsrv/resp/batch.py), each command still answered on its own.
+Rule 5: a protocol error replies `-ERR Protocol error: ...` and closes, like redis-server.
+Rule 6: the reactor only ever runs synchronous code between two awaits of the epoll fd, so
 connection state is never touched by two tasks at once: a socket is either in the epoll set
 (reactor-owned) or has a task (`Conn.task`), never both.
 """
@@ -37,6 +39,7 @@ from typing import Any
 import trio
 
 from topicsrv.errors import TopicsError
+from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
 from topicsrv.resp.connection import FLUSH_AT, READ_SIZE, STASH_MAX, _addr
 from topicsrv.resp.dispatch import execute
@@ -211,6 +214,14 @@ class Reactor:
         n = len(cmds)
         while c.pos < n:
             argv = cmds[c.pos]
+            if len(argv) >= 5 and argv[2] == b"*" and n - c.pos > 1:
+                replies = run_xadds(ctx, cmds, c.pos)
+                if replies is not None:
+                    c.pos += len(replies)
+                    self._emit_all(c, replies)
+                    if len(out) >= FLUSH_AT:
+                        return _FLUSH
+                    continue
             c.pos += 1
             reply = execute(ctx, argv)
             if inspect.isawaitable(reply):
@@ -238,6 +249,10 @@ class Reactor:
             c.marks.append((reply.token, start, len(out)))
         else:
             encode(out, reply, c.client.protocol == 3)
+
+    def _emit_all(self, c: Conn, replies: list[Any]) -> None:
+        for reply in replies:
+            self._emit(c, reply)
 
     def _check_limit(self, c: Conn) -> None:
         n = len(c.out)

@@ -1,0 +1,44 @@
+"""XADD coalescing (topicsrv/resp/batch.py) on both RESP I/O paths, through real sockets: each
+command of a coalesced run gets its own reply, a bad record fails alone, a run the engine
+refuses as a whole is answered command by command, and counters see every command."""
+
+from __future__ import annotations
+
+from tests.resp.conftest import InProc, frame, read_until
+
+
+def test_coalesced_xadds_get_their_own_replies_and_a_bad_one_fails_alone(inproc: InProc) -> None:
+    s = inproc.connect(timeout=20)
+    big = b"x" * ((1 << 20) + 1)  # over the per-record limit: this XADD alone fails
+    s.sendall(frame(b"XADD", b"c", b"*", b"f", b"1") + frame(b"XADD", b"c", b"*", b"f", big)
+              + frame(b"XADD", b"c", b"*", b"f", b"3", b"g", b"4")
+              + frame(b"XADD", b"c", b"MAXLEN", b"5", b"*", b"f", b"5")  # an option: own write
+              + frame(b"XADD", b"c", b"*", b"f") + frame(b"XLEN", b"c"))
+    out = read_until(s, b":3\r\n", timeout=20)
+    parts = out.split(b"\r\n")
+    id1, id3, id5 = parts[1], parts[4], parts[6]
+    assert parts[2].startswith(b"-") and b"limit" in parts[2]
+    assert parts[7] == b"-ERR wrong number of arguments for 'xadd' command"
+    seqs = [int(i.split(b"-")[1]) for i in (id1, id3, id5)]
+    assert seqs == [seqs[0], seqs[0] + 1, seqs[0] + 2]
+    s.sendall(frame(b"XRANGE", b"c", b"-", b"+"))
+    rng = read_until(s, b"$1\r\n5\r\n")
+    assert b"$1\r\n3\r\n$1\r\ng\r\n$1\r\n4\r\n" in rng and b"x" * 100 not in rng
+
+
+def test_a_run_the_engine_refuses_answers_each_command_as_alone(inproc: InProc) -> None:
+    s = inproc.connect()
+    s.sendall(frame(b"XADD", b"", b"*", b"f", b"v"))
+    alone = read_until(s, b"\r\n")
+    assert alone.startswith(b"-")
+    s.sendall(frame(b"XADD", b"", b"*", b"f", b"v") * 3 + frame(b"PING"))
+    assert read_until(s, b"+PONG\r\n") == alone * 3 + b"+PONG\r\n"
+
+
+def test_total_commands_count_every_coalesced_xadd(inproc: InProc) -> None:
+    stats = inproc.ctx.metrics["resp"].stats
+    before = stats.total_commands
+    s = inproc.connect()
+    s.sendall(frame(b"XADD", b"t", b"*", b"f", b"v") * 10 + frame(b"PING"))
+    read_until(s, b"+PONG\r\n")
+    assert stats.total_commands - before == 11
