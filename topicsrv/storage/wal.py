@@ -8,7 +8,12 @@ came within half the headroom of its reserved ceiling, so seqs are never reused 
 Rule 3: a batch that fails (ENOSPC, EIO) is cut off the file (ftruncate to the last good
 offset); its waiters get 507, its record ranges are handed to `on_failed` (which marks them
 LOST), its control frames are retried first once the disk accepts writes again.
-Rule 4: `rotate` is the checkpoint cut: frames queued before it go to the old generation,
+Rule 4 (linger): a batch nobody waits on (only `disk`/`memory` appends: no Token was made for
+it) may gather for up to LINGER_S or LINGER_BYTES before its writev + fdatasync, so high
+write rates cost fewer thread hops and syncs; the first Token made for a batch (an fsync-class
+write, a topic creation, a disk-class write past its ceiling, a gated control frame) ends the
+wait at once, so fsync-class latency does not change.
+Rule 5: `rotate` is the checkpoint cut: frames queued before it go to the old generation,
 frames after it to the next one; `rotated` fires when the old file is complete and closed.
 """
 
@@ -30,6 +35,8 @@ from topicsrv.storage.fsops import OsOps
 log = logging.getLogger("topicsrv.storage")
 
 PROBE_INTERVAL_S = 0.25
+LINGER_S = 0.002  # longest a batch without waiters gathers before its sync (Rule 4)
+LINGER_BYTES = 256 * 1024
 
 
 def storage_error(reason: str) -> TopicsError:
@@ -44,12 +51,19 @@ def storage_error(reason: str) -> TopicsError:
 class Commit:
     """One group-commit batch; every write in it waits on the same event."""
 
-    __slots__ = ("event", "ms", "error")
+    __slots__ = ("event", "ms", "error", "urgent", "hurry")
 
     def __init__(self) -> None:
         self.event = trio.Event()
         self.ms = 0.0
         self.error: TopicsError | None = None
+        self.urgent = False  # someone waits on this batch: do not linger (Rule 4)
+        self.hurry = trio.Event()  # set when the batch turns urgent or big
+
+    def wanted(self) -> None:
+        if not self.urgent:
+            self.urgent = True
+            self.hurry.set()
 
 
 class Token:
@@ -60,6 +74,7 @@ class Token:
     def __init__(self, commit: Commit, report: bool) -> None:
         self.commit = commit
         self.report = report
+        commit.wanted()
 
     async def wait(self) -> float:
         await self.commit.event.wait()
@@ -75,6 +90,8 @@ class Batch:
     ranges: list[tuple[Any, int, int, int]] = field(default_factory=list)
     control: list[bytes] = field(default_factory=list)  # non-record frames (retried on failure)
     commit: Commit = field(default_factory=Commit)
+    nbytes: int = 0
+    since: float = 0.0  # trio time of the first frame
 
 
 def wal_path(wal_dir: Path, shard: int, gen: int) -> Path:
@@ -113,6 +130,7 @@ class Shard:
         self.records = 0
         self.syncs = 0
         self.sync_ms_total = 0.0
+        self.linger = True
 
     # ---- loop side (synchronous) --------------------------------------------------------
 
@@ -134,7 +152,12 @@ class Shard:
 
     def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int] | None = None) -> Commit:
         b = self.batch
+        if not b.frames:
+            b.since = trio.current_time()
         b.frames.append(frame)
+        b.nbytes += len(frame)
+        if b.nbytes >= LINGER_BYTES:
+            b.commit.hurry.set()
         if rng is None:
             b.control.append(frame)
         else:
@@ -250,8 +273,19 @@ class Shard:
             did = True
         return did
 
+    async def _linger(self) -> None:
+        """Let a batch nobody waits on gather a little (Rule 4)."""
+        b = self.batch
+        if (not b.frames or b.commit.urgent or b.nbytes >= LINGER_BYTES or self.before_cut
+                or self.target_gen != self.gen or self.unwritable is not None or self.closing):
+            return
+        with trio.move_on_at(b.since + LINGER_S):
+            await b.commit.hurry.wait()
+
     async def run(self) -> None:
         while True:
+            if self.linger:
+                await self._linger()
             if not await self.step():
                 self.wake = trio.Event()
                 if self.batch.frames or self.before_cut or self.target_gen != self.gen:
