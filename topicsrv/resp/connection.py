@@ -23,10 +23,9 @@ from typing import Any
 
 import trio
 
-from topicsrv.errors import TopicsError
 from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
-from topicsrv.resp.dispatch import execute
+from topicsrv.resp.dispatch import execute, settle
 from topicsrv.resp.encoder import encode, encode_error
 from topicsrv.resp.protocol import RequestParser
 from topicsrv.server import ServerContext
@@ -151,7 +150,8 @@ class Connection:
             )
             raise _Closed
         if self.marks:
-            await self._settle(out)
+            marks, self.marks = self.marks, []
+            await settle(marks, out)
             n = len(out)
         self.client.out_pending = n
         self.client.paused = True
@@ -162,21 +162,6 @@ class Connection:
             self.client.out_pending = 0
         self.front.stats.net_output_bytes += n
         out.clear()
-
-    async def _settle(self, out: bytearray) -> None:
-        """Wait for the commit tokens of the writes in `out`; a failed one's reply becomes the
-        error (spliced in place, last first so earlier offsets stay valid)."""
-        marks, self.marks = self.marks, []
-        failed: list[tuple[int, int, str]] = []
-        for token, start, end in marks:
-            try:
-                await token.wait()
-            except TopicsError as e:
-                failed.append((start, end, e.resp_line()))
-        for start, end, text in reversed(failed):
-            err = bytearray()
-            encode_error(err, text)
-            out[start:end] = err
 
     async def _blocking(self, reply: Any) -> Any:
         """Await a blocking handler while watching the input for EOF."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from topicsrv.errors import TopicsError
 from topicsrv.resp.commands.base import CommandContext, Err, lookup, unknown_subcommand, wrong_args
+from topicsrv.resp.encoder import encode_error
 
 log = logging.getLogger("topicsrv.resp")
 
@@ -82,3 +83,18 @@ async def _guard(aw: Awaitable[Any], ctx: CommandContext) -> Any:
         log.exception("blocking command failed")
         return Err("ERR internal error")
 
+
+async def settle(marks: list[tuple[Any, int, int]], out: bytearray) -> None:
+    """Wait for the commit tokens of the writes whose replies sit in `out` (each mark is
+    (token, start, end) of its reply); a failed one's reply becomes the error, spliced in
+    place, last first so earlier offsets stay valid. Shared by both I/O paths."""
+    failed: list[tuple[int, int, str]] = []
+    for token, start, end in marks:
+        try:
+            await token.wait()
+        except TopicsError as e:
+            failed.append((start, end, e.resp_line()))
+    for start, end, text in reversed(failed):
+        err = bytearray()
+        encode_error(err, text)
+        out[start:end] = err

@@ -38,11 +38,10 @@ from typing import Any
 
 import trio
 
-from topicsrv.errors import TopicsError
 from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
 from topicsrv.resp.connection import FLUSH_AT, READ_SIZE, STASH_MAX, _addr
-from topicsrv.resp.dispatch import execute
+from topicsrv.resp.dispatch import execute, settle
 from topicsrv.resp.encoder import encode, encode_error
 from topicsrv.resp.protocol import RequestParser
 from topicsrv.server import ServerContext
@@ -337,7 +336,8 @@ class Reactor:
     async def _flush(self, c: Conn) -> None:
         self._check_limit(c)
         if c.marks:
-            await self._settle(c)
+            marks, c.marks = c.marks, []
+            await settle(marks, c.out)
         client, out = c.client, c.out
         client.out_pending = len(out)
         client.paused = True
@@ -360,21 +360,6 @@ class Reactor:
             client.paused = False
             client.out_pending = 0
         out.clear()
-
-    async def _settle(self, c: Conn) -> None:
-        """Wait for the commit tokens of the writes in the output; a failed one's reply
-        becomes the error (spliced in place, last first so earlier offsets stay valid)."""
-        marks, c.marks = c.marks, []
-        failed: list[tuple[int, int, str]] = []
-        for token, start, end in marks:
-            try:
-                await token.wait()
-            except TopicsError as e:
-                failed.append((start, end, e.resp_line()))
-        for start, end, text in reversed(failed):
-            err = bytearray()
-            encode_error(err, text)
-            c.out[start:end] = err
 
     async def _blocking(self, c: Conn, reply: Any) -> Any:
         """Await a blocking handler while watching the input for EOF."""
