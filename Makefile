@@ -3,6 +3,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+RUN_STAMP := $(VENV)/.installed-run-stamp
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 DATA_DIR ?= ./data
 HTTP_PORT ?= 7070
@@ -10,15 +11,22 @@ RESP_PORT ?= 6379
 
 .PHONY: setup run test lint typecheck unit bench bench-quick clean
 
+# `make run` needs only the server's own dependencies; `make test` adds dev tools and Spark.
+$(RUN_STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	@touch $(RUN_STAMP)
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(RUN_STAMP)
 
 setup: $(STAMP)
 
-run: setup
+run: $(RUN_STAMP)
 	$(PY) -m topicsrv serve --data-dir $(DATA_DIR) --bind 127.0.0.1 --http-port $(HTTP_PORT) --resp-port $(RESP_PORT)
 
 lint: setup
