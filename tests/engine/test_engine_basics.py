@@ -8,7 +8,7 @@ import pytest
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
 from topicsrv.engine.deletes import parse_match
-from topicsrv.engine.reads import FMT_RESP
+from topicsrv.engine.reads import FMT_RESP, scan_range
 from topicsrv.engine.records import (
     MAX_DATA_META_BYTES,
     MAX_RECORDS_PER_WRITE,
@@ -444,3 +444,36 @@ def test_fields_records_read_as_json_and_back(eng: Engine) -> None:
     assert parse_entry(resp[1])[2] == [b"k", b"\xff\x00", b"k", b"dup"]
     assert parse_entry(resp[2])[2] == [b"x", b"y", b"$meta", b'{"m":"1"}']
     assert parse_entry(resp[3])[2] == [b"data", b"[1,2]"]
+
+
+# ---- visibility (storage hides fsync-class records until durable) ---------------------
+
+
+def test_hidden_records_are_invisible_to_every_read_path(eng: Engine) -> None:
+    put(eng, "h", 1, 2)
+    topic = eng.get("h")
+    topic.hide_from(3)
+    put(eng, "h", 3, 4, tag="t")
+    assert eng.diff("h", 0).seqs == [1, 2] and eng.diff("h", 0).caught_up
+    assert eng.diff("h", 2).records == [] and eng.diff("h", 2).next_from_seq == 2
+    assert [s for s, _ in scan_range(topic, 0, 99, 0, eng.now())] == [1, 2]
+    st = eng.state("h")
+    assert (st["head_seq"], st["next_seq"], st["evict_floor"]) == (2, 5, 1)
+    assert eng.diff("h", 3).tombstone["reason"] == "recreated"  # a cursor nobody could hold
+    eng.delete_records("h", 3, None)  # everything readable is gone: earliest is head + 1
+    assert eng.state("h")["earliest_seq"] == 3
+    assert topic.reveal(4) and eng.diff("h", 2).seqs == [3]
+    assert topic.reveal(5) and topic.visible_next is None and eng.diff("h", 2).seqs == [3, 4]
+    assert not topic.reveal(5)
+
+
+def test_cap_loss_of_hidden_records_tombstones_once_revealed(eng: Engine) -> None:
+    eng.put_topic("hc", {"cap_records": 2})
+    put(eng, "hc", 1, 2)
+    topic = eng.get("hc")
+    topic.hide_from(3)
+    put(eng, "hc", 3, 4)  # evicts 1 and 2 while 3 and 4 are still hidden
+    assert eng.diff("hc", 2).tombstone is None  # nothing readable was lost below 2
+    topic.reveal(5)
+    r = eng.diff("hc", 0)
+    assert r.tombstone["gap_to"] == 2 and r.seqs == [3, 4]

@@ -155,11 +155,13 @@ async def test_enospc_fails_the_write_with_507_and_writes_resume(tmp_path: Path,
             await write(e, "n", ["refused"])
         assert err2.value.code == "insufficient_storage"
         assert e.get("n").head_seq == ok["last_seq"] + 1  # the refused write took no seq
-        # reads keep working; the failed record is reported lost, never silently skipped
-        res = e.diff("n", ok["last_seq"], 10)
-        assert res.tombstone is not None and res.tombstone["reason"] == "lost"
-        assert e.diff("n", 0, 10).records[0].endswith(b'"data":"before"}')
+        # Reads keep working. The failed fsync write was never readable (records of fsync
+        # topics are readable once durable) and its writer got 507: its seq is skipped
+        # silently, nobody is told about a record nobody could have seen.
         ops.failing.clear()
+        res = e.diff("n", ok["last_seq"], 10)
+        assert res.tombstone is None and res.records == [] and res.caught_up
+        assert e.diff("n", 0, 10).records[0].endswith(b'"data":"before"}')
         for _ in range(100):
             if st.stats()["writable"]:
                 break
@@ -170,3 +172,32 @@ async def test_enospc_fails_the_write_with_507_and_writes_resume(tmp_path: Path,
         got = live(e, "n")
         assert set(got) == {ok["last_seq"], after["first_seq"]}
     assert check(tmp_path).problems == []
+
+
+async def test_a_failed_disk_batch_reports_its_acknowledged_records_lost(tmp_path: Path) -> None:
+    """disk-class writes are acknowledged on enqueue and readable at once: when their batch
+    cannot be made durable, a reader crossing them gets a `lost` tombstone."""
+    ops = FaultyOps()
+    async with running(tmp_path, ops=ops, crash=True) as (e, st):
+        e.put_topic("d", {"durable": False})
+        before = await write(e, "d", ["before"])
+        for _ in range(100):  # let the first batch become durable
+            if e.get("d").head_seq == before["last_seq"] and not st.shards[0].batch.frames:
+                break
+            await trio.sleep(0.01)
+        await trio.sleep(0.05)
+        ops.failing.add("fdatasync")
+        doomed = await write(e, "d", ["doomed"])  # acknowledged on enqueue
+        assert e.diff("d", before["last_seq"], 10).seqs == [doomed["first_seq"]]  # seen by readers
+        for _ in range(200):
+            if not st.stats()["writable"]:
+                break
+            await trio.sleep(0.01)
+        ops.failing.clear()
+        res = e.diff("d", before["last_seq"], 10)
+        assert res.tombstone is not None and res.tombstone["reason"] == "lost"
+        assert res.tombstone["gap_from"] <= doomed["first_seq"] <= res.tombstone["gap_to"]
+        for _ in range(100):
+            if st.stats()["writable"]:
+                break
+            await trio.sleep(0.05)

@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from topicsrv.engine.deletes import parse_match
+from topicsrv.engine.records import prepare_json
 from topicsrv.engine.segments import SEGMENT_RECORDS
 from topicsrv.storage import frames, segfiles
 from topicsrv.storage.fsck import check
@@ -54,11 +55,45 @@ async def test_crash_keeps_every_fsync_ack_and_never_reuses_a_seq(tmp_path: Path
         got = live(e, "f")
         assert {s: got[s] for s in acked} == acked
         r = await write(e, "f", ["after"])
-        assert r["first_seq"] > head
-        # the seqs between the old head and the new write are LOST: a reader is told
+        assert r["first_seq"] > head  # seqs are never reused
+        # An fsync topic's readers only ever saw durable records, and the WAL ended cleanly,
+        # so the reserved-but-unused seqs between the old head and the new write hid nothing
+        # anyone read or was acknowledged: a reader at the old head just reads on.
         res = e.diff("f", head, 100)
+        assert res.tombstone is None and res.seqs == [r["first_seq"]]
+    assert check(tmp_path).problems == []
+
+
+async def test_crash_of_a_disk_topic_reports_the_unsynced_tail_lost(tmp_path: Path) -> None:
+    """disk-class writes are acknowledged on enqueue, so after a crash the seqs above the
+    recovered head may have been acknowledged and read: a reader crossing them is told."""
+    async with running(tmp_path, crash=True) as (e, _):
+        e.put_topic("k", {"durability": "disk"})
+        for i in range(20):
+            await write(e, "k", [i])
+        head = e.get("k").head_seq
+    async with running(tmp_path) as (e, _):
+        r = await write(e, "k", ["after"])
+        assert r["first_seq"] > head
+        res = e.diff("k", head, 100)
         assert res.tombstone is not None and res.tombstone["reason"] == "lost"
     assert check(tmp_path).problems == []
+
+
+async def test_fsync_records_are_readable_only_once_durable(tmp_path: Path) -> None:
+    """Readers see fsync-class records in durable commit order: never one a crash could take
+    back (docs/decisions.md)."""
+    async with running(tmp_path) as (e, _):
+        e.put_topic("v", {"durability": "fsync"})
+        first = await write(e, "v", ["a"])
+        _, token = e.write("v", [prepare_json({"data": "b"})])
+        assert token is not None
+        hidden = e.diff("v", 0, 10)
+        assert hidden.seqs == [first["first_seq"]] and hidden.head_seq == first["last_seq"]
+        assert e.state("v")["head_seq"] == first["last_seq"]
+        await token.wait()
+        shown = e.diff("v", 0, 10)
+        assert shown.seqs == [first["first_seq"], first["first_seq"] + 1]
 
 
 async def test_delete_of_a_sealed_record_survives_wal_trim_and_crash(tmp_path: Path) -> None:

@@ -112,9 +112,9 @@ def read(
     window = limit
     while window > 0 and s <= head:
         seg, i = topic.locate(s)
-        n = len(seg)
+        n = min(len(seg), head + 1 - seg.base)  # never past the visible head (Topic Rule 6)
         j = seg.next_visible(i)
-        if j == n:  # the rest of this segment is deleted
+        if j >= n:  # the rest of this segment (up to the head) is deleted
             s = seg.base + n
             continue
         if seg.flags[j] == LOST:

@@ -52,8 +52,9 @@ def _segment_for(topic: Topic, seq: int) -> Segment:
     return segs[-1]
 
 
-def fill_lost(topic: Topic, upto: int, ts: int) -> None:
-    """LOST slots for every seq in [next_seq, upto)."""
+def fill_lost(topic: Topic, upto: int, ts: int, flag: int = LOST) -> None:
+    """Empty slots for every seq in [next_seq, upto): LOST (a reader crossing them gets a
+    `lost` tombstone) or DELETED (seqs no reader can have seen: skipped silently)."""
     seq = topic.next_seq
     while seq < upto:
         seg = _segment_for(topic, seq)
@@ -61,6 +62,8 @@ def fill_lost(topic: Topic, upto: int, ts: int) -> None:
         seg.append_lost(n, ts)
         if seq < topic.front:  # never happens for a well-formed image; keep flags honest
             seg.flags[len(seg) - n:] = bytes([EVICTED]) * n
+        elif flag != LOST:
+            seg.flags[len(seg) - n:] = bytes([flag]) * n
         seq += n
     topic.next_seq = max(topic.next_seq, upto)
 
@@ -96,11 +99,13 @@ def put_slot(
 
 def finish(
     topic: Topic, *, next_seq: int, front: int, floors: dict[str, int], delete_below: int,
-    last_ts: int, now: int,
+    last_ts: int, now: int, gap_flag: int = LOST,
 ) -> None:
-    """Set the watermarks after every slot is in; seqs in [restored head, next_seq) are LOST."""
+    """Set the watermarks after every slot is in; seqs in [restored head, next_seq) get
+    `gap_flag`: LOST, or DELETED for an fsync-class topic, whose readers only ever saw
+    durable seqs (Topic Rule 6), so nothing above the restored head was seen or acked."""
     if next_seq > topic.next_seq:
-        fill_lost(topic, next_seq, max(topic.last_ts, last_ts))
+        fill_lost(topic, next_seq, max(topic.last_ts, last_ts), gap_flag)
     if front > topic.front:
         topic.drop_front(front, "cap")
     for key, value in floors.items():
@@ -115,9 +120,29 @@ def finish(
     topic.reclaim()
 
 
-def mark_lost(topic: Topic, first: int, count: int) -> int:
+def mark_silent(topic: Topic, first: int, count: int, ts: int) -> None:
+    """Seqs [first, first+count) were assigned but never readable nor acknowledged (an
+    fsync-class batch that could not be made durable): DELETED slots, skipped silently."""
+    end = first + count
+    if topic.next_seq < first:
+        fill_lost(topic, first, ts)  # unknown seqs below the range stay conservative
+    mark_lost(topic, first, count, DELETED)
+    s = max(first, topic.front)
+    while s < min(end, topic.next_seq):
+        seg, i = topic.locate(s)
+        j = min(end, seg.next_seq) - seg.base
+        for k in range(i, j):
+            if seg.flags[k] == LOST:
+                seg.flags[k] = DELETED
+        s = seg.base + j
+    if topic.next_seq < end:
+        fill_lost(topic, end, ts, DELETED)
+
+
+def mark_lost(topic: Topic, first: int, count: int, flag: int = LOST) -> int:
     """Flip LIVE slots of [first, first+count) to LOST (a tail that could not be made
-    durable); readers crossing them get a `lost` tombstone. Returns how many flipped."""
+    durable; readers crossing them get a `lost` tombstone), or to `flag`. Returns how many
+    flipped."""
     lo = max(first, topic.front)
     hi = min(first + count, topic.next_seq)
     flipped = 0
@@ -130,7 +155,7 @@ def mark_lost(topic: Topic, first: int, count: int) -> int:
                 tag = seg.tag(k)
                 if tag is not None:
                     topic.tags.discard(tag, seg.base + k)
-                n, b = seg.kill(k, k + 1, LOST)
+                n, b = seg.kill(k, k + 1, flag)
                 topic.count -= n
                 topic.bytes -= b
                 flipped += n

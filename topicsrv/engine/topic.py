@@ -9,6 +9,10 @@ Rule 3: `evict_floor = max(cap_floor, ttl_floor) + 1`, where each sub-floor is t
 Rule 4: `$ts` is clamped non-decreasing in seq, so the TTL front is a binary search.
 Rule 5: every public operation first calls `expire(now)`, so no caller ever observes a record
   that is logically expired.
+Rule 6: `head_seq` is the *visible* head. Storage may hide seqs >= `visible_next` (an
+  fsync-class write waiting for its fdatasync) and `reveal` them once durable, so readers see
+  records in durable commit order and never one a crash could take back. `next_seq` is the
+  assignment counter and may run ahead of `head_seq + 1` meanwhile.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Topic:
         self.created_ts = now
         self.segs: list[Segment] = []
         self.next_seq = seq_base
+        self.visible_next: int | None = None  # Rule 6: seqs >= this are not readable yet
         self.front = seq_base
         self._earliest = seq_base
         self.floors: dict[str, int] = {"cap": 0, "ttl": 0}
@@ -65,12 +70,26 @@ class Topic:
 
     @property
     def head_seq(self) -> int:
-        return self.next_seq - 1
+        visible = self.visible_next
+        return (self.next_seq if visible is None else visible) - 1
+
+    def hide_from(self, seq: int) -> None:
+        """Keep seqs >= `seq` from readers until `reveal` (Rule 6)."""
+        if self.visible_next is None:
+            self.visible_next = seq
+
+    def reveal(self, upto: int) -> bool:
+        """Make every seq < `upto` readable; True if the visible head moved."""
+        visible = self.visible_next
+        if visible is None or upto <= visible:
+            return False
+        self.visible_next = None if upto >= self.next_seq else upto
+        return True
 
     @property
     def evict_floor(self) -> int:
         floor = max(self.floors.values()) + 1
-        return min(max(floor, self.seq_base), self.next_seq)
+        return min(max(floor, self.seq_base), self.head_seq + 1)
 
     @property
     def earliest_seq(self) -> int:
@@ -78,7 +97,7 @@ class Topic:
         if p < self.next_seq and self.segs:
             seg, i = self.locate(p)
             if seg.flags[i] == LIVE:  # the common case: the cached floor is still live
-                return p
+                return p if self.visible_next is None else min(p, self.visible_next)
         while p < self.next_seq:
             seg, i = self.locate(p)
             j = seg.flags.find(LIVE, i)
@@ -87,7 +106,7 @@ class Topic:
                 break
             p = seg.next_seq
         self._earliest = p
-        return p
+        return p if self.visible_next is None else min(p, self.visible_next)
 
     def locate(self, seq: int) -> tuple[Segment, int]:
         """The segment holding `seq` and its index there; `seq` must be in [segs[0].base, next_seq)."""

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from topicsrv.engine import deletes, groups, restore
-from topicsrv.engine.segments import DELETED, LIVE, SEGMENT_RECORDS
+from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames, segfiles
 from topicsrv.storage.fsops import OsOps
@@ -196,6 +196,7 @@ class Builder:
         self.now = now
         self.repair = repair
         self.damage: list[str] = []
+        self.wal_damaged = False
         self.records = 0
         self.t0 = time.monotonic()
         self.last_log = self.t0
@@ -254,8 +255,14 @@ class Builder:
         nxt = max(topic.next_seq, ck.get("next_seq", 0))
         if cls != "memory":
             nxt = max(nxt, ceiling + 1)
+        # fsync-class readers only ever saw durable seqs (Topic Rule 6): when the WAL ended
+        # cleanly, the unused part of the reserved ceiling hides nothing anyone read or was
+        # acknowledged, so it is skipped silently. For the other classes, or after WAL damage
+        # (frames cut off there may have been acknowledged), it is LOST.
+        silent = cls == "fsync" and not self.wal_damaged
         restore.finish(topic, next_seq=nxt, front=ck.get("front", 0), floors=ck.get("floors", {}),
-                       delete_below=ck.get("delete_below", 0), last_ts=ck.get("last_ts", 0), now=self.now)
+                       delete_below=ck.get("delete_below", 0), last_ts=ck.get("last_ts", 0), now=self.now,
+                       gap_flag=DELETED if silent else LOST)
         topic.lost_total = max(topic.lost_total, ck.get("lost_total", 0))
         st.ceil_durable = st.ceil_head = topic.next_seq - 1
         topic.ext[EXT_KEY] = st
@@ -326,7 +333,10 @@ class Builder:
         elif ftype == frames.T_TRIM:
             topic.drop_front(int(d["front"]), "cap")
         elif ftype == frames.T_LOSTRANGE:
-            restore.mark_lost(topic, int(d["first"]), int(d["count"]))
+            if d.get("silent"):
+                restore.mark_silent(topic, int(d["first"]), int(d["count"]), topic.last_ts)
+            else:
+                restore.mark_lost(topic, int(d["first"]), int(d["count"]))
         elif ftype == frames.T_SEGDROP:
             base = int(d["base"])
             if topic.segs and topic.segs[0].base <= base < topic.next_seq:
@@ -348,6 +358,8 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     out.next_gen = max(top, int(ck.get("wal_gen", 0))) + 1
     images, out.epochs = build_images(ck, wal)
     b = Builder(data_dir, cold_dir, ops, shards, now, repair)
+    # Frames cut off at damage may have been acknowledged: then no gap may be skipped silently.
+    b.wal_damaged = bool(out.notes)
     for img in images.values():
         if img.durability == "memory":
             out.topics.append(b.placeholder(img))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from topicsrv.engine import groups, restore
-from topicsrv.engine.segments import LOST, SEGMENT_RECORDS
+from topicsrv.engine.segments import DELETED, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import TopicsError
 from topicsrv.storage import codec, frames, recovery, segfiles
@@ -110,7 +110,8 @@ class Storage:
                  len(rec.topics), rec.records, rec.seconds, rate,
                  f"; {len(rec.pending)} memory topics follow" if rec.pending else "")
         self.gen = rec.next_gen
-        self.shards = [Shard(i, self.data_dir / "wal", self.gen, self.ops, self._ceilings, self._failed)
+        self.shards = [Shard(i, self.data_dir / "wal", self.gen, self.ops, self._ceilings, self._failed,
+                             self._durable)
                        for i in range(self.nshards)]
         for sh in self.shards:
             await trio.to_thread.run_sync(sh.open)
@@ -177,6 +178,8 @@ class Storage:
             if last + HEADROOM // 2 > st.ceil_durable:
                 sh.want_ceiling(topic)
             return None
+        if cls == "fsync":
+            topic.hide_from(first_seq)  # readable once durable (Topic Rule 6)
         items = [(blob, rec.size, rec.node, rec.tag) for blob, rec in zip(blobs, records, strict=True)]
         body = codec.encode_append(topic.name, topic.epoch, first_seq, ts, items)
         commit = sh.enqueue(frames.encode(frames.T_APPEND, body), (topic, topic.epoch, first_seq, len(blobs)))
@@ -236,15 +239,36 @@ class Storage:
         sh.ceil_topics.clear()
         return out
 
+    def _reveal(self, topic: Topic, upto: int) -> None:
+        # a topic that stopped being fsync-class meanwhile has nothing left to hide
+        if topic.reveal(upto if topic.config.durability == "fsync" else topic.next_seq):
+            for listener in self.engine.listeners:
+                listener(topic.name)
+
+    def _durable(self, batch: Batch) -> None:
+        """A batch is durable: its hidden (fsync-class) records become readable."""
+        for topic, epoch, first, count in batch.ranges:
+            if topic.visible_next is not None and topic.epoch == epoch and self._current(topic):
+                self._reveal(topic, first + count)
+
     def _failed(self, batch: Batch) -> None:
-        """A batch could not be made durable: its records become LOST (never reused)."""
+        """A batch could not be made durable. Records readers could already see (disk and
+        memory classes, acknowledged on enqueue) become LOST: a reader crossing them gets a
+        `lost` tombstone. Hidden fsync-class records were never readable nor acknowledged
+        (their writers get 507), so their seqs are skipped silently. Seqs are never reused."""
         for topic, epoch, first, count in batch.ranges:
             if topic.epoch != epoch or not self._current(topic):
                 continue
-            n = restore.mark_lost(topic, first, count)
+            hidden = topic.visible_next is not None and first >= topic.visible_next
+            n = restore.mark_lost(topic, first, count, DELETED if hidden else LOST)
             sh = self.shards[state_of(topic, self.nshards).shard]
             sh.retry.append(frames.encode(frames.T_LOSTRANGE, codec.encode_json(
-                {"name": topic.name, "epoch": epoch, "first": first, "count": count})))
+                {"name": topic.name, "epoch": epoch, "first": first, "count": count, "silent": hidden})))
+            if hidden:
+                log.error("topic %s: seqs %d..%d could not be made durable; their writes failed "
+                          "(507) and the seqs are skipped", topic.name, first, first + count - 1)
+                self._reveal(topic, first + count)
+                continue
             log.error("topic %s: seqs %d..%d could not be made durable; %d records marked lost",
                       topic.name, first, first + count - 1, n)
             for listener in self.engine.listeners:

@@ -13,6 +13,8 @@ it) may gather for up to LINGER_S or LINGER_BYTES before its writev + fdatasync,
 write rates cost fewer thread hops and syncs; the first Token made for a batch (an fsync-class
 write, a topic creation, a disk-class write past its ceiling, a gated control frame) ends the
 wait at once, so fsync-class latency does not change.
+Rule 6: once a batch is durable, `on_durable` hears its record ranges (fsync-class records
+become readable only then: Topic Rule 6).
 Rule 5: `rotate` is the checkpoint cut: frames queued before it go to the old generation,
 frames after it to the next one; `rotated` fires when the old file is complete and closed.
 """
@@ -107,6 +109,7 @@ class Shard:
         ops: OsOps,
         ceilings: Callable[[Shard], list[tuple[bytes, Callable[[], None]]]],
         on_failed: Callable[[Batch], None],
+        on_durable: Callable[[Batch], None] | None = None,
     ) -> None:
         self.index = index
         self.wal_dir = wal_dir
@@ -114,6 +117,7 @@ class Shard:
         self.ops = ops
         self.ceilings = ceilings
         self.on_failed = on_failed
+        self.on_durable = on_durable
         self.batch = Batch()
         self.before_cut: list[Batch] = []
         self.target_gen = gen
@@ -231,6 +235,8 @@ class Shard:
         self.sync_ms_total += ms
         batch.commit.ms = ms
         batch.commit.event.set()
+        if self.on_durable is not None and batch.ranges:
+            self.on_durable(batch)
 
     def _switch_sync(self) -> None:
         old_fd, old_gen, old_offset = self.fd, self.gen, self.offset
@@ -286,7 +292,14 @@ class Shard:
         while True:
             if self.linger:
                 await self._linger()
-            if not await self.step():
+            did = await self.step()
+            if did and self.unwritable is not None and not self.closing:
+                # a failing disk: probe at PROBE_INTERVAL_S, do not spin (new frames wake us)
+                self.wake = trio.Event()
+                with trio.move_on_after(PROBE_INTERVAL_S):
+                    await self.wake.wait()
+                continue
+            if not did:
                 self.wake = trio.Event()
                 if self.batch.frames or self.before_cut or self.target_gen != self.gen:
                     continue
