@@ -21,6 +21,22 @@ def _port(text: str) -> int:
     return value
 
 
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
+
+
+def _size(text: str) -> int:
+    """A byte size as Redis writes them: 1048576, 512mb, 64k."""
+    raw = text.strip().lower()
+    digits = raw.rstrip("kmgb")
+    unit = raw[len(digits):]
+    if not digits.isdigit() or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 1048576, 64kb, 512mb)")
+    value = int(digits) * _UNITS[unit]
+    if value < 1:
+        raise argparse.ArgumentTypeError("a size must be at least 1 byte")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="topicsrv",
@@ -57,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="RESP I/O path: 'reactor' (one task serving every idle connection "
                        "through epoll; Linux) or 'tasks' (one task per connection) (default "
                        "reactor; env TOPICS_RESP_IO)")
+    serve.add_argument("--proto-max-bulk-len", type=_size, default=512 << 20, metavar="BYTES",
+                       help="largest RESP bulk argument accepted, as Redis's proto-max-bulk-len "
+                            "(default 512mb; accepts k/kb/m/mb/g/gb suffixes)")
+    serve.add_argument("--client-output-limit", type=_size, default=64 << 20, metavar="BYTES",
+                       help="pending reply bytes after which a RESP client that does not read is "
+                            "disconnected (default 64mb)")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -92,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint_interval_s=max(args.checkpoint_interval_ms, 10) / 1000.0,
             storage=not args.no_storage,
             resp_io=args.resp_io,
+            proto_max_bulk_len=args.proto_max_bulk_len,
+            client_output_limit=args.client_output_limit,
         )
         try:
             trio.run(run, config)
