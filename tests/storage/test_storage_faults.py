@@ -201,3 +201,19 @@ async def test_a_failed_disk_batch_reports_its_acknowledged_records_lost(tmp_pat
             if st.stats()["writable"]:
                 break
             await trio.sleep(0.05)
+
+
+async def test_check_tells_an_unfinished_segment_append_from_damage(tmp_path: Path) -> None:
+    """A crash during a checkpoint can leave a torn frame after the slots the checkpoint lists:
+    the WAL still holds those records, so `check` notes it; a torn checkpointed slot is damage."""
+    async with running(tmp_path, crash=True) as (e, st):
+        e.put_topic("s", {"durable": True})
+        await write(e, "s", list(range(50)))
+        await st.checkpoint()
+    data = next((tmp_path / "topics").glob("s@1/*.data"))
+    whole = data.read_bytes()
+    data.write_bytes(whole + whole[-30:-5])  # half a frame appended, as a killed append leaves
+    rep = check(tmp_path)
+    assert rep.problems == [] and any("unfinished append" in n for n in rep.notes)
+    data.write_bytes(whole[:-40])  # a slot the checkpoint vouches for is torn
+    assert check(tmp_path).problems
