@@ -37,6 +37,8 @@ class Journal(Protocol):
 
     def trimmed(self, topic: Topic, new_front: int) -> CommitToken | None: ...
 
+    def groups_changed(self, topic: Topic) -> CommitToken | None: ...
+
 
 class NullJournal:
     """No storage: everything is resident only (used by engine tests and `--no-storage`)."""
@@ -59,4 +61,7 @@ class NullJournal:
         return None
 
     def trimmed(self, topic: Topic, new_front: int) -> None:
+        return None
+
+    def groups_changed(self, topic: Topic) -> None:
         return None

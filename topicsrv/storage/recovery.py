@@ -197,6 +197,7 @@ class Builder:
         self.repair = repair
         self.damage: list[str] = []
         self.wal_damaged = False
+        self.group_frames: dict[int, Any] = {}  # id(topic) -> groups of its newest T_GROUPS frame
         self.records = 0
         self.t0 = time.monotonic()
         self.last_log = self.t0
@@ -215,6 +216,13 @@ class Builder:
             if segfiles.data_path(d, base).exists():
                 return segfiles.data_path(d, base), segfiles.idx_path(d, base)
         return None
+
+    def _groups(self, topic: Topic, ck: dict[str, Any]) -> Any:
+        """A topic's consumer groups: its newest T_GROUPS frame after the checkpoint, else the
+        checkpoint's snapshot (which also carries delivery progress and pending entries)."""
+        if id(topic) in self.group_frames:
+            return self.group_frames.pop(id(topic))
+        return ck.get("groups")
 
     def placeholder(self, img: Image) -> Topic:
         ck = img.ckpt or {}
@@ -238,7 +246,10 @@ class Builder:
             topic.last_ts = ck.get("last_ts", 0)
             st.ceil_durable = st.ceil_head = nxt - 1
             topic.ext[EXT_KEY] = st
-            groups.restore(topic, ck.get("groups"))
+            for ftype, body in img.ops:  # records are gone by design; group definitions are not
+                if ftype == frames.T_GROUPS:
+                    self.group_frames[id(topic)] = codec.decode_json(body).get("groups")
+            groups.restore(topic, self._groups(topic, ck))
             return topic
         files = ck.get("files", [])
         dropped = set()
@@ -266,7 +277,7 @@ class Builder:
         topic.lost_total = max(topic.lost_total, ck.get("lost_total", 0))
         st.ceil_durable = st.ceil_head = topic.next_seq - 1
         topic.ext[EXT_KEY] = st
-        groups.restore(topic, ck.get("groups"))
+        groups.restore(topic, self._groups(topic, ck))
         return topic
 
     def _load_file(self, topic: Topic, st: TState, base: int, count: int, cold: bool, dead: bool) -> None:
@@ -332,6 +343,8 @@ class Builder:
                 deletes.delete(topic, self.now, hi, match)
         elif ftype == frames.T_TRIM:
             topic.drop_front(int(d["front"]), "cap")
+        elif ftype == frames.T_GROUPS:
+            self.group_frames[id(topic)] = d.get("groups")  # the newest wins over the checkpoint
         elif ftype == frames.T_LOSTRANGE:
             if d.get("silent"):
                 restore.mark_silent(topic, int(d["first"]), int(d["count"]), topic.last_ts)

@@ -239,6 +239,10 @@ class Storage:
         sh.ceil_topics.clear()
         return out
 
+    def groups_changed(self, topic: Topic) -> Token | None:
+        """Consumer-group definitions are config-like: written at once and fsync-gated."""
+        return self._control(topic, frames.T_GROUPS, {"groups": groups.snapshot(topic)}, True)
+
     def _reveal(self, topic: Topic, upto: int) -> None:
         # a topic that stopped being fsync-class meanwhile has nothing left to hide
         if topic.reveal(upto if topic.config.durability == "fsync" else topic.next_seq):
@@ -585,4 +589,7 @@ class _NotReady:
         return None
 
     def trimmed(self, topic: Topic, new_front: int) -> None:
+        return None
+
+    def groups_changed(self, topic: Topic) -> None:
         return None

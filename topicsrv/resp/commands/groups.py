@@ -28,6 +28,7 @@ from topicsrv.resp.commands.base import (
     Err,
     Raw,
     Simple,
+    committed,
     container,
     key_name,
     parse_int,
@@ -203,7 +204,7 @@ def xgroup_create(ctx: CommandContext, args: list[bytes]) -> Any:
     last_seq, last_ms = group_position(topic, raw_id)
     if eg.create(topic, text(name), last_seq, last_ms, entries_read, ctx.engine.now()) is None:
         raise Err(BUSYGROUP)
-    return Simple("OK")
+    return committed(ctx.engine.groups_changed(topic), Simple("OK"))
 
 
 @command("xgroup|setid", -5, ["write"], 2, 2, 1, "Sets the last-delivered ID of a consumer group.",
@@ -225,7 +226,7 @@ def xgroup_setid(ctx: CommandContext, args: list[bytes]) -> Any:
         ids.parse_id(raw_id, 0)
     last_seq, last_ms = group_position(topic, raw_id)
     eg.setid(group, last_seq, last_ms, entries_read)
-    return Simple("OK")
+    return committed(ctx.engine.groups_changed(topic), Simple("OK"))
 
 
 def _existing_group(ctx: CommandContext, key: bytes, name: bytes) -> tuple[Topic, eg.Group]:
@@ -244,21 +245,26 @@ def xgroup_destroy(ctx: CommandContext, args: list[bytes]) -> Any:
     topic = stream(ctx, args[0])
     if topic is None:
         raise Err(NO_KEY)
-    return int(eg.destroy(topic, text(args[1])))
+    if not eg.destroy(topic, text(args[1])):
+        return 0
+    return committed(ctx.engine.groups_changed(topic), 1)
 
 
 @command("xgroup|createconsumer", 5, ["write", "denyoom"], 2, 2, 1,
          "Creates a consumer in a consumer group.", "key:key group:string consumer:string", "6.2.0")
 def xgroup_createconsumer(ctx: CommandContext, args: list[bytes]) -> Any:
-    _, group = _existing_group(ctx, args[0], args[1])
-    return int(eg.create_consumer(group, text(args[2]), ctx.engine.now()))
+    topic, group = _existing_group(ctx, args[0], args[1])
+    if not eg.create_consumer(group, text(args[2]), ctx.engine.now()):
+        return 0
+    return committed(ctx.engine.groups_changed(topic), 1)
 
 
 @command("xgroup|delconsumer", 5, ["write"], 2, 2, 1, "Deletes a consumer from a consumer group.",
          "key:key group:string consumer:string")
 def xgroup_delconsumer(ctx: CommandContext, args: list[bytes]) -> Any:
-    _, group = _existing_group(ctx, args[0], args[1])
-    return eg.delete_consumer(group, text(args[2]))
+    topic, group = _existing_group(ctx, args[0], args[1])
+    pending = eg.delete_consumer(group, text(args[2]))
+    return committed(ctx.engine.groups_changed(topic), pending)
 
 
 @command("xgroup|help", 2, ["loading", "stale"], 0, 0, 0,
