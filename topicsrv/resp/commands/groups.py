@@ -216,12 +216,7 @@ def xgroup_setid(ctx: CommandContext, args: list[bytes]) -> Any:
         entries_read = parse_entries_read(args[4])
     elif len(args) != 3:
         raise _subcommand_syntax("SETID")
-    topic = stream(ctx, key)
-    if topic is None:
-        raise Err(NO_KEY)
-    group = eg.find(topic, text(name))
-    if group is None:
-        raise Err(f"NOGROUP No such consumer group '{text(name)}' for key name '{text(key)}'")
+    topic, group = _existing_group(ctx, key, name)
     if raw_id != b"$":
         ids.parse_id(raw_id, 0)
     last_seq, last_ms = group_position(topic, raw_id)
