@@ -24,9 +24,9 @@ from typing import Any
 import trio
 
 from topicsrv.resp.batch import run_xadds
-from topicsrv.resp.commands.base import CommandContext, Front, Pending
-from topicsrv.resp.dispatch import execute, settle
-from topicsrv.resp.encoder import encode, encode_error
+from topicsrv.resp.commands.base import CommandContext, Front
+from topicsrv.resp.dispatch import emit, execute, over_output_limit, settle
+from topicsrv.resp.encoder import encode_error
 from topicsrv.resp.protocol import RequestParser
 from topicsrv.server import ServerContext
 
@@ -133,21 +133,11 @@ class Connection:
                 await self._flush(out)
 
     def _emit(self, out: bytearray, reply: Any) -> None:
-        if type(reply) is Pending:
-            start = len(out)
-            encode(out, reply.reply, self.client.protocol == 3)
-            self.marks.append((reply.token, start, len(out)))
-        else:
-            encode(out, reply, self.client.protocol == 3)
+        emit(out, self.marks, reply, self.client.protocol == 3)
 
     async def _flush(self, out: bytearray) -> None:
         n = len(out)
-        if n > self.limit:
-            self.front.stats.output_limit_disconnects += 1
-            log.warning(
-                "client %d (%s) closed: %d bytes of pending output exceed client_output_limit %d",
-                self.client.id, self.client.addr, n, self.limit,
-            )
+        if over_output_limit(self.front.stats, self.client, n, self.limit):
             raise _Closed
         if self.marks:
             marks, self.marks = self.marks, []

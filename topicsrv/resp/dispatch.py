@@ -15,8 +15,15 @@ from collections.abc import Awaitable
 from typing import Any
 
 from topicsrv.errors import TopicsError
-from topicsrv.resp.commands.base import CommandContext, Err, lookup, unknown_subcommand, wrong_args
-from topicsrv.resp.encoder import encode_error
+from topicsrv.resp.commands.base import (
+    CommandContext,
+    Err,
+    Pending,
+    lookup,
+    unknown_subcommand,
+    wrong_args,
+)
+from topicsrv.resp.encoder import encode, encode_error
 
 log = logging.getLogger("topicsrv.resp")
 
@@ -98,3 +105,25 @@ async def settle(marks: list[tuple[Any, int, int]], out: bytearray) -> None:
         err = bytearray()
         encode_error(err, text)
         out[start:end] = err
+
+
+def emit(out: bytearray, marks: list[tuple[Any, int, int]], reply: Any, resp3: bool) -> None:
+    """Encode `reply` into `out`; a write waiting for its commit (Pending) leaves a mark so
+    `settle` can wait for it and swap in the error if the commit fails."""
+    if type(reply) is Pending:
+        start = len(out)
+        encode(out, reply.reply, resp3)
+        marks.append((reply.token, start, len(out)))
+    else:
+        encode(out, reply, resp3)
+
+
+def over_output_limit(stats: Any, client: Any, pending: int, limit: int) -> bool:
+    """True (counted and logged) when a client's pending replies exceed its output limit:
+    the connection is then closed instead of growing server memory."""
+    if pending <= limit:
+        return False
+    stats.output_limit_disconnects += 1
+    log.warning("client %d (%s) closed: %d bytes of pending output exceed client_output_limit %d",
+                client.id, client.addr, pending, limit)
+    return True

@@ -39,10 +39,10 @@ from typing import Any
 import trio
 
 from topicsrv.resp.batch import run_xadds
-from topicsrv.resp.commands.base import CommandContext, Front, Pending
+from topicsrv.resp.commands.base import CommandContext, Front
 from topicsrv.resp.connection import FLUSH_AT, READ_SIZE, STASH_MAX, _addr
-from topicsrv.resp.dispatch import execute, settle
-from topicsrv.resp.encoder import encode, encode_error
+from topicsrv.resp.dispatch import emit, execute, over_output_limit, settle
+from topicsrv.resp.encoder import encode_error
 from topicsrv.resp.protocol import RequestParser
 from topicsrv.server import ServerContext
 
@@ -241,26 +241,14 @@ class Reactor:
         return None
 
     def _emit(self, c: Conn, reply: Any) -> None:
-        out = c.out
-        if type(reply) is Pending:
-            start = len(out)
-            encode(out, reply.reply, c.client.protocol == 3)
-            c.marks.append((reply.token, start, len(out)))
-        else:
-            encode(out, reply, c.client.protocol == 3)
+        emit(c.out, c.marks, reply, c.client.protocol == 3)
 
     def _emit_all(self, c: Conn, replies: list[Any]) -> None:
         for reply in replies:
             self._emit(c, reply)
 
     def _check_limit(self, c: Conn) -> None:
-        n = len(c.out)
-        if n > c.limit:
-            self.front.stats.output_limit_disconnects += 1
-            log.warning(
-                "client %d (%s) closed: %d bytes of pending output exceed client_output_limit %d",
-                c.client.id, c.client.addr, n, c.limit,
-            )
+        if over_output_limit(self.front.stats, c.client, len(c.out), c.limit):
             raise _Closed
 
     def _send_now(self, c: Conn) -> bool:
