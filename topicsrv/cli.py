@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from topicsrv import __version__
+from topicsrv.memory import auto_limit, parse_size
 from topicsrv.server import ServerConfig, run
 
 
@@ -21,19 +22,40 @@ def _port(text: str) -> int:
     return value
 
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
-
-
 def _size(text: str) -> int:
     """A byte size as Redis writes them: 1048576, 512mb, 64k."""
-    raw = text.strip().lower()
-    digits = raw.rstrip("kmgb")
-    unit = raw[len(digits):]
-    if not digits.isdigit() or unit not in _UNITS:
+    value = parse_size(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 1048576, 64kb, 512mb)")
-    value = int(digits) * _UNITS[unit]
     if value < 1:
         raise argparse.ArgumentTypeError("a size must be at least 1 byte")
+    return value
+
+
+def _max_memory(text: str) -> int:
+    """`auto` (a share of the machine's or cgroup's memory), `0` (no limit) or a size."""
+    raw = text.strip().lower()
+    if raw == "auto":
+        return auto_limit()
+    if raw == "0":
+        return 0
+    return _size(text)
+
+
+def _yes_no(text: str) -> bool:
+    raw = text.strip().lower()
+    if raw not in ("yes", "no"):
+        raise argparse.ArgumentTypeError("expected yes or no")
+    return raw == "yes"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 
@@ -79,6 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--client-output-limit", type=_size, default=64 << 20, metavar="BYTES",
                        help="pending reply bytes after which a RESP client that does not read is "
                             "disconnected (default 64mb)")
+    serve.add_argument("--maxclients", type=_positive, default=10000, metavar="N",
+                       help="client connections served at once over both fronts, as Redis's "
+                            "maxclients; the next one is refused in words (default 10000, "
+                            "lowered to fit the open-file limit)")
+    serve.add_argument("--protected-mode", type=_yes_no, default=True, metavar="yes|no",
+                       help="as Redis's protected-mode: a front with no credential (RESP without "
+                            "--requirepass, HTTP without --token) serves loopback clients only "
+                            "(default yes)")
+    serve.add_argument("--max-memory", type=_max_memory, default="auto", metavar="BYTES",
+                       help="refuse writes once the server's resident memory passes this, as "
+                            "Redis's maxmemory with noeviction (reads and deletes still work); "
+                            "'auto' (default) = 80%% of the memory the process may use (cgroup "
+                            "limit or RAM), 0 = no limit; accepts k/kb/m/mb/g/gb suffixes")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -116,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             resp_io=args.resp_io,
             proto_max_bulk_len=args.proto_max_bulk_len,
             client_output_limit=args.client_output_limit,
+            maxclients=args.maxclients,
+            protected_mode=args.protected_mode,
+            max_memory=args.max_memory,
         )
         try:
             trio.run(run, config)

@@ -17,6 +17,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "record_too_large": 400,
     "invalid_json": 400,
     "unauthorized": 401,
+    "denied": 403,
     "topic_not_found": 404,
     "router_not_found": 404,
     "not_found": 404,
@@ -29,7 +30,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "topic_full": 422,
     "not_ready": 503,
     "shutting_down": 503,
+    "too_many_clients": 503,
     "insufficient_storage": 507,
+    "insufficient_memory": 507,
     "internal": 500,
 }
 

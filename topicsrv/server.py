@@ -17,8 +17,10 @@ from typing import Any
 
 import trio
 
+from topicsrv.admission import Admission, size_maxclients
 from topicsrv.clock import Clock, SystemClock
 from topicsrv.engine import Engine
+from topicsrv.memory import MemoryGuard
 from topicsrv.notify import Notifier
 
 log = logging.getLogger("topicsrv")
@@ -41,6 +43,10 @@ class ServerConfig:
     checkpoint_interval_s: float = 60.0
     storage: bool = True
     resp_io: str = "reactor"  # RESP I/O path: "reactor" (one epoll task) or "tasks" (per connection)
+    maxclients: int = 10000  # client connections over both fronts (sized to RLIMIT_NOFILE at start)
+    protected_mode: bool = True  # a front without password/token serves loopback clients only
+    trusted_nets: tuple[str, ...] | None = None  # tests: networks that count as local
+    max_memory: int = 0  # bytes of RSS past which writes are refused (0 = no limit)
 
 
 @dataclass
@@ -54,13 +60,38 @@ class ServerContext:
     addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
     storage: Any = None
     metrics: dict[str, Any] = field(default_factory=dict)
+    admission: Admission = field(default_factory=lambda: Admission(10000))
+    memory: MemoryGuard = field(default_factory=lambda: MemoryGuard(0))
 
 
 def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerContext:
     engine = Engine(clock=clock or SystemClock())
     notifier = Notifier()
     engine.listeners.append(notifier.changed)
-    return ServerContext(config=config, engine=engine, notifier=notifier)
+    admission = Admission(config.maxclients, protected_mode=config.protected_mode,
+                          trusted_nets=config.trusted_nets)
+    return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
+                         memory=MemoryGuard(config.max_memory))
+
+
+def _warn_exposed(config: ServerConfig) -> None:
+    """Say at startup what protected mode will refuse (or that it is off) on a non-loopback bind."""
+    from topicsrv.admission import is_loopback
+
+    if is_loopback(config.bind):
+        return
+    if not config.protected_mode:
+        if not (config.token and config.requirepass):
+            log.warning("protected mode is off and %s is reachable on %s without a credential: "
+                        "anyone who can reach it can read and delete everything",
+                        "HTTP" if not config.token else "RESP", config.bind)
+        return
+    for front, credential, flag in (("RESP", config.requirepass, "--requirepass"),
+                                    ("HTTP", config.token, "--token")):
+        if not credential:
+            log.warning("protected mode: %s binds %s but has no %s, so it serves loopback "
+                        "clients only (set %s, or --protected-mode no on a trusted network)",
+                        front, config.bind, flag, flag)
 
 
 async def _watch_signals(ctx: ServerContext, cancel_scope: trio.CancelScope) -> None:
@@ -83,6 +114,8 @@ async def run(
 
     ctx = make_context(config, clock)
     from topicsrv.resp.server import serve_resp
+    ctx.admission.maxclients = size_maxclients(config.maxclients)
+    _warn_exposed(config)
     storage = None
     if config.storage:
         from topicsrv.storage.store import Storage

@@ -21,6 +21,7 @@ from topicsrv.http import handlers, ops, sse
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
 from topicsrv.http.router import resolve
+from topicsrv.memory import oom_error
 
 if TYPE_CHECKING:
     from topicsrv.server import ServerContext
@@ -41,6 +42,9 @@ HANDLERS: dict[str, Handler] = {
     "diff": handlers.diff,
     "delete_records": handlers.delete_records,
 }
+
+# handlers refused with 507 `insufficient_memory` over --max-memory (topicsrv/memory.py)
+ADDS_DATA = frozenset({"write", "put_topic"})
 
 
 def check_auth(ctx: ServerContext, req: Request) -> None:
@@ -66,6 +70,9 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.WatchPlan
             return sse.plan_single(ctx, match.params["topic"], req)
         if match.handler == "watch_many":
             return sse.plan_many(ctx, req)
+        if match.handler in ADDS_DATA and not (
+                match.handler == "put_topic" and match.params["topic"] in ctx.engine.topics):
+            ctx.memory.check(len(req.body))  # an update (e.g. a smaller cap) may free memory
         return await HANDLERS[match.handler](Call(ctx, req, match.params, t0))
     except TopicsError as err:
         headers = []
@@ -74,6 +81,9 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.WatchPlan
         if err.code == "unauthorized":
             headers.append((b"www-authenticate", b'Bearer realm="topicsrv"'))
         return error_response(err, headers)
+    except MemoryError:
+        log.error("out of memory serving %s %s", req.method, req.path)
+        return error_response(oom_error())
     except Exception:
         log.exception("internal error serving %s %s", req.method, req.path)
         return error_response(TopicsError("internal", "internal server error (logged)"))

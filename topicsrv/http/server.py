@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from http import HTTPStatus
 from typing import TYPE_CHECKING
 
+import orjson
 import trio
 
+from topicsrv.errors import TopicsError
 from topicsrv.http import sse
 from topicsrv.http.app import dispatch
 from topicsrv.http.metrics import http_stats
@@ -43,9 +46,28 @@ async def serve_http(
 ) -> None:
     listeners = await trio.open_tcp_listeners(ctx.config.http_port or 0, host=ctx.config.bind)
     host, port = listeners[0].socket.getsockname()[:2]
+    ctx.admission.register(lambda: int(http_stats(ctx)["connections"]))
     async with trio.open_nursery() as nursery:
-        await nursery.start(trio.serve_listeners, partial(handle_connection, ctx), listeners)
+        nursery.start_soon(partial(
+            ctx.admission.serve, listeners, partial(handle_connection, ctx), name="HTTP",
+            has_credential=lambda: bool(ctx.config.token), refuse=refusal))
         task_status.started((host, port))
+
+
+def refusal(reason: str) -> bytes:
+    """The whole response a refused connection gets before the close (topicsrv/admission.py):
+    403 `denied` (protected mode) or 503 `too_many_clients`."""
+    if reason == "denied":
+        err = TopicsError("denied", "protected mode: this server has no --token, so it serves "
+                          "loopback clients only; restart it with --token TOKEN (or "
+                          "--protected-mode no on a trusted network)")
+    else:
+        err = TopicsError("too_many_clients", "max number of clients reached; retry later")
+    body = orjson.dumps(err.to_json())
+    head = (f"HTTP/1.1 {err.status} {HTTPStatus(err.status).phrase}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n")
+    return head.encode() + body
 
 
 async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> None:

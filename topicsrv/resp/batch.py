@@ -36,8 +36,8 @@ def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
     """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
     first = cmds[i]
     key = first[1]
-    if not _plain(first, key) or not ctx.client.authenticated:
-        return None
+    if not _plain(first, key) or not ctx.client.authenticated or ctx.server.memory.limit:
+        return None  # (under a memory limit every XADD is admitted on its own)
     end = min(len(cmds), i + MAX_RUN)
     j = i + 1
     while j < end and _plain(cmds[j], key):

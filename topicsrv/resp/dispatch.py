@@ -5,6 +5,8 @@ subcommand, arity; then the handler parses its own arguments.
 Rule 2: every failure becomes an error REPLY: `Err` as is, `TopicsError` via its RESP prefix,
 anything unexpected as `ERR internal error` (logged). A client never sees a traceback and the
 connection stays open.
+Rule 3: over `--max-memory`, a command flagged `denyoom` is refused after the arity check with
+Redis's `-OOM` text, before its handler runs (topicsrv/memory.py); a MemoryError is `-OOM` too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from topicsrv.errors import TopicsError
+from topicsrv.memory import oom_error
 from topicsrv.resp.commands.base import (
     CommandContext,
     Err,
@@ -63,12 +66,18 @@ def execute(ctx: CommandContext, argv: list[bytes]) -> Any:
     client.last_cmd = spec.name
     handler = spec.handler
     assert handler is not None
+    memory = ctx.server.memory
+    if memory.limit and "denyoom" in spec.flags and memory.over(sum(map(len, argv))):
+        return Err(oom_error().resp_line())
     try:
         result = handler(ctx, argv[used:])
     except Err as e:
         return e
     except TopicsError as e:
         return Err(e.resp_line())
+    except MemoryError:
+        log.error("command %s ran out of memory", spec.name)
+        return Err(oom_error().resp_line())
     except Exception:
         front.stats.unexpected_errors += 1
         log.exception("command %s failed", spec.name)

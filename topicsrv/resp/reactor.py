@@ -34,6 +34,7 @@ import logging
 import select
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -384,9 +385,10 @@ class Reactor:
             size += len(data)
 
 
-async def serve_reactor(server: ServerContext, front: Front, listeners: list[trio.SocketListener],
-                        nursery: trio.Nursery) -> None:
-    """Accept on `listeners` (trio tasks) and hand every socket to one Reactor."""
+async def serve_reactor(server: ServerContext, front: Front, nursery: trio.Nursery,
+                        accept: Callable[[Callable[[trio.SocketStream], Awaitable[None]]],
+                                         Awaitable[None]]) -> None:
+    """Hand every socket `accept` admits to one Reactor."""
     reactor = Reactor(server, front, nursery)
 
     async def handle(stream: trio.SocketStream) -> None:
@@ -394,4 +396,4 @@ async def serve_reactor(server: ServerContext, front: Front, listeners: list[tri
         reactor.adopt(socket.socket(fileno=fd))
 
     nursery.start_soon(reactor.run)
-    await trio.serve_listeners(handle, listeners)
+    await accept(handle)

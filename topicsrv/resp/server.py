@@ -5,16 +5,20 @@ protected mode) on `ctx.config.resp_port` (0 = a free port) and reports the boun
 Rule 2: `ctx.config.resp_io` picks the I/O path: "reactor" (default; one task serving every
 idle socket through epoll, topicsrv/resp/reactor.py) or "tasks" (one task per connection,
 topicsrv/resp/connection.py). Where epoll is unavailable "reactor" falls back to "tasks".
-Rule 3: the front's shared state (`Front`: clients, stats) lives in `ctx.metrics["resp"]`
+Rule 3: every accepted socket passes the admission gate first (topicsrv/admission.py:
+protected mode refuses non-loopback clients while no --requirepass is set; maxclients).
+Rule 4: the front's shared state (`Front`: clients, stats) lives in `ctx.metrics["resp"]`
 so INFO/CLIENT and the ops endpoints can read it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import trio
 
+from topicsrv.admission import DENIED_TEXT, MAXCLIENTS_TEXT
 from topicsrv.resp import reactor
 from topicsrv.resp.commands import load_all
 from topicsrv.resp.commands.base import Front
@@ -26,12 +30,27 @@ async def _handle(ctx: ServerContext, front: Front, stream: trio.SocketStream) -
     await Connection(ctx, front, stream).run()
 
 
+def refusal(reason: str) -> bytes:
+    """What a refused client reads before the close (topicsrv/admission.py)."""
+    text = DENIED_TEXT if reason == "denied" else MAXCLIENTS_TEXT
+    return b"-" + text.encode() + b"\r\n"
+
+
+def accept(ctx: ServerContext, listeners: list[trio.SocketListener],
+           handler: Callable[[trio.SocketStream], Awaitable[None]]) -> Awaitable[None]:
+    """Serve `listeners` through the admission gate (protected mode, maxclients)."""
+    return ctx.admission.serve(listeners, handler, name="RESP",
+                               has_credential=lambda: bool(ctx.config.requirepass),
+                               refuse=refusal)
+
+
 async def serve_resp(
     ctx: ServerContext, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED
 ) -> None:
     load_all()
     front = Front()
     ctx.metrics["resp"] = front
+    ctx.admission.register(lambda: len(front.clients))
     port = ctx.config.resp_port or 0
     listeners = await trio.open_tcp_listeners(port, host=ctx.config.bind)
     sockname = listeners[0].socket.getsockname()
@@ -42,7 +61,8 @@ async def serve_resp(
     front.io = mode
     async with trio.open_nursery() as nursery:
         if mode == "reactor":
-            nursery.start_soon(reactor.serve_reactor, ctx, front, listeners, nursery)
+            nursery.start_soon(reactor.serve_reactor, ctx, front, nursery,
+                               partial(accept, ctx, listeners))
         else:
-            nursery.start_soon(partial(trio.serve_listeners, partial(_handle, ctx, front), listeners))
+            nursery.start_soon(accept, ctx, listeners, partial(_handle, ctx, front))
         task_status.started((str(sockname[0]), int(sockname[1])))

@@ -15,9 +15,11 @@ import os
 import platform
 import resource
 import time
+from collections.abc import Callable
 from typing import Any
 
 from topicsrv import __version__ as topicsrv_version
+from topicsrv.memory import parse_size
 from topicsrv.resp.commands.base import (
     REGISTRY,
     SYNTAX,
@@ -28,6 +30,7 @@ from topicsrv.resp.commands.base import (
     Verbatim,
     command,
     container,
+    wrong_args,
 )
 from topicsrv.resp.commands.connection import REDIS_VERSION
 
@@ -197,7 +200,7 @@ def info_sections(ctx: CommandContext) -> dict[str, list[tuple[str, Any]]]:
         ],
         "clients": [
             ("connected_clients", len(front.clients)), ("cluster_connections", 0),
-            ("maxclients", 10000),
+            ("maxclients", ctx.server.admission.maxclients),
             ("blocked_clients", sum(1 for c in clients if c.blocked)),
             ("paused_output_clients", sum(1 for c in clients if c.paused)),
             ("tracking_clients", 0),
@@ -205,7 +208,8 @@ def info_sections(ctx: CommandContext) -> dict[str, list[tuple[str, Any]]]:
         "memory": [
             ("used_memory", data_bytes), ("used_memory_human", _human(data_bytes)),
             ("used_memory_rss", rss), ("used_memory_rss_human", _human(rss)),
-            ("used_memory_dataset", data_bytes), ("maxmemory", 0), ("maxmemory_human", "0B"),
+            ("used_memory_dataset", data_bytes), ("maxmemory", ctx.server.memory.limit),
+            ("maxmemory_human", _human(ctx.server.memory.limit)),
             ("maxmemory_policy", "noeviction"), ("mem_allocator", "pymalloc"),
         ],
         "persistence": [
@@ -217,7 +221,8 @@ def info_sections(ctx: CommandContext) -> dict[str, list[tuple[str, Any]]]:
             ("total_commands_processed", st.total_commands),
             ("total_net_input_bytes", st.net_input_bytes),
             ("total_net_output_bytes", st.net_output_bytes),
-            ("rejected_connections", st.rejected_connections),
+            ("rejected_connections",
+             st.rejected_connections + ctx.server.admission.rejected_maxclients),
             ("client_output_limit_disconnections", st.output_limit_disconnects),
             ("evicted_keys", 0), ("keyspace_hits", st.keyspace_hits),
             ("keyspace_misses", st.keyspace_misses),
@@ -264,10 +269,12 @@ container("config", "server", "A container for server configuration commands", "
 def config_values(ctx: CommandContext) -> dict[str, str]:
     cfg = ctx.server.config
     return {
-        "bind": cfg.bind, "port": str(ctx.front.port), "protected-mode": "yes",
+        "bind": cfg.bind, "port": str(ctx.front.port),
+        "protected-mode": "yes" if cfg.protected_mode else "no",
         "requirepass": cfg.requirepass or "", "databases": "1", "save": "",
         "appendonly": "yes" if cfg.storage else "no", "appendfsync": "everysec",
-        "maxmemory": "0", "maxmemory-policy": "noeviction", "maxclients": "10000",
+        "maxmemory": str(ctx.server.memory.limit), "maxmemory-policy": "noeviction",
+        "maxclients": str(ctx.server.admission.maxclients),
         "timeout": "0", "tcp-keepalive": "300",
         "proto-max-bulk-len": str(cfg.proto_max_bulk_len),
         "client-query-buffer-limit": str(1 << 30),
@@ -293,15 +300,42 @@ def config_get(ctx: CommandContext, args: list[bytes]) -> Any:
     return out
 
 
+def _set_maxmemory(ctx: CommandContext, value: str) -> None:
+    size = parse_size(value)
+    if size is None:
+        raise ValueError("argument must be a memory value")
+    ctx.server.memory.limit = size
+
+
+# CONFIG SET parameters that can change at run time; everything else is set on the command line
+SETTERS: dict[str, Callable[[CommandContext, str], None]] = {"maxmemory": _set_maxmemory}
+
+
 @command("config|set", -4, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
-         "Set configuration parameters (topicsrv: read-only; configure on the command line)",
-         "2.0.0", syntax="(parameter:string value:string)...")
+         "Set configuration parameters (topicsrv: maxmemory; the rest is set on the command "
+         "line)", "2.0.0", syntax="(parameter:string value:string)...")
 def config_set(ctx: CommandContext, args: list[bytes]) -> Any:
-    name = args[0].decode("latin-1")
-    if name.lower() in config_values(ctx):
-        raise Err(f"ERR CONFIG SET failed (possibly related to argument '{name}') - "
-                  "can't set immutable config")
-    raise Err(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
+    if len(args) % 2:
+        raise wrong_args("config|set")
+    pairs = [(args[i].decode("latin-1"), args[i + 1].decode("latin-1"))
+             for i in range(0, len(args), 2)]
+    known = config_values(ctx)
+    for name, _ in pairs:  # validate every name first: a CONFIG SET applies all or nothing
+        if name.lower() in SETTERS:
+            continue
+        if name.lower() in known:
+            raise Err(f"ERR CONFIG SET failed (possibly related to argument '{name}') - "
+                      "can't set immutable config")
+        raise Err(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
+    before = ctx.server.memory.limit
+    for name, value in pairs:
+        try:
+            SETTERS[name.lower()](ctx, value)
+        except ValueError as e:
+            ctx.server.memory.limit = before
+            raise Err(f"ERR CONFIG SET failed (possibly related to argument '{name}') - {e}") \
+                from None
+    return Simple("OK")
 
 
 @command("config|resetstat", 2, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",

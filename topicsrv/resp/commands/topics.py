@@ -77,7 +77,10 @@ def parse_options(args: list[bytes]) -> dict[str, Any]:
 def topic_create(ctx: CommandContext, args: list[bytes]) -> Any:
     body = parse_options(args[1:])
     parse_config(body)  # validate before touching anything
-    topic, created, token = ctx.engine.put_topic(key_name(args[0]), body)
+    name = key_name(args[0])
+    if name not in ctx.engine.topics:  # creating adds data; updating (e.g. a smaller cap) may free it
+        ctx.server.memory.check()
+    topic, created, token = ctx.engine.put_topic(name, body)
     out = ctx.engine.describe(topic)
     out["created"] = created
     return committed(token, out)
