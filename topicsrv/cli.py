@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from topicsrv import __version__
+from topicsrv.http.guards import parse_allowed_hosts
 from topicsrv.memory import auto_limit, parse_size
 from topicsrv.server import ServerConfig, run
 
@@ -78,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Redis protocol port (default 6379; 0 picks a free port)")
     serve.add_argument("--token", default=os.environ.get("TOPICS_TOKEN"),
                        help="require 'Authorization: Bearer TOKEN' on every /v0 route (env TOPICS_TOKEN)")
+    serve.add_argument("--allowed-hosts", default=os.environ.get("TOPICS_ALLOWED_HOSTS", ""),
+                       metavar="NAMES",
+                       help="extra HTTP Host names to accept, comma-separated ('*' = any); "
+                       "localhost, 127.0.0.1, [::1] and the bound address are always accepted, "
+                       "other names are refused with 403 (DNS rebinding protection) "
+                       "(env TOPICS_ALLOWED_HOSTS)")
     serve.add_argument("--requirepass", default=os.environ.get("TOPICS_REQUIREPASS"),
                        help="password RESP clients must AUTH with, as Redis's requirepass (env TOPICS_REQUIREPASS)")
     serve.add_argument("--heartbeat-ms", type=int, default=15000,
@@ -142,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             http_port=args.http_port,
             resp_port=args.resp_port,
             token=args.token,
+            allowed_hosts=parse_allowed_hosts(args.allowed_hosts),
             requirepass=args.requirepass,
             heartbeat_s=args.heartbeat_ms / 1000.0,
             wal_shards=max(1, args.wal_shards),

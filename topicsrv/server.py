@@ -33,6 +33,7 @@ class ServerConfig:
     http_port: int | None = 7070
     resp_port: int | None = 6379
     token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()  # extra HTTP Host names ("*" = any); see http/guards.py
     requirepass: str | None = None
     heartbeat_s: float = 15.0
     max_body_bytes: int = 64 << 20

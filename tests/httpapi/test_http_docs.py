@@ -56,7 +56,8 @@ def test_doc_has_examples_for_every_route() -> None:
         assert any(route in r for r in requests), route
     for code in ("invalid_request", "invalid_topic_name", "record_too_large", "invalid_json",
                  "unauthorized", "topic_not_found", "not_found", "method_not_allowed",
-                 "topic_exists_incompatible", "body_too_large", "topic_full", "not_ready"):
+                 "topic_exists_incompatible", "body_too_large", "topic_full", "not_ready",
+                 "forbidden", "unsupported_media_type"):
         assert f"`{code}`" in text, code
 
 

@@ -97,7 +97,7 @@ def _status_line(data: bytes) -> int:
 
 def test_body_too_large_refused_from_content_length(server: Any, client: Any, topic: str) -> None:
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
-        s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                   f"\r\nContent-Length: {(64 << 20) + 1}\r\n\r\n".encode())
         s.sendall(b'{"records":[')  # the server answers without waiting for the 64 MiB
         data = s.recv(65536)
@@ -113,7 +113,7 @@ def test_body_too_large_refused_while_streaming_chunked(server: Any, client: Any
     chunk = b"x" * (1 << 20)
     refused = b""
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
-        s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   f"Transfer-Encoding: chunked\r\n\r\n".encode())
         s.settimeout(0.01)
         try:
@@ -145,7 +145,7 @@ def test_client_disconnects_mid_body(server: Any, client: Any, topic: str) -> No
     client.put(f"/v0/topics/{topic}", {})
     body = json.dumps({"records": [{"data": i} for i in range(1000)]}).encode()
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
-        s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   f"Content-Length: {len(body)}\r\n\r\n".encode() + body[: len(body) // 2])
     time.sleep(0.2)
     assert client.get("/v0/health").status == 200
@@ -156,9 +156,9 @@ def test_client_disconnects_mid_body(server: Any, client: Any, topic: str) -> No
 def test_malformed_http_is_400_and_server_survives(raw: Any, client: Any) -> None:
     out = raw(b"GARBAGE\r\n\r\n")
     assert _status_line(out) == 400 and b"invalid_request" in out
-    out = raw(b"GET /v0/health HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
+    out = raw(b"GET /v0/health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: nope\r\n\r\n")
     assert _status_line(out) == 400
-    out = raw(b"GET /v0/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 600_000 + b"\r\n\r\n")
+    out = raw(b"GET /v0/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 600_000 + b"\r\n\r\n")
     assert _status_line(out) == 400
     assert client.get("/v0/health").status == 200
 
@@ -166,10 +166,10 @@ def test_malformed_http_is_400_and_server_survives(raw: Any, client: Any) -> Non
 def test_keep_alive_and_pipelining_answer_in_order(server: Any, client: Any, topic: str) -> None:
     body = json.dumps({"records": [{"data": "p"}]}).encode()
     reqs = (
-        f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         .encode() + body
-        + f"GET /v0/topics/{topic}?touch=false HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-        + b"GET /v0/nothing-here HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        + f"GET /v0/topics/{topic}?touch=false HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+        + b"GET /v0/nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     )
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
         s.sendall(reqs)  # three requests in one send
@@ -191,7 +191,7 @@ def test_keep_alive_and_pipelining_answer_in_order(server: Any, client: Any, top
 def test_expect_100_continue(server: Any, topic: str) -> None:
     body = json.dumps({"records": [{"data": 1}]}).encode()
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
-        s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
                   f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
         interim = s.recv(65536)
         assert interim.startswith(b"HTTP/1.1 100")

@@ -26,8 +26,8 @@ from topicsrv.server import ServerConfig, make_context
 
 def test_pipelined_requests_come_out_one_at_a_time_in_order() -> None:
     proto = ServerProtocol(max_body=1024)
-    proto.receive_data(b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
-                       b"GET /b?x=1&y=%20 HTTP/1.1\r\nHost: x\r\n\r\n")
+    proto.receive_data(b"POST /a HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n\r\nabc"
+                       b"GET /b?x=1&y=%20 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     first = proto.next_event()
     assert isinstance(first, Request)
     assert (first.method, first.path, first.body) == ("POST", "/a", b"abc")
@@ -44,7 +44,7 @@ def test_pipelined_requests_come_out_one_at_a_time_in_order() -> None:
 
 def test_body_in_pieces_and_headers_folded() -> None:
     proto = ServerProtocol(max_body=1024)
-    proto.receive_data(b"PUT /t HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nX-A: 2\r\nContent-Length: 4\r\n\r\nab")
+    proto.receive_data(b"PUT /t HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: 1\r\nX-A: 2\r\nContent-Length: 4\r\n\r\nab")
     assert proto.next_event() is NEED_DATA
     proto.receive_data(b"cd")
     req = proto.next_event()
@@ -53,7 +53,7 @@ def test_body_in_pieces_and_headers_folded() -> None:
 
 def test_content_length_over_limit_is_refused_before_the_body() -> None:
     proto = ServerProtocol(max_body=10)
-    proto.receive_data(b"POST /t HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n")
+    proto.receive_data(b"POST /t HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 11\r\n\r\n")
     ev = proto.next_event()
     assert isinstance(ev, Refusal) and ev.status == 413
     assert b"connection: close" in ev.data and b'"body_too_large"' in ev.data
@@ -62,7 +62,7 @@ def test_content_length_over_limit_is_refused_before_the_body() -> None:
 
 def test_chunked_body_refused_when_it_crosses_the_limit() -> None:
     proto = ServerProtocol(max_body=10)
-    proto.receive_data(b"POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    proto.receive_data(b"POST /t HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                        b"6\r\nabcdef\r\n")
     assert proto.next_event() is NEED_DATA
     proto.receive_data(b"6\r\nghijkl\r\n")
@@ -80,7 +80,7 @@ def test_malformed_request_is_a_400_refusal() -> None:
 
 def test_expect_100_continue_is_answered() -> None:
     proto = ServerProtocol(max_body=100)
-    proto.receive_data(b"POST /t HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+    proto.receive_data(b"POST /t HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
                        b"Content-Length: 2\r\n\r\n")
     assert proto.next_event() is NEED_DATA
     assert proto.data_to_send().startswith(b"HTTP/1.1 100 ")
@@ -88,7 +88,7 @@ def test_expect_100_continue_is_answered() -> None:
 
 def test_connection_close_is_honoured() -> None:
     proto = ServerProtocol(max_body=100)
-    proto.receive_data(b"GET /t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    proto.receive_data(b"GET /t HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert isinstance(proto.next_event(), Request)
     proto.respond(Response(200, b"{}"))
     assert proto.wants_close
@@ -193,8 +193,8 @@ async def test_unexpected_exception_is_a_logged_500_and_the_server_keeps_serving
     async with trio.open_nursery() as nursery:
         host, port = await nursery.start(serve_http, ctx)
         stream = await trio.open_tcp_stream(host, port)
-        await stream.send_all(b"GET /v0/topics HTTP/1.1\r\nHost: x\r\n\r\n"
-                              b"GET /v0/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await stream.send_all(b"GET /v0/topics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                              b"GET /v0/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         data = b""
         while chunk := await stream.receive_some(65536):
             data += chunk

@@ -286,7 +286,7 @@ def test_long_poll_client_that_leaves_is_cleaned_up_at_once(server: Any, client:
     base = _connections(client)
     body = b'{"from_seq": 1, "wait_ms": 60000}'
     s = socket.create_connection(("127.0.0.1", server.http_port), timeout=5)
-    s.sendall(f"POST /v0/topics/{topic}/diff HTTP/1.1\r\nHost: x\r\n"
+    s.sendall(f"POST /v0/topics/{topic}/diff HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
               f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     deadline = time.monotonic() + 5
     while _connections(client) != base + 1 and time.monotonic() < deadline:
@@ -308,9 +308,9 @@ def test_pipelined_request_behind_a_long_poll_is_answered_in_order(server: Any, 
     client.write(topic, 1)
     body = b'{"from_seq": 1, "wait_ms": 300}'
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
-        s.sendall(f"POST /v0/topics/{topic}/diff HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(f"POST /v0/topics/{topic}/diff HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   f"Content-Length: {len(body)}\r\n\r\n".encode() + body
-                  + b"GET /v0/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                  + b"GET /v0/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         data = b""
         while chunk := s.recv(65536):
             data += chunk

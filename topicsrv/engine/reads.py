@@ -18,8 +18,10 @@ records or a tombstone stops in front of them so the next read reports them firs
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, blob_to_json, blob_to_resp
@@ -130,13 +132,24 @@ def read(
             tomb = tombstone(topic, from_seq + 1, end - 1, "lost", end - (seg.base + j), end)
             s = end
             continue
-        # A run of slots [j, k) that can go out as one slice: all live, no filter, no byte cap.
+        # A run of slots [j, k) that can go out as one slice: all live, no filter. Under a byte
+        # cap only a run already in the wanted form, cut where the cap is reached (running
+        # totals and a bisect, so a capped read stays linear).
         k = min(n, j + window)
         if (
             nodeset is None or seg.nodes is None
-        ) and not max_bytes and seg.flags.count(LIVE, j, k) == k - j:
+        ) and (not max_bytes or seg.kinds == fmt) and seg.flags.count(LIVE, j, k) == k - j:
             run = seg.blobs[j:k]
-            if seg.kinds != fmt:  # a segment holding another record form: convert those
+            capped = False
+            if max_bytes:
+                ends = list(accumulate(map(len, run), initial=nbytes))  # type: ignore[arg-type]
+                fit = bisect_right(ends, max_bytes, 1) - 1
+                if fit == 0 and not records:
+                    fit = 1  # a response always carries at least one record
+                if fit < k - j:
+                    run, k, capped = run[:fit], j + fit, True
+                nbytes = ends[fit]
+            elif seg.kinds != fmt:  # a segment holding another record form: convert those
                 run = [b if b[0] == fmt else convert(b, seg.node(x), seg.tag(x))  # type: ignore[index,arg-type]
                        for x, b in enumerate(run, j)]
             records.extend(run)  # type: ignore[arg-type]
@@ -144,6 +157,8 @@ def read(
             scanned += k - j
             window -= k - j
             s = seg.base + k
+            if capped:
+                break
             continue
         # One slot at a time: filters or a byte budget apply.
         flag = seg.flags[j]

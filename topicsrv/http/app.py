@@ -1,7 +1,8 @@
 """Dispatch: a parsed `Request` in, a `Response` (or a `WatchPlan` to stream) out.
 
-Rule 1: the bearer token (when configured) is checked before routing, on every /v0 route and
-/metrics: 401 `unauthorized`, compared in constant time.
+Rule 1: the guards run before routing, in this order: Host (403), bearer token (401, on every
+path when a token is configured), then the route (404/405/400 name), then the body's media type
+(415); see `topicsrv.http.guards`. Routing sees the raw path the guards saw (router Rule 5).
 Rule 2: every failure leaves here as the error shape of API.md section 0. A TopicsError keeps
 its status and code; any other exception is logged with its traceback and answered 500
 `internal` without it. The connection (and the server) keep serving.
@@ -10,14 +11,13 @@ Rule 3: no I/O here; handlers may await only engine-provided waits (commit token
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from topicsrv.errors import TopicsError
-from topicsrv.http import handlers, ops, sse
+from topicsrv.http import guards, handlers, ops, sse
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
 from topicsrv.http.router import resolve
@@ -47,25 +47,13 @@ HANDLERS: dict[str, Handler] = {
 ADDS_DATA = frozenset({"write", "put_topic"})
 
 
-def check_auth(ctx: ServerContext, req: Request) -> None:
-    token = ctx.config.token
-    if not token or not (req.path.startswith("/v0") or req.path == "/metrics"):
-        return
-    given = req.headers.get("authorization", "")
-    scheme, _, value = given.partition(" ")
-    ok = scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
-    if not ok:
-        raise TopicsError(
-            "unauthorized",
-            "missing or wrong bearer token (send 'Authorization: Bearer <token>')",
-        )
-
-
 async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.WatchPlan:
     t0 = time.perf_counter()
     try:
-        check_auth(ctx, req)
+        guards.check_host(ctx.config, req)
+        guards.check_auth(ctx.config, req)
         match = resolve(req.method, req.path)
+        guards.check_content_type(req)
         if match.handler == "watch_topic":
             return sse.plan_single(ctx, match.params["topic"], req)
         if match.handler == "watch_many":

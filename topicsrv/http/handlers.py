@@ -4,9 +4,14 @@ Rule 1: a handler parses its whole request (400s) before it calls the engine, an
 validates before it mutates, so a refused request changes nothing.
 Rule 2: a write, delete or topic change is acknowledged only after its commit token resolved.
 Rule 3: diff bodies are a join of the engine's pre-encoded record bytes; records are never
-decoded and re-encoded here.
+decoded and re-encoded here. A diff delivers at most `max_bytes` of records (default and
+ceiling DIFF_MAX_BYTES, 16 MiB; always at least one record), and a body over PIECE_BYTES is a
+`Joined` that goes out in pieces, never copied whole.
 Rule 4: a long-poll takes the topic's notifier event BEFORE the engine read and waits on it
 only if that read delivered nothing and was caught up, bounded by `wait_ms` (<= 60 s).
+Rule 5: a large write yields to other tasks while its records are validated and encoded
+(every YIELD_BYTES of input), so one big body cannot hold the event loop for its whole
+duration; nothing touches the engine before the whole body was validated (Rule 1).
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from topicsrv.engine import deletes
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from topicsrv.engine.journal import CommitToken
 from topicsrv.engine.reads import ReadResult
-from topicsrv.engine.records import prepare_json
-from topicsrv.errors import invalid
+from topicsrv.engine.records import PreparedRecord, prepare_json
+from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
+from topicsrv.http.jsonsplit import loads_write_body
 from topicsrv.http.metrics import observe_fsync
-from topicsrv.http.protocol import Request, Response
+from topicsrv.http.protocol import PIECE_BYTES, Joined, Request, Response
 
 if TYPE_CHECKING:
     from topicsrv.server import ServerContext
@@ -36,6 +42,8 @@ LIST_LIMIT_MAX = 10_000
 WRITE_FIELDS = frozenset({"records", "create", "config", "idempotency_key"})
 DIFF_FIELDS = frozenset({"from_seq", "limit", "max_bytes", "node", "wait_ms", "epoch"})
 DELETE_FIELDS = frozenset({"before_seq", "match"})
+DIFF_MAX_BYTES = 16 << 20
+YIELD_BYTES = 1 << 20
 
 
 @dataclass(slots=True)
@@ -106,7 +114,7 @@ async def list_topics(call: Call) -> Response:
 
 
 async def write(call: Call) -> Response:
-    body = p.json_object(call.req.body, WRITE_FIELDS)
+    body = p.object_fields(await loads_write_body(call.req.body), WRITE_FIELDS)
     raw = body.get("records")
     if not isinstance(raw, list) or not raw:
         raise invalid("'records' must be a non-empty array of record objects", field="records")
@@ -115,11 +123,34 @@ async def write(call: Call) -> Response:
     if config is not None and not isinstance(config, dict):
         raise invalid("'config' must be an object", field="config")
     key = p.opt_str(body, "idempotency_key") or _header_key(call.req)
-    prepared = [prepare_json(rec, i) for i, rec in enumerate(raw)]
+    prepared = await prepare_records(raw)
+    del body, raw  # free the parsed body (can be large) before the engine's work
+    await trio.lowlevel.checkpoint()
     result, token = call.ctx.engine.write(call.topic, prepared, create=create, config=config,
                                           idempotency_key=key)
     fsync_ms = await commit(call, token)
     return json_response(call, dict(result), fsync_ms=fsync_ms)
+
+
+async def prepare_records(raw: list[Any]) -> list[PreparedRecord]:
+    """Validate and encode each record, yielding every YIELD_BYTES (Rule 5)."""
+    out: list[PreparedRecord] = []
+    since_yield = 0
+    for i, rec in enumerate(raw):
+        try:
+            prepared = prepare_json(rec, i)
+        except TypeError as exc:  # orjson cannot encode it: nested deeper than 254 levels
+            if "Recursion" not in str(exc):
+                raise
+            raise TopicsError(
+                "invalid_json", f"records[{i}] is nested too deeply to store ({exc}); "
+                "data may nest at most 254 levels", {"field": f"records[{i}].data"}) from None
+        out.append(prepared)
+        since_yield += prepared.size + 64
+        if since_yield >= YIELD_BYTES:
+            since_yield = 0
+            await trio.lowlevel.checkpoint()
+    return out
 
 
 def _header_key(req: Request) -> str | None:
@@ -150,7 +181,7 @@ def parse_diff(body: bytes) -> DiffArgs:
     return DiffArgs(
         from_seq=p.opt_int(obj, "from_seq") or 0,
         limit=p.opt_int(obj, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT,
-        max_bytes=p.opt_int(obj, "max_bytes", 0, 1 << 53) or 0,
+        max_bytes=min(p.opt_int(obj, "max_bytes", 0, 1 << 53) or DIFF_MAX_BYTES, DIFF_MAX_BYTES),
         nodes=p.nodes(obj.get("node")),
         wait_ms=min(wait_ms, MAX_WAIT_MS),
         epoch=p.opt_int(obj, "epoch"),
@@ -164,11 +195,11 @@ def public_tombstone(tomb: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: v for k, v in tomb.items() if not k.startswith("$")}
 
 
-def diff_body(topic: str, res: ReadResult, elapsed_ms: float) -> bytes:
-    """The diff response (seeds ordering-and-cursors), records joined as stored."""
-    return b"".join((
-        b'{"topic":', orjson.dumps(topic),
-        b',"records":[', b",".join(res.records),
+def diff_body(topic: str, res: ReadResult, elapsed_ms: float) -> bytes | Joined:
+    """The diff response (seeds ordering-and-cursors), records joined as stored; a large one
+    as a `Joined`, so it is sent in pieces instead of being copied (Rule 3)."""
+    prefix = b'{"topic":' + orjson.dumps(topic) + b',"records":['
+    suffix = b"".join((
         b'],"tombstone":', orjson.dumps(public_tombstone(res.tombstone)),
         b',"next_from_seq":%d,"head_seq":%d,"earliest_seq":%d,"caught_up":%s,"lag":%d'
         % (res.next_from_seq, res.head_seq, res.earliest_seq,
@@ -177,6 +208,8 @@ def diff_body(topic: str, res: ReadResult, elapsed_ms: float) -> bytes:
         orjson.dumps({"server_total_ms": elapsed_ms, "records_scanned": res.scanned}),
         b"}",
     ))
+    body = Joined(prefix, res.records, b",", suffix)
+    return body if len(body) > PIECE_BYTES else body.to_bytes()
 
 
 async def diff(call: Call) -> Response:

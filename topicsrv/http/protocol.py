@@ -9,12 +9,19 @@ Rule 3: requests are surfaced strictly one at a time; the next one (pipelined by
 buffered included) is parsed only after the current response was completed, so answers go
 out in request order.
 Rule 4: a malformed request is a `Refusal` (400), never an exception out of this module.
+Rule 5: a large response body is never copied whole: `respond_pieces` yields the head and then
+the body as it is (bytes) or, for a `Joined` body, in pieces of about PIECE_BYTES joined on the
+fly, so a response costs at most one piece beyond the records it references.
+Rule 6: `next_event` handles at most EVENTS_PER_CALL h11 events per call and then answers
+YIELD (call again after a checkpoint), so a body of many tiny chunks cannot hold the loop; the
+body is gathered in one bytearray, not one object per chunk.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl
 
 import h11
 import orjson
@@ -23,6 +30,41 @@ from topicsrv.errors import TopicsError
 
 MAX_HEADER_BYTES = 64 * 1024
 JSON_TYPE = b"application/json"
+PIECE_BYTES = 256 * 1024  # a body larger than this goes out in pieces, not one buffer
+EVENTS_PER_CALL = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """A body equal to `prefix + sep.join(items) + suffix`, never built whole (Rule 5)."""
+
+    prefix: bytes
+    items: Sequence[bytes]
+    sep: bytes
+    suffix: bytes
+
+    def __len__(self) -> int:
+        seps = len(self.sep) * max(0, len(self.items) - 1)
+        return len(self.prefix) + sum(map(len, self.items)) + seps + len(self.suffix)
+
+    def pieces(self, size: int = PIECE_BYTES) -> Iterator[bytes]:
+        """The body in order, each piece about `size` bytes (one item may be larger)."""
+        items, sep = self.items, self.sep
+        out: list[bytes] = [self.prefix]
+        buffered = len(self.prefix)
+        for i, item in enumerate(items):
+            if i:
+                out.append(sep)
+            out.append(item)
+            buffered += len(item) + len(sep)
+            if buffered >= size:
+                yield b"".join(out)
+                out, buffered = [], 0
+        out.append(self.suffix)
+        yield b"".join(out)
+
+    def to_bytes(self) -> bytes:
+        return b"".join((self.prefix, self.sep.join(self.items), self.suffix))
 
 
 @dataclass(slots=True)
@@ -33,12 +75,13 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
     body: bytes = b""
+    local_host: str | None = None  # the address the connection arrived on (Host check)
 
 
 @dataclass(slots=True)
 class Response:
     status: int
-    body: bytes = b""
+    body: bytes | Joined = b""
     content_type: bytes = JSON_TYPE
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
 
@@ -59,15 +102,20 @@ class Closed:
     pass
 
 
+class Yield:
+    pass
+
+
 NEED_DATA = NeedData()
 CLOSED = Closed()
+YIELD = Yield()
 
-Event = Request | Refusal | NeedData | Closed
+Event = Request | Refusal | NeedData | Closed | Yield
 
 REASONS = {
-    200: b"OK", 201: b"Created", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
-    405: b"Method Not Allowed", 409: b"Conflict", 413: b"Content Too Large",
-    422: b"Unprocessable Content", 500: b"Internal Server Error", 503: b"Service Unavailable",
+    200: b"OK", 201: b"Created", 400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden",
+    404: b"Not Found", 405: b"Method Not Allowed", 409: b"Conflict", 413: b"Content Too Large",
+    415: b"Unsupported Media Type", 422: b"Unprocessable Content", 500: b"Internal Server Error", 503: b"Service Unavailable",
     507: b"Insufficient Storage",
 }
 
@@ -85,24 +133,28 @@ def refusal(err: TopicsError) -> Refusal:
 
 
 def split_target(target: str) -> tuple[str, dict[str, str]]:
+    """(raw path, decoded query). The path stays percent-encoded: the router decodes only the
+    segments it captures, so `%2F` can never become a path separator (router Rule 5)."""
     path, _, qs = target.partition("?")
     query: dict[str, str] = {}
     for key, value in parse_qsl(qs, keep_blank_values=True):
         query.setdefault(key, value)
-    return unquote(path), query
+    return path, query
 
 
 class ServerProtocol:
     """One server-side HTTP/1.1 connection (keep-alive, pipelining), no I/O."""
 
-    def __init__(self, max_body: int) -> None:
+    def __init__(self, max_body: int, local_host: str | None = None) -> None:
         self.max_body = max_body
+        self.local_host = local_host
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
         self._out: list[bytes] = []
         self._head: h11.Request | None = None
-        self._chunks: list[bytes] = []
-        self._size = 0
+        self._body = bytearray()
         self.closed = False
+        self._method = b""  # of the request being answered (b"" between requests)
+        self._answering = False  # the first byte of the current answer was handed out
 
     # ---- input -------------------------------------------------------------------------
 
@@ -114,8 +166,8 @@ class ServerProtocol:
             pass
 
     def next_event(self) -> Event:
-        """The next complete request, a refusal, NEED_DATA or CLOSED."""
-        while True:
+        """The next complete request, a refusal, NEED_DATA, CLOSED, or YIELD (Rule 6)."""
+        for _ in range(EVENTS_PER_CALL):
             try:
                 event = self.conn.next_event()
             except h11.RemoteProtocolError as exc:
@@ -128,23 +180,24 @@ class ServerProtocol:
                 return CLOSED
             if isinstance(event, h11.Request):
                 self._head = event
-                self._chunks = []
-                self._size = 0
+                self._method = event.method
+                self._body = bytearray()
                 length = _content_length(event)
                 if length is not None and length > self.max_body:
                     return self._refuse(_too_large(length, self.max_body))
             elif isinstance(event, h11.Data):
-                self._size += len(event.data)
-                if self._size > self.max_body:
-                    return self._refuse(_too_large(self._size, self.max_body))
-                self._chunks.append(bytes(event.data))
+                if len(self._body) + len(event.data) > self.max_body:
+                    return self._refuse(_too_large(len(self._body) + len(event.data),
+                                                   self.max_body))
+                self._body += event.data
             elif isinstance(event, h11.EndOfMessage):
                 head = self._head
                 assert head is not None
                 self._head = None
-                body = b"".join(self._chunks)
-                self._chunks = []
-                return _request(head, body)
+                body = bytes(self._body)
+                self._body = bytearray()
+                return _request(head, body, self.local_host)
+        return YIELD
 
     def _refuse(self, err: TopicsError) -> Refusal:
         self.closed = True
@@ -159,17 +212,44 @@ class ServerProtocol:
 
     def respond(self, resp: Response) -> bytes:
         """Bytes of a complete response; afterwards the next request may be read."""
+        return b"".join(self.respond_pieces(resp))
+
+    def respond_pieces(self, resp: Response) -> Iterator[bytes]:
+        """A complete response as pieces to write in order (Rule 5); consume all of them."""
+        body = resp.body
         headers = [(b"content-type", resp.content_type),
-                   (b"content-length", b"%d" % len(resp.body)), *resp.headers]
-        out = self.conn.send(h11.Response(status_code=resp.status, headers=headers,
-                                          reason=REASONS.get(resp.status, b"")))
-        out += self.conn.send(h11.Data(data=resp.body)) if resp.body else b""
-        out += self.conn.send(h11.EndOfMessage())
+                   (b"content-length", b"%d" % len(body)), *resp.headers]
+        head = self.conn.send(h11.Response(status_code=resp.status, headers=headers,
+                                           reason=REASONS.get(resp.status, b"")))
+        self._answering = True
+        if self._method == b"HEAD":  # the headers of the answer, never its body
+            body = b""
+        if isinstance(body, bytes) and len(body) <= PIECE_BYTES:
+            out = head + self.conn.send(h11.Data(data=body)) if body else head
+            out += self.conn.send(h11.EndOfMessage())
+            self._next_cycle()
+            yield out
+            return
+        yield head
+        for piece in (body.pieces() if isinstance(body, Joined) else (body,)):
+            yield from self.conn.send_with_data_passthrough(h11.Data(data=piece)) or ()
+        end = self.conn.send(h11.EndOfMessage())  # b"" under content-length framing
         self._next_cycle()
-        return out
+        if end:
+            yield end
+
+    def internal_error(self) -> bytes | None:
+        """A hand-framed 500 `internal` for a request whose answer has not started (the
+        connection is then closed), or None when part of an answer may already be out."""
+        if self._answering or not self._method:
+            return None
+        self.closed = True
+        self._method = b""
+        return refusal(TopicsError("internal", "internal server error (logged)")).data
 
     def start_stream(self, status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
         """Headers of a streamed (chunked) response such as SSE."""
+        self._answering = True
         return self.conn.send(h11.Response(status_code=status, headers=headers,
                                            reason=REASONS.get(status, b"")))
 
@@ -182,6 +262,8 @@ class ServerProtocol:
         return out
 
     def _next_cycle(self) -> None:
+        self._method = b""
+        self._answering = False
         if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
             self.conn.start_next_cycle()
         elif self.conn.our_state in (h11.MUST_CLOSE, h11.CLOSED):
@@ -207,7 +289,7 @@ def _too_large(size: int, limit: int) -> TopicsError:
     )
 
 
-def _request(head: h11.Request, body: bytes) -> Request:
+def _request(head: h11.Request, body: bytes, local_host: str | None) -> Request:
     headers: dict[str, str] = {}
     for name, value in head.headers:
         key = name.decode("latin-1")
@@ -215,4 +297,5 @@ def _request(head: h11.Request, body: bytes) -> Request:
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
     target = head.target.decode("latin-1")
     path, query = split_target(target)
-    return Request(head.method.decode("ascii", "replace"), target, path, query, headers, body)
+    return Request(head.method.decode("ascii", "replace"), target, path, query, headers, body,
+                   local_host)

@@ -7,11 +7,17 @@ Rule 3: `{topic}` segments are percent-decoded and validated here (400 `invalid_
 so a handler only ever sees a well-formed name.
 Rule 4: routes of features this version does not ship (routers, queues) match on purpose and
 answer 404 `not_found` saying so, instead of a generic "no such route".
+Rule 5: only canonical paths match. The path is the raw request target (not percent-decoded);
+an empty segment (`//`, a trailing `/`), a dot segment (`.`, `..`, also percent-encoded) or a
+literal segment spelled any other way (`%2F`, `%76`, other letter case) matches nothing and is
+404. So no spelling of a path reaches a handler as an alias of another route, and what the
+auth check saw is exactly what is routed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from topicsrv.engine.config import check_topic_name
 from topicsrv.errors import TopicsError
@@ -63,23 +69,40 @@ class Match:
     params: dict[str, str]
 
 
+_DOTS = frozenset({".", ".."})
+
+
+def segments(path: str) -> list[str] | None:
+    """The raw segments of a canonical path ("/a/b" -> ["a", "b"]), None if not canonical."""
+    if not path.startswith("/"):
+        return None  # "*", absolute-form targets, garbage
+    if path == "/":
+        return []
+    parts = path[1:].split("/")
+    for part in parts:
+        if not part or part in _DOTS or unquote(part) in _DOTS:
+            return None
+    return parts
+
+
 def _bind(pattern: tuple[str, ...], parts: list[str]) -> dict[str, str] | None:
     if len(pattern) != len(parts):
         return None
     params: dict[str, str] = {}
     for want, got in zip(pattern, parts, strict=True):
         if want.startswith("{"):
-            if not got:
-                return None
-            params[want[1:-1]] = got
+            params[want[1:-1]] = unquote(got)
         elif want != got:
             return None
     return params
 
 
 def resolve(method: str, path: str, routes: tuple[Route, ...] = ROUTES) -> Match:
-    """The handler for (method, path) or a TopicsError (404 / 405 / 400 bad name)."""
-    parts = path.strip("/").split("/") if path not in ("", "/") else []
+    """The handler for (method, raw path) or a TopicsError (404 / 405 / 400 bad name)."""
+    parts = segments(path)
+    if parts is None:
+        raise TopicsError("not_found", f"no route for {method} {path} (not a canonical path)",
+                          {"path": path})
     for route in routes:
         params = _bind(route.pattern, parts)
         if params is None:

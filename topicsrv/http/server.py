@@ -4,11 +4,15 @@ Rule 1: one task per connection runs read -> dispatch -> write, one request at a
 pipelined requests are answered in order and a connection never buffers more than one
 request body (<= max_body_bytes) plus one response.
 Rule 2: a peer that disconnects (mid-body, mid-response, mid-stream) only ends its own task;
-errors never escape to the listener, so other connections are untouched.
+errors never escape to the listener, so other connections are untouched. Any other exception
+out of a connection is logged with its traceback and, when no byte of the answer was written
+yet, answered with a hand-framed 500 `internal` (without the traceback) before closing.
 Rule 3: a connection silent for IDLE_S (between requests or mid-request) is closed, so stalled
 clients cannot pin connections forever.
 Rule 4: an SSE stream runs beside a reader task that notices the peer closing and cancels the
 stream at once, instead of at the next heartbeat.
+Rule 5: a response is written piece by piece as `ServerProtocol.respond_pieces` yields it; each
+`send_all` is a checkpoint, so a large body never holds the loop and is never copied whole.
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ from topicsrv.errors import TopicsError
 from topicsrv.http import sse
 from topicsrv.http.app import dispatch
 from topicsrv.http.metrics import http_stats
-from topicsrv.http.protocol import CLOSED, NEED_DATA, Refusal, Request, Response, ServerProtocol
+from topicsrv.http.protocol import (
+    CLOSED,
+    NEED_DATA,
+    YIELD,
+    Refusal,
+    Request,
+    Response,
+    ServerProtocol,
+)
 
 if TYPE_CHECKING:
     from topicsrv.server import ServerContext
@@ -73,15 +85,43 @@ def refusal(reason: str) -> bytes:
 async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> None:
     stats = http_stats(ctx)
     stats["connections"] += 1
+    proto = ServerProtocol(ctx.config.max_body_bytes, local_host=_local_host(stream))
     try:
-        await _serve(ctx, stream)
-    except _GONE:
-        pass
-    except Exception:  # never let one connection take the listener down
-        log.exception("HTTP connection failed")
+        await _serve(ctx, proto, stream)
+    except Exception as exc:  # never let one connection take the listener down
+        if not _gone(exc):
+            log.exception("HTTP connection failed")
+            await _answer_internal(ctx, proto, stream)
     finally:
         stats["connections"] -= 1
         await stream.aclose()
+
+
+def _gone(exc: BaseException) -> bool:
+    """The peer went away (possibly reported from inside a nursery, as a group)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_gone(e) for e in exc.exceptions)
+    return isinstance(exc, _GONE)
+
+
+async def _answer_internal(ctx: ServerContext, proto: ServerProtocol,
+                           stream: trio.SocketStream) -> None:
+    data = proto.internal_error()
+    if data is None:
+        return  # part of an answer is already out: closing is all that is left
+    _count(ctx, 500)
+    with trio.move_on_after(LINGER_S):
+        try:
+            await stream.send_all(data)
+        except _GONE:
+            pass
+
+
+def _local_host(stream: trio.SocketStream) -> str | None:
+    try:
+        return str(stream.socket.getsockname()[0])
+    except (OSError, AttributeError, IndexError):
+        return None
 
 
 def _count(ctx: ServerContext, status: int) -> None:
@@ -89,8 +129,7 @@ def _count(ctx: ServerContext, status: int) -> None:
     requests[status] = requests.get(status, 0) + 1
 
 
-async def _serve(ctx: ServerContext, stream: trio.SocketStream) -> None:
-    proto = ServerProtocol(ctx.config.max_body_bytes)
+async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream) -> None:
     while True:
         event = proto.next_event()
         pending = proto.data_to_send()  # e.g. "100 Continue"
@@ -103,6 +142,9 @@ async def _serve(ctx: ServerContext, stream: trio.SocketStream) -> None:
             return  # idle keep-alive or a stalled request: free the connection
         if event is CLOSED:
             return
+        if event is YIELD:  # many small events parsed: let other connections run
+            await trio.lowlevel.checkpoint()
+            continue
         if isinstance(event, Refusal):
             _count(ctx, event.status)
             await stream.send_all(event.data)
@@ -117,7 +159,8 @@ async def _serve(ctx: ServerContext, stream: trio.SocketStream) -> None:
             result = await dispatch(ctx, event)
         if isinstance(result, Response):
             _count(ctx, result.status)
-            await stream.send_all(proto.respond(result))
+            for piece in proto.respond_pieces(result):
+                await stream.send_all(piece)
             if proto.wants_close:
                 return
             continue

@@ -1,0 +1,109 @@
+"""Checks every request passes before it is routed: Host, bearer token, body media type.
+
+Rule 1: the Host check comes first (403 `forbidden`, `detail.reason` "host_not_allowed"). A
+Host is allowed when its name (port ignored, case-insensitive) is localhost, 127.0.0.1 or
+[::1], the bound address, the local address the connection arrived on, or a name given with
+`--allowed-hosts` (`*` allows any). A browser page can only send another name through DNS
+rebinding, which this refuses. A request without Host (HTTP/1.0 only) is not from a browser
+and passes.
+Rule 2: with a token configured, EVERY request needs `Authorization: Bearer <token>` (401
+`unauthorized`, compared in constant time), before routing: an unknown or non-canonical path
+is 401 to a caller without the token, and 404 only to one with it.
+Rule 3: a request that carries a body on a method other than GET/HEAD must declare
+`Content-Type: application/json` (parameters such as charset allowed), else 415
+`unsupported_media_type`. An HTML form or a `no-cors` fetch can only send form or text/plain
+bodies, so cross-site pages cannot write; a request without a body needs no Content-Type.
+Rule 4: pure functions of (config, request); no I/O.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from typing import TYPE_CHECKING
+
+from topicsrv.errors import TopicsError
+from topicsrv.http.protocol import Request
+
+if TYPE_CHECKING:
+    from topicsrv.server import ServerConfig
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]/@,]+)(?::[0-9]{0,5})?")
+
+
+def host_name(value: str) -> str | None:
+    """The name part of a Host header value, lower-cased ("[::1]:7070" -> "[::1]")."""
+    m = _HOST.fullmatch(value.strip())
+    return m.group(1).lower() if m else None
+
+
+def address_name(addr: str) -> str:
+    """An address as it appears in a Host header ("::1" -> "[::1]")."""
+    addr = addr.lower()
+    if addr.startswith("::ffff:") and "." in addr:  # IPv4-mapped: clients say 10.0.0.5
+        addr = addr[len("::ffff:"):]
+    if ":" in addr and not addr.startswith("["):
+        return f"[{addr}]"
+    return addr
+
+
+def parse_allowed_hosts(text: str) -> tuple[str, ...]:
+    """`--allowed-hosts a.example,10.0.0.5,*` as normalised names."""
+    return tuple(address_name(part.strip()) for part in text.split(",") if part.strip())
+
+
+def check_host(config: ServerConfig, req: Request) -> None:
+    allowed = config.allowed_hosts
+    if "*" in allowed:
+        return
+    value = req.headers.get("host")
+    if value is None:
+        return
+    name = host_name(value)
+    if name is not None and (
+        name in LOOPBACK_NAMES
+        or name in allowed
+        or (config.bind not in WILDCARD_BINDS and name == address_name(config.bind))
+        or (req.local_host is not None and name == address_name(req.local_host))
+    ):
+        return
+    hint = name if name is not None else "NAME"
+    raise TopicsError(
+        "forbidden",
+        f"Host {value!r} is not a name of this server (DNS rebinding protection): use "
+        f"127.0.0.1, localhost or the bound address, or start the server with "
+        f"--allowed-hosts {hint}",
+        {"reason": "host_not_allowed", "host": value},
+    )
+
+
+def check_auth(config: ServerConfig, req: Request) -> None:
+    token = config.token
+    if not token:
+        return
+    given = req.headers.get("authorization", "")
+    scheme, _, value = given.partition(" ")
+    ok = scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    if not ok:
+        raise TopicsError(
+            "unauthorized",
+            "missing or wrong bearer token (send 'Authorization: Bearer <token>')",
+        )
+
+
+def check_content_type(req: Request) -> None:
+    if not req.body or req.method in ("GET", "HEAD"):
+        return
+    given = req.headers.get("content-type")
+    mime = given.split(";", 1)[0].strip().lower() if given else ""
+    if mime != "application/json":
+        raise TopicsError(
+            "unsupported_media_type",
+            f"a request body must be JSON sent with 'Content-Type: application/json' "
+            f"(got {given!r})" if given else
+            "a request body must be JSON sent with 'Content-Type: application/json' "
+            "(the request has no Content-Type)",
+            {"content_type": given},
+        )
