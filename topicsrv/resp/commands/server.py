@@ -10,7 +10,6 @@ Rule 3: FLUSHDB/FLUSHALL delete every topic (each awaited like DEL) - there is o
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import platform
 import resource
@@ -18,6 +17,7 @@ import time
 from typing import Any
 
 from topicsrv import __version__ as topicsrv_version
+from topicsrv.engine.glob import PatternTooLong, compile_glob
 from topicsrv.resp.commands.base import (
     REGISTRY,
     SYNTAX,
@@ -286,9 +286,12 @@ def config_get(ctx: CommandContext, args: list[bytes]) -> Any:
     values = config_values(ctx)
     out: dict[str, str] = {}
     for a in args:
-        pattern = a.decode("latin-1").lower()
+        try:
+            match = compile_glob(a.lower()).match  # Redis: stringmatch(pattern, name, nocase=1)
+        except PatternTooLong as e:
+            raise Err(f"ERR {e}") from None
         for k, v in values.items():
-            if fnmatch.fnmatchcase(k, pattern):
+            if match(k.encode("latin-1")):
                 out[k] = v
     return out
 
