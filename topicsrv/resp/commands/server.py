@@ -219,6 +219,8 @@ def info_sections(ctx: CommandContext) -> dict[str, list[tuple[str, Any]]]:
             ("total_net_output_bytes", st.net_output_bytes),
             ("rejected_connections", st.rejected_connections),
             ("client_output_limit_disconnections", st.output_limit_disconnects),
+            ("client_output_limit_refusals", st.output_limit_refusals),
+            ("security_attacks_refused", st.security_attacks),
             ("evicted_keys", 0), ("keyspace_hits", st.keyspace_hits),
             ("keyspace_misses", st.keyspace_misses),
             ("unexpected_error_replies", st.unexpected_errors),
