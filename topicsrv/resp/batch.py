@@ -12,6 +12,9 @@ storage), nothing was applied and the run is executed command by command instead
 gets exactly the reply it would get alone.
 Rule 4: bookkeeping is as for single commands: total_commands, last_cmd, NOAUTH (an
 unauthenticated client never coalesces).
+Rule 5: an XADD with more than dispatch.BIG_ARGV arguments never coalesces (it takes the
+dispatcher's fair path); an unexpected exception answers every command of the run with
+`ERR internal error (logged)`, as the dispatcher would (dispatch Rule 2).
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ from typing import Any
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.errors import TopicsError
 from topicsrv.resp.commands.base import CommandContext, Err, Pending
-from topicsrv.resp.dispatch import execute
+from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
 
 MAX_RUN = 1000
 
 
 def _plain(argv: list[bytes], key: bytes) -> bool:
     n = len(argv)
-    return n >= 5 and n & 1 == 1 and argv[2] == b"*" and argv[1] == key \
+    return 5 <= n <= BIG_ARGV and n & 1 == 1 and argv[2] == b"*" and argv[1] == key \
         and (argv[0] == b"XADD" or argv[0] == b"xadd" or argv[0].lower() == b"xadd")
 
 
@@ -44,6 +47,15 @@ def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
         j += 1
     if j - i < 2:
         return None
+    try:
+        return _run(ctx, cmds, i, j)
+    except Exception:
+        err = internal_error(ctx.front, "a coalesced XADD run")
+        return [err] * (j - i)
+
+
+def _run(ctx: CommandContext, cmds: list[list[bytes]], i: int, j: int) -> list[Any]:
+    key = cmds[i][1]
     replies: list[Any] = [None] * (j - i)
     recs: list[PreparedRecord] = []
     slots: list[int] = []

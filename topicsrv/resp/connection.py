@@ -4,8 +4,9 @@ Rule 1 (pipelining): every complete frame in the input is executed before the ne
 the replies go out in ONE `send_all` per flush (a flush also happens when the pending output
 passes FLUSH_AT, and before a blocking command waits).
 Rule 2 (bounded output): input is not read while output is being sent, so a client that does
-not read its replies is paused by TCP back-pressure; a reply batch larger than
-`config.client_output_limit` disconnects the client instead of growing server memory.
+not read its replies is paused by TCP back-pressure; a single reply larger than
+`config.client_output_limit` is refused with an error (dispatch Rule 4), and a batch that
+still outgrows it disconnects the client instead of growing server memory.
 Rule 3 (blocking): while an async handler waits (XREAD BLOCK), input is still watched: EOF
 cancels the wait and closes; bytes that arrive are kept (bounded) for after the wait.
 CLIENT KILL cancels the connection's scope, which cancels a wait too.
@@ -80,6 +81,9 @@ class Connection:
             pass
         except OSError as e:
             log.debug("client %d: %s", self.client.id, e)
+        except Exception:  # a bug outside any command (dispatch guards those): one connection
+            self.front.stats.unexpected_errors += 1
+            log.exception("client %d: unexpected error; closing", self.client.id)
         finally:
             self.front.clients.pop(self.client.id, None)
             await trio.aclose_forcefully(self.stream)
@@ -133,7 +137,7 @@ class Connection:
                 await self._flush(out)
 
     def _emit(self, out: bytearray, reply: Any) -> None:
-        emit(out, self.marks, reply, self.client.protocol == 3)
+        emit(out, self.marks, reply, self.client.protocol == 3, self.ctx)
 
     async def _flush(self, out: bytearray) -> None:
         n = len(out)
@@ -141,7 +145,7 @@ class Connection:
             raise _Closed
         if self.marks:
             marks, self.marks = self.marks, []
-            await settle(marks, out)
+            await settle(marks, out, self.front)
             n = len(out)
         self.client.out_pending = n
         self.client.paused = True

@@ -1,11 +1,21 @@
 """Command dispatch: one argv -> one reply value (or a coroutine for a blocking command).
 
-Rule 1: checks run in redis-server's order: unknown command, authentication (NOAUTH), unknown
-subcommand, arity; then the handler parses its own arguments.
+Rule 1: checks run in redis-server's order: POST/Host: (Rule 3), unknown command,
+authentication (NOAUTH), unknown subcommand, arity; then the handler parses its own arguments.
 Rule 2: every failure becomes an error REPLY: `Err` as is, `TopicsError` via its RESP prefix,
-anything unexpected as `ERR internal error` (logged). A client never sees a traceback and the
-connection stays open.
-Rule 3: over `--max-memory`, a command flagged `denyoom` is refused after the arity check with
+anything unexpected (a bug: in a handler, in encoding its reply, in a commit wait) as
+`ERR internal error (logged)` with the traceback in the server log. A client never sees a
+traceback, the connection stays open, and no command can end the process.
+Rule 3 (cross-protocol scripting, as redis-server's processCommand): a command named `POST`
+or `Host:` (any case) is an HTTP request sent to the RESP port: it is not answered, nothing
+after it runs, the connection closes, and a warning is logged (at most once a minute).
+Rule 4 (no reply past the output limit): a single reply larger than `client_output_limit`
+is replaced by an `-ERR` saying so (the connection stays open); the commands that can produce
+one bound their output first (topicsrv/resp/replysize.py), so this is the backstop.
+Rule 5 (fairness): a command with more than BIG_ARGV arguments runs as a task step of its
+own, with a scheduler checkpoint before and after, so the clients served by the same loop get
+their turn between its parse, its execution and its reply.
+Rule 6: over `--max-memory`, a command flagged `denyoom` is refused after the arity check with
 Redis's `-OOM` text, before its handler runs (topicsrv/memory.py); a MemoryError is `-OOM` too.
 """
 
@@ -13,24 +23,73 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Any
+
+import trio
 
 from topicsrv.errors import TopicsError
 from topicsrv.memory import oom_error
 from topicsrv.resp.commands.base import (
+    NO_REPLY,
     CommandContext,
     Err,
+    Front,
     Pending,
     lookup,
+    quote_bytes,
     unknown_subcommand,
     wrong_args,
 )
 from topicsrv.resp.encoder import encode, encode_error
+from topicsrv.resp.replysize import too_big
 
 log = logging.getLogger("topicsrv.resp")
 
 NO_AUTH = frozenset({"auth", "hello", "quit", "reset"})
+INTERNAL_ERROR = "ERR internal error (logged)"
+BIG_ARGV = 4096  # more arguments than this: the command gets scheduler turns of its own
+SECURITY_WORDS = frozenset({b"post", b"host:"})
+SECURITY_LOG_EVERY = 60.0
+SECURITY_WARNING = (
+    "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: "
+    "commands to Redis. This is likely due to an attacker attempting to use Cross Protocol "
+    "Scripting to compromise your Redis instance. Connection aborted."
+)
+
+
+def internal_error(front: Front, what: str) -> Err:
+    """Count and log (with its traceback) the exception being handled; the reply for it."""
+    front.stats.unexpected_errors += 1
+    log.exception("%s failed (replied %r)", what, INTERNAL_ERROR)
+    return Err(INTERNAL_ERROR)
+
+
+def error_reply(e: TopicsError) -> Err:
+    """A TopicsError as a RESP error. A refused key name is shown readably: keys are bytes
+    on the wire and reach the engine latin-1 decoded, so the engine's repr() of the name would
+    show UTF-8 as mojibake; it is re-rendered from the bytes (UTF-8, `\\xHH` for the rest)."""
+    if e.code == "invalid_topic_name" and e.detail and isinstance(e.detail.get("topic"), str):
+        name: str = e.detail["topic"]
+        try:
+            raw = name.encode("latin-1")
+        except UnicodeEncodeError:
+            return Err(e.resp_line())
+        text = e.message.replace(repr(name), quote_bytes(raw), 1)
+        return Err(f"{e.resp_prefix} {text}")
+    return Err(e.resp_line())
+
+
+def _security_warning(ctx: CommandContext) -> Any:
+    front, client = ctx.front, ctx.client
+    front.stats.security_attacks += 1
+    now = time.monotonic()
+    if now - front.security_logged_at > SECURITY_LOG_EVERY:
+        front.security_logged_at = now
+        log.warning("%s (client %d, %s)", SECURITY_WARNING, client.id, client.addr)
+    client.close_after_reply = True
+    return NO_REPLY
 
 
 def _text(b: bytes) -> str:
@@ -47,7 +106,28 @@ def unknown_command(argv: list[bytes]) -> Err:
 
 
 def execute(ctx: CommandContext, argv: list[bytes]) -> Any:
-    """Run one command; returns a reply value or an awaitable (async handlers)."""
+    """Run one command; returns a reply value or an awaitable (async handlers, big commands).
+    Never raises (Rule 2)."""
+    try:
+        if 4 <= len(argv[0]) <= 5 and argv[0].lower() in SECURITY_WORDS:
+            return _security_warning(ctx)
+        if len(argv) > BIG_ARGV:
+            return _guard(_big(ctx, argv), ctx)
+        return _execute(ctx, argv)
+    except Exception:
+        return internal_error(ctx.front, f"command {_text(argv[0][:64])!r}")
+
+
+async def _big(ctx: CommandContext, argv: list[bytes]) -> Any:
+    await trio.lowlevel.checkpoint()  # others get a turn between the parse and the execution
+    reply = _execute(ctx, argv)
+    if inspect.isawaitable(reply):
+        reply = await reply
+    await trio.lowlevel.checkpoint()  # and between the execution and the encoding
+    return reply
+
+
+def _execute(ctx: CommandContext, argv: list[bytes]) -> Any:
     front = ctx.front
     front.stats.total_commands += 1
     spec, used = lookup(argv)
@@ -74,14 +154,12 @@ def execute(ctx: CommandContext, argv: list[bytes]) -> Any:
     except Err as e:
         return e
     except TopicsError as e:
-        return Err(e.resp_line())
+        return error_reply(e)
     except MemoryError:
         log.error("command %s ran out of memory", spec.name)
         return Err(oom_error().resp_line())
     except Exception:
-        front.stats.unexpected_errors += 1
-        log.exception("command %s failed", spec.name)
-        return Err("ERR internal error")
+        return internal_error(front, f"command {spec.name}")
     if spec.is_async or inspect.isawaitable(result):
         return _guard(result, ctx)
     return result
@@ -93,14 +171,12 @@ async def _guard(aw: Awaitable[Any], ctx: CommandContext) -> Any:
     except Err as e:
         return e
     except TopicsError as e:
-        return Err(e.resp_line())
+        return error_reply(e)
     except Exception:
-        ctx.front.stats.unexpected_errors += 1
-        log.exception("blocking command failed")
-        return Err("ERR internal error")
+        return internal_error(ctx.front, "blocking command")
 
 
-async def settle(marks: list[tuple[Any, int, int]], out: bytearray) -> None:
+async def settle(marks: list[tuple[Any, int, int]], out: bytearray, front: Front) -> None:
     """Wait for the commit tokens of the writes whose replies sit in `out` (each mark is
     (token, start, end) of its reply); a failed one's reply becomes the error, spliced in
     place, last first so earlier offsets stay valid. Shared by both I/O paths."""
@@ -110,21 +186,35 @@ async def settle(marks: list[tuple[Any, int, int]], out: bytearray) -> None:
             await token.wait()
         except TopicsError as e:
             failed.append((start, end, e.resp_line()))
+        except Exception:
+            failed.append((start, end, internal_error(front, "a commit wait").text))
     for start, end, text in reversed(failed):
         err = bytearray()
         encode_error(err, text)
         out[start:end] = err
 
 
-def emit(out: bytearray, marks: list[tuple[Any, int, int]], reply: Any, resp3: bool) -> None:
+def emit(out: bytearray, marks: list[tuple[Any, int, int]], reply: Any, resp3: bool,
+         ctx: CommandContext) -> None:
     """Encode `reply` into `out`; a write waiting for its commit (Pending) leaves a mark so
-    `settle` can wait for it and swap in the error if the commit fails."""
-    if type(reply) is Pending:
-        start = len(out)
-        encode(out, reply.reply, resp3)
+    `settle` can wait for it and swap in the error if the commit fails. A reply that cannot
+    be encoded (a bug) or is over the output limit is replaced by an error (Rules 2 and 4)."""
+    start = len(out)
+    pending = type(reply) is Pending
+    try:
+        encode(out, reply.reply if pending else reply, resp3)
+    except Exception:
+        del out[start:]
+        encode_error(out, internal_error(ctx.front, "encoding a reply").text)
+        return
+    size = len(out) - start
+    limit = ctx.server.config.client_output_limit
+    if size > limit:
+        del out[start:]
+        encode_error(out, too_big(ctx, f"{size} bytes"))
+        return
+    if pending:
         marks.append((reply.token, start, len(out)))
-    else:
-        encode(out, reply, resp3)
 
 
 def over_output_limit(stats: Any, client: Any, pending: int, limit: int) -> bool:

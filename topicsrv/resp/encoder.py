@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from topicsrv.resp.commands.base import Err, NullArray, Push, Raw, Simple, Verbatim
+from topicsrv.resp.commands.base import Err, NoReply, NullArray, Push, Raw, Simple, Verbatim
 
 
 def _enc(s: str) -> bytes:
@@ -120,6 +120,10 @@ def _err(out: bytearray, v: Err, resp3: bool) -> None:
     out += b"-%b\r\n" % _enc(v.text)
 
 
+def _nothing(out: bytearray, v: NoReply, resp3: bool) -> None:
+    pass
+
+
 def _other(out: bytearray, v: Any, resp3: bool) -> None:
     for base, fn in _SLOW.items():  # subclasses (e.g. a str enum)
         if isinstance(v, base):
@@ -143,6 +147,7 @@ _SLOW: dict[type, Callable[[bytearray, Any, bool], None]] = {
     bytearray: _bytes_like,
     memoryview: _bytes_like,
     Err: _err,
+    NoReply: _nothing,
 }
 
 

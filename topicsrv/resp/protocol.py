@@ -25,6 +25,7 @@ MULTIBULK_MAX = 1024 * 1024
 UNAUTH_MULTIBULK_MAX = 10
 UNAUTH_BULK_MAX = 16384
 _SUSPECT = re.compile(rb"[*~>%|][0-9]{7}")  # a header hiredis would allocate hugely for
+_BULK_HEADER = re.compile(rb"\$(0|[1-9][0-9]{0,17})\r\n")
 
 _DIGITS = frozenset(b"0123456789")
 
@@ -274,6 +275,8 @@ class RequestParser:
             self._argv = []
             self._bulk = -1
         while self._want > 0:
+            if self._bulk < 0 and self._fast_bulks():
+                break
             if self._bulk < 0:
                 if self._scan >= len(buf):
                     return False
@@ -302,6 +305,30 @@ class RequestParser:
         self._finish(self._scan, cmds)
         cmds.append(argv)
         return True
+
+    def _fast_bulks(self) -> bool:
+        """Take the run of complete, canonical bulks at _scan in one tight loop (a command
+        of 1M arguments parses ~3x faster); anything unusual (over a limit, incomplete, not
+        `$<digits>\\r\\n`) is left to the checks of `_strict`. True when no arg is missing."""
+        buf = self._buf
+        scan, want, argv = self._scan, self._want, self._argv
+        limit = self.max_bulk_len if self.authenticated else min(self.max_bulk_len, UNAUTH_BULK_MAX)
+        n = len(buf)
+        match = _BULK_HEADER.match
+        with memoryview(buf) as view:
+            while want:
+                m = match(buf, scan)
+                if m is None:
+                    break
+                size = int(m.group(1))
+                start = m.end()
+                if size > limit or start + size + 2 > n:
+                    break
+                argv.append(bytes(view[start : start + size]))
+                scan = start + size + 2
+                want -= 1
+        self._scan, self._want = scan, want
+        return want == 0
 
     def _finish(self, end: int, cmds: list[list[bytes]]) -> None:
         self._pos = end

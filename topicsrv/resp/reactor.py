@@ -14,8 +14,9 @@ Rule 1 (pipelining): every complete frame of a read is executed in order before 
 read; the replies go out with one send per flush (a flush also happens when the pending
 output passes FLUSH_AT, and before a blocking command waits).
 Rule 2 (bounded output): while output is pending the socket is out of the epoll set, so a
-client that does not read is paused (events=w in CLIENT LIST); a reply batch larger than
-`client_output_limit` disconnects the client.
+client that does not read is paused (events=w in CLIENT LIST); a single reply larger than
+`client_output_limit` is refused with an error (dispatch Rule 4), and a batch that still
+outgrows it disconnects the client.
 Rule 3 (blocking): while a command blocks, input is watched: EOF cancels the wait and closes,
 bytes that arrive are kept (bounded) for after the wait. CLIENT KILL closes an idle socket at
 once and cancels a connection's task.
@@ -242,7 +243,7 @@ class Reactor:
         return None
 
     def _emit(self, c: Conn, reply: Any) -> None:
-        emit(c.out, c.marks, reply, c.client.protocol == 3)
+        emit(c.out, c.marks, reply, c.client.protocol == 3, c.ctx)
 
     def _emit_all(self, c: Conn, replies: list[Any]) -> None:
         for reply in replies:
@@ -310,7 +311,12 @@ class Reactor:
                 log.debug("client %d: %s", c.client.id, e)
             self._close_from_task(c)
             return
-        except BaseException:  # shutdown (an outer cancel) or a bug: never leak the socket
+        except Exception:  # a bug outside any command (dispatch guards those): one connection
+            self.front.stats.unexpected_errors += 1
+            log.exception("client %d: unexpected error; closing", c.client.id)
+            self._close_from_task(c)
+            return
+        except BaseException:  # shutdown (an outer cancel): never leak the socket
             self._close_from_task(c)
             raise
         if scope.cancelled_caught or c.client.killed:
@@ -326,7 +332,7 @@ class Reactor:
         self._check_limit(c)
         if c.marks:
             marks, c.marks = c.marks, []
-            await settle(marks, c.out)
+            await settle(marks, c.out, self.front)
         client, out = c.client, c.out
         client.out_pending = len(out)
         client.paused = True

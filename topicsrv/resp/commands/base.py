@@ -15,6 +15,7 @@ Reply values:
   Verbatim(text) -> RESP3 verbatim `=` (bulk in RESP2)
   Push([...]) -> RESP3 push `>` (array in RESP2)
   NullArray() -> RESP2 `*-1` / RESP3 `_`        (XREAD timeout, Redis's null array)
+  NO_REPLY -> nothing at all                    (a connection closed without an answer)
   Err("ERR text") -> `-ERR text` (raise it or return it; the connection stays open).
   committed(token, reply) -> `reply` once the engine's commit token is durable (writes).
 A `TopicsError` raised by the engine becomes `-<resp_prefix> <message>` at the edge.
@@ -86,6 +87,15 @@ class NullArray:
 NULL_ARRAY = NullArray()
 
 
+class NoReply:
+    """Nothing is sent (the connection is being closed: POST/Host: protection)."""
+
+    __slots__ = ()
+
+
+NO_REPLY = NoReply()
+
+
 @dataclass(slots=True)
 class Pending:
     """A reply to send only once `token` (a storage CommitToken) is durable.
@@ -122,6 +132,29 @@ WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 def key_name(key: bytes) -> str:
     return key.decode("latin-1")
+
+
+_QUOTE_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                  "\a": "\\a", "\b": "\\b"}
+
+
+def quote_bytes(raw: bytes) -> str:
+    """A key for an error text, readable like redis-cli shows it: single-quoted UTF-8, with
+    `\\xHH` for each byte that is not valid UTF-8 or not printable, and `\\'` `\\\\`
+    `\\n` ... escaped, so the text is unambiguous and stays on one line."""
+    out = ["'"]
+    for ch in raw.decode("utf-8", "surrogateescape"):
+        cp = ord(ch)
+        if 0xDC80 <= cp <= 0xDCFF:  # an undecodable byte
+            out.append(f"\\x{cp - 0xDC00:02x}")
+        elif ch in _QUOTE_ESCAPES:
+            out.append(_QUOTE_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8")))
+    out.append("'")
+    return "".join(out)
 
 
 def parse_int(value: bytes, error: str = NOT_INT) -> int:
@@ -183,6 +216,8 @@ class FrontStats:
     keyspace_hits: int = 0
     keyspace_misses: int = 0
     output_limit_disconnects: int = 0
+    output_limit_refusals: int = 0  # replies refused with -ERR for exceeding the output limit
+    security_attacks: int = 0  # connections closed on a POST / Host: command
 
 
 @dataclass
@@ -195,6 +230,7 @@ class Front:
     started_at: float = field(default_factory=time.time)
     port: int = 0
     io: str = "tasks"  # the I/O path serving the connections: "reactor" or "tasks"
+    security_logged_at: float = float("-inf")  # last POST/Host: warning (logged once a minute)
 
     def new_client(self, addr: str, laddr: str) -> Client:
         c = Client(id=self.next_id, addr=addr, laddr=laddr)

@@ -18,7 +18,7 @@ import trio
 from topicsrv.engine import groups as eg
 from topicsrv.engine.topic import Topic
 from topicsrv.notify import wait_any
-from topicsrv.resp import ids
+from topicsrv.resp import ids, replysize
 from topicsrv.resp.commands.base import (
     HOOKS,
     NULL_ARRAY,
@@ -283,6 +283,7 @@ def _serve(ctx: CommandContext, streams: list[tuple[bytes, bytes]], group_name: 
     """One non-blocking pass: [(key, entries)] for the streams that have something."""
     now = ctx.engine.now()
     out: list[tuple[bytes, Any]] = []
+    room = replysize.budget(ctx)  # entries are sized before delivery (replysize Rule 2)
     for key, raw in streams:
         topic, group = group_or_nogroup(ctx, key, group_name.encode("utf-8", "surrogateescape"),
                                         " in XREADGROUP with GROUP option")
@@ -290,7 +291,11 @@ def _serve(ctx: CommandContext, streams: list[tuple[bytes, bytes]], group_name: 
             if group.last_seq >= topic.head_seq and group.cursor >= topic.head_seq:
                 group.touch(consumer, now)
                 continue
-            res = eg.read_new(topic, group, consumer, count, now, noack=noack)
+            if room <= 0:  # the reply is full: this stream is served by the next read
+                continue
+            window = replysize.group_window(ctx, topic, group.cursor, count, room)
+            res = eg.read_new(topic, group, consumer, window, now, noack=noack)
+            room -= sum(map(len, res.records)) + len(key)
             out.append((key, render_entries(topic, res)))
         else:
             hist = eg.read_history(topic, group, consumer, history_after(topic, raw), count, now)

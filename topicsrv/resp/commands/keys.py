@@ -5,16 +5,17 @@ Rule 1: DEL/UNLINK delete whole topics (like HTTP DELETE): readers of a recreate
 the `recreated` tombstone. The reply waits for the storage commit of every delete.
 Rule 2: SCAN's cursor is the last returned name encoded as an integer (`0` = start/end), so an
 iteration returns every topic that exists throughout it, even while others come and go.
-Rule 3: patterns are Redis globs (`*`, `?`, `[a-z]`, `[^x]`, `\\` escapes).
+Rule 3: patterns are Redis globs (`*`, `?`, `[a-z]`, `[^x]`, `\\` escapes), matched by
+topicsrv/engine/glob.py in O(len(pattern) * len(name)): no pattern can stall the server.
 """
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from topicsrv.engine.glob import PatternTooLong, compile_glob
 from topicsrv.resp.commands.base import (
     SYNTAX,
     CommandContext,
@@ -33,49 +34,14 @@ def _cmd(name: str, arity: int, flags: list[str], first: int, last: int, summary
                    syntax=syntax)
 
 
-@lru_cache(maxsize=256)
-def glob_regex(pattern: bytes) -> re.Pattern[bytes]:
-    out = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i : i + 1]
-        if c == b"*":
-            out.append(b".*")
-        elif c == b"?":
-            out.append(b".")
-        elif c == b"\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(pattern[i : i + 1]))
-        elif c == b"[":
-            j = i + 1
-            neg = j < n and pattern[j : j + 1] == b"^"
-            if neg:
-                j += 1
-            parts = []
-            while j < n and pattern[j : j + 1] != b"]":
-                if pattern[j : j + 1] == b"\\" and j + 1 < n:
-                    j += 1
-                    parts.append(re.escape(pattern[j : j + 1]))
-                elif j + 2 < n and pattern[j + 1 : j + 2] == b"-" and pattern[j + 2 : j + 3] != b"]":
-                    lo, hi = sorted((pattern[j], pattern[j + 2]))
-                    parts.append(re.escape(bytes([lo])) + b"-" + re.escape(bytes([hi])))
-                    j += 2
-                else:
-                    parts.append(re.escape(pattern[j : j + 1]))
-                j += 1
-            body = b"".join(parts)
-            out.append((b"[^" + body + b"]") if neg else (b"[" + body + b"]" if body else b"(?!)"))
-            i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile(b"".join(out) + b"\\Z", re.DOTALL)
-
-
-def glob_match(pattern: bytes, name: bytes) -> bool:
+def _matcher(pattern: bytes) -> Callable[[bytes], bool]:
+    """Redis's KEYS/SCAN: `*` alone is "every key"; anything else is a linear-time glob."""
     if pattern == b"*":
-        return True
-    return glob_regex(pattern).match(name) is not None
+        return lambda name: True
+    try:
+        return compile_glob(pattern).match
+    except PatternTooLong as e:
+        raise Err(f"ERR {e}") from None
 
 
 @_cmd("type", 2, ["readonly", "fast"], 1, 1, "Determine the type stored at key", "key:key")
@@ -113,8 +79,8 @@ def unlink(ctx: CommandContext, args: list[bytes]) -> Any:
 
 @_cmd("keys", 2, ["readonly"], 0, 0, "Find all keys matching the given pattern", "pattern:pattern")
 def keys(ctx: CommandContext, args: list[bytes]) -> Any:
-    pat = args[0]
-    return [k for k in (n.encode("latin-1") for n in ctx.engine.topics) if glob_match(pat, k)]
+    match = _matcher(args[0])
+    return [k for k in (n.encode("latin-1") for n in ctx.engine.topics) if match(k)]
 
 
 def _cursor_name(cursor: int) -> str | None:
@@ -163,7 +129,8 @@ def scan(ctx: CommandContext, args: list[bytes]) -> Any:
     names = names[:count]
     found = [n.encode("latin-1") for n in names]
     if pattern is not None:
-        found = [k for k in found if glob_match(pattern, k)]
+        match = _matcher(pattern)
+        found = [k for k in found if match(k)]
     if kind is not None and kind != b"stream":
         found = []
     return [nxt, found]

@@ -10,7 +10,6 @@ Rule 3: FLUSHDB/FLUSHALL delete every topic (each awaited like DEL) - there is o
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import platform
 import resource
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from topicsrv import __version__ as topicsrv_version
+from topicsrv.engine.glob import PatternTooLong, compile_glob
 from topicsrv.memory import parse_size
 from topicsrv.resp.commands.base import (
     REGISTRY,
@@ -224,6 +224,8 @@ def info_sections(ctx: CommandContext) -> dict[str, list[tuple[str, Any]]]:
             ("rejected_connections",
              st.rejected_connections + ctx.server.admission.rejected_maxclients),
             ("client_output_limit_disconnections", st.output_limit_disconnects),
+            ("client_output_limit_refusals", st.output_limit_refusals),
+            ("security_attacks_refused", st.security_attacks),
             ("evicted_keys", 0), ("keyspace_hits", st.keyspace_hits),
             ("keyspace_misses", st.keyspace_misses),
             ("unexpected_error_replies", st.unexpected_errors),
@@ -293,9 +295,12 @@ def config_get(ctx: CommandContext, args: list[bytes]) -> Any:
     values = config_values(ctx)
     out: dict[str, str] = {}
     for a in args:
-        pattern = a.decode("latin-1").lower()
+        try:
+            match = compile_glob(a.lower()).match  # Redis: stringmatch(pattern, name, nocase=1)
+        except PatternTooLong as e:
+            raise Err(f"ERR {e}") from None
         for k, v in values.items():
-            if fnmatch.fnmatchcase(k, pattern):
+            if match(k.encode("latin-1")):
                 out[k] = v
     return out
 

@@ -13,6 +13,9 @@ entry FIRST: `[id, ["$type","tombstone","gap_from",..,"gap_to",..,"reason",..,
 (= gap_to for cap/ttl/lost), ts = the ts of the first record after the gap (or the topic's
 last ts), so ids stay increasing and resuming after it is exact.
 
+Rule 3: no reply exceeds client-output-limit: XRANGE/XREVRANGE past it are refused (use
+COUNT), XREAD delivers what fits (topicsrv/resp/replysize.py).
+
 Public helpers (stable; groups.py reuses them for XREADGROUP):
   tombstone_entry(topic, tomb) -> Raw                  one encoded tombstone entry
   render_entries(topic, result) -> Raw                 the entry array of a ReadResult
@@ -30,10 +33,10 @@ from typing import Any
 import trio
 
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
-from topicsrv.engine.records import prepare_fields
+from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.engine.topic import Topic
 from topicsrv.notify import wait_any
-from topicsrv.resp import ids
+from topicsrv.resp import ids, replysize
 from topicsrv.resp.commands.base import (
     HOOKS,
     NULL_ARRAY,
@@ -51,6 +54,7 @@ from topicsrv.resp.commands.base import (
 from topicsrv.resp.commands.base import command as _command
 
 XREAD_ALL = 1_000_000  # "no COUNT": examine up to this many slots per stream per call
+OFFLOAD_FIELDS = 4096  # an XADD with more field/value items is encoded off the event loop
 
 
 def _bulk(b: bytes) -> bytes:
@@ -215,13 +219,29 @@ def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
     engine = ctx.engine
     if extra["nomkstream"] and engine.find(name) is None:
         return None
-    rec = prepare_fields(pairs, extra["node"], extra["tag"])
-    result, token = engine.write(name, [rec])
+    if len(pairs) > OFFLOAD_FIELDS:
+        return _xadd_offloaded(ctx, name, pairs, extra, trim)
+    return _append(ctx, name, prepare_fields(pairs, extra["node"], extra["tag"]), trim)
+
+
+def _append(ctx: CommandContext, name: str, rec: PreparedRecord, trim: Trim | None) -> Any:
+    result, token = ctx.engine.write(name, [rec])
     reply = b"%d-%d" % (result["ts"], result["first_seq"])
     if trim is not None:
         _, token2 = apply_trim(ctx, name, trim)
         token = token2 or token
     return committed(token, reply)
+
+
+async def _xadd_offloaded(ctx: CommandContext, name: str, pairs: list[bytes],
+                          extra: dict[str, Any], trim: Trim | None) -> Any:
+    """A record of very many fields is validated and encoded (pure work, O(fields)) in a
+    worker thread, so the event loop serves other clients meanwhile (1M fields: ~0.4 s of
+    Python); the write itself stays on the loop, as every engine call does."""
+    rec = await trio.to_thread.run_sync(prepare_fields, pairs, extra["node"], extra["tag"])
+    if extra["nomkstream"] and ctx.engine.find(name) is None:
+        return None
+    return _append(ctx, name, rec, trim)
 
 
 def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
@@ -245,8 +265,8 @@ def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
         return NULL_ARRAY
     if lo > hi:
         return Raw(b"*0\r\n")
-    found = scan_range(topic, lo, hi, max(count, 0), ctx.engine.now(), reverse=reverse, fmt=FMT_RESP)
-    return Raw(b"*%d\r\n%b" % (len(found), b"".join([b for _, b in found])))
+    found = replysize.bounded_range(ctx, topic, lo, hi, max(count, 0), reverse)
+    return Raw(b"*%d\r\n%b" % (len(found), b"".join(found)))
 
 
 @command("xrange", -4, ["readonly"], 1, 1, 1,
@@ -351,12 +371,17 @@ def _read_once(ctx: CommandContext, keys: list[bytes], cursors: list[int], count
                nodes: list[str] | None) -> list[list[Any]]:
     engine = ctx.engine
     items: list[list[Any]] = []
+    room = replysize.budget(ctx)
     for key, cursor in zip(keys, cursors, strict=True):
         name = key_name(key)
         topic = engine.find(name)
         if topic is None:
             continue
+        if room <= 0:  # the reply is full: this stream is served by the next read
+            break
         result = engine.diff(name, cursor, count or XREAD_ALL, nodes=nodes, fmt=FMT_RESP)
+        result = replysize.capped(result, room)
+        room -= sum(map(len, result.records)) + len(key)
         item = render_read(topic, key, result)
         if item is not None:
             items.append(item)

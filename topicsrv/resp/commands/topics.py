@@ -22,6 +22,7 @@ from topicsrv.engine import deletes
 from topicsrv.engine.config import parse_config
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from topicsrv.engine.reads import FMT_RESP
+from topicsrv.resp import replysize
 from topicsrv.resp.commands.base import (
     SYNTAX,
     CommandContext,
@@ -119,6 +120,7 @@ def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
             raise Err(SYNTAX)
     topic = ctx.engine.get(name)
     result = ctx.engine.diff(name, from_seq, limit, nodes=nodes, fmt=FMT_RESP)
+    result = replysize.capped(result, replysize.budget(ctx))  # at most the output limit
     tomb = result.tombstone
     return {
         "topic": name,
