@@ -10,69 +10,16 @@ from __future__ import annotations
 
 import logging
 import signal
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import trio
 
-from topicsrv.admission import Admission, size_maxclients
-from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import Engine
-from topicsrv.memory import MemoryGuard
-from topicsrv.notify import Notifier
+from topicsrv.admission import size_maxclients
+from topicsrv.clock import Clock
+from topicsrv.context import ServerConfig, ServerContext, make_context
+
+__all__ = ["ServerConfig", "ServerContext", "make_context", "run"]
 
 log = logging.getLogger("topicsrv")
-
-
-@dataclass
-class ServerConfig:
-    data_dir: Path = Path("./data")
-    bind: str = "127.0.0.1"
-    http_port: int | None = 7070
-    resp_port: int | None = 6379
-    token: str | None = None
-    allowed_hosts: tuple[str, ...] = ()  # extra HTTP Host names ("*" = any); see http/guards.py
-    requirepass: str | None = None
-    heartbeat_s: float = 15.0
-    max_body_bytes: int = 64 << 20
-    proto_max_bulk_len: int = 512 << 20
-    client_output_limit: int = 64 << 20
-    wal_shards: int = 4
-    cold_dir: Path | None = None
-    checkpoint_interval_s: float = 60.0
-    storage: bool = True
-    resp_io: str = "reactor"  # RESP I/O path: "reactor" (one epoll task) or "tasks" (per connection)
-    maxclients: int = 10000  # client connections over both fronts (sized to RLIMIT_NOFILE at start)
-    protected_mode: bool = True  # a front without password/token serves loopback clients only
-    trusted_nets: tuple[str, ...] | None = None  # tests: networks that count as local
-    max_memory: int = 0  # bytes of RSS past which writes are refused (0 = no limit)
-
-
-@dataclass
-class ServerContext:
-    config: ServerConfig
-    engine: Engine
-    notifier: Notifier
-    started_at: float = field(default_factory=time.time)
-    ready: bool = False
-    shutting_down: bool = False
-    addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
-    storage: Any = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    admission: Admission = field(default_factory=lambda: Admission(10000))
-    memory: MemoryGuard = field(default_factory=lambda: MemoryGuard(0))
-
-
-def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerContext:
-    engine = Engine(clock=clock or SystemClock())
-    notifier = Notifier()
-    engine.listeners.append(notifier.changed)
-    admission = Admission(config.maxclients, protected_mode=config.protected_mode,
-                          trusted_nets=config.trusted_nets)
-    return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
-                         memory=MemoryGuard(config.max_memory))
 
 
 def _warn_exposed(config: ServerConfig) -> None:

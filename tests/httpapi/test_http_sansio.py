@@ -12,6 +12,7 @@ import orjson
 import pytest
 import trio
 
+from topicsrv.context import ServerConfig, make_context
 from topicsrv.engine.records import prepare_json
 from topicsrv.errors import TopicsError
 from topicsrv.http import app, metrics, sse
@@ -19,7 +20,6 @@ from topicsrv.http.handlers import diff_body
 from topicsrv.http.protocol import CLOSED, NEED_DATA, Refusal, Request, Response, ServerProtocol
 from topicsrv.http.router import ROUTES, resolve
 from topicsrv.http.server import serve_http
-from topicsrv.server import ServerConfig, make_context
 
 # ---- protocol ----------------------------------------------------------------------------
 
@@ -217,5 +217,5 @@ async def test_metrics_exposition_format(tmp_path: Path) -> None:
     assert "topicsrv_writes_total 1" in text
     assert "topicsrv_bytes_written_total 5" in text
     assert 'topicsrv_topic_head_seq{topic="m1"} 1' in text
-    ctx.metrics["prometheus"] = [lambda: ["# TYPE extra_total counter", "extra_total 3"]]
+    ctx.metrics.exporters[:] = [lambda: ["# TYPE extra_total counter", "extra_total 3"]]
     assert "extra_total 3" in metrics.render(ctx)

@@ -17,11 +17,11 @@ import orjson
 import pytest
 
 from topicsrv.cli import build_parser
+from topicsrv.context import ServerConfig, make_context
 from topicsrv.http import app
 from topicsrv.http.guards import parse_allowed_hosts
 from topicsrv.http.protocol import Request, Response
 from topicsrv.http.router import resolve, segments
-from topicsrv.server import ServerConfig, make_context
 
 TOKEN = "s3cret"
 

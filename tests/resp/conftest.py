@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import trio
 
+from topicsrv.context import ServerConfig, ServerContext, make_context
 from topicsrv.resp.server import serve_resp
-from topicsrv.server import ServerConfig, ServerContext, make_context
 
 
 @dataclass

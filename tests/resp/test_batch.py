@@ -36,7 +36,7 @@ def test_a_run_the_engine_refuses_answers_each_command_as_alone(inproc: InProc) 
 
 
 def test_total_commands_count_every_coalesced_xadd(inproc: InProc) -> None:
-    stats = inproc.ctx.metrics["resp"].stats
+    stats = inproc.ctx.metrics.resp.stats
     before = stats.total_commands
     s = inproc.connect()
     s.sendall(frame(b"XADD", b"t", b"*", b"f", b"v") * 10 + frame(b"PING"))

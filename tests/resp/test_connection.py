@@ -127,4 +127,4 @@ def test_fuzz_random_and_truncated_resp(inproc: InProc) -> None:
         _check_fuzz(inproc.port, chunks, witness)
 
     run()
-    assert inproc.ctx.metrics["resp"].stats.unexpected_errors == 0
+    assert inproc.ctx.metrics.resp.stats.unexpected_errors == 0

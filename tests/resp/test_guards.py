@@ -57,7 +57,7 @@ def test_a_bug_in_a_command_answers_an_error_and_keeps_the_connection(
         # pipelined with good commands on both sides: each still gets its own answer
         s.sendall(frame(b"ECHO", b"a") + frame(b"ECHO", b"unencodable") + frame(b"XLEN", b"k"))
         assert read_until(s, b":1\r\n") == b"$1\r\na\r\n" + INTERNAL + b":1\r\n"
-    assert srv.ctx.metrics["resp"].stats.unexpected_errors == 5
+    assert srv.ctx.metrics.resp.stats.unexpected_errors == 5
     assert sum("internal error" in r.getMessage() and r.exc_info is not None
                for r in caplog.records) == 5  # logged with the traceback
     other = srv.connect()  # and the server goes on serving everyone
@@ -105,7 +105,7 @@ def test_http_sent_to_the_resp_port_closes_before_anything_after_it_runs(
     w.sendall(frame(b"EXISTS", b"keep"))
     assert read_until(w, b"\r\n") == b":1\r\n"  # FLUSHALL never ran
     assert any("Possible SECURITY ATTACK detected" in r.getMessage() for r in caplog.records)
-    assert srv.ctx.metrics["resp"].stats.security_attacks == 1
+    assert srv.ctx.metrics.resp.stats.security_attacks == 1
 
 
 def test_refused_key_names_are_shown_readably(srv: InProc) -> None:

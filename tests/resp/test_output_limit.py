@@ -44,7 +44,7 @@ def test_a_range_past_the_limit_is_refused_and_the_connection_kept(
     assert [int(f[b"i"]) for _, f in page] == list(range(10))
     back = c.xrevrange("big", count=10)
     assert [int(f[b"i"]) for _, f in back] == list(range(N - 1, N - 11, -1))
-    stats = srv.ctx.metrics["resp"].stats
+    stats = srv.ctx.metrics.resp.stats
     assert stats.output_limit_refusals == 3 and stats.output_limit_disconnects == 0
 
 

@@ -34,7 +34,7 @@ def wait_for(pred: object, timeout: float = 5.0) -> None:
 
 
 def test_the_configured_io_path_is_used(inproc: InProc) -> None:
-    assert inproc.ctx.metrics["resp"].io == inproc.ctx.config.resp_io
+    assert inproc.ctx.metrics.resp.io == inproc.ctx.config.resp_io
 
 
 def test_a_blocked_read_resumes_its_pipeline_in_order_then_serves_more(inproc: InProc) -> None:

@@ -24,7 +24,7 @@ from topicsrv.http.router import resolve
 from topicsrv.memory import oom_error
 
 if TYPE_CHECKING:
-    from topicsrv.server import ServerContext
+    from topicsrv.context import ServerContext
 
 log = logging.getLogger("topicsrv.http")
 

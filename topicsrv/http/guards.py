@@ -26,7 +26,7 @@ from topicsrv.errors import TopicsError
 from topicsrv.http.protocol import Request
 
 if TYPE_CHECKING:
-    from topicsrv.server import ServerConfig
+    from topicsrv.context import ServerConfig
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})

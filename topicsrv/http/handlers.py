@@ -35,7 +35,7 @@ from topicsrv.http.metrics import observe_fsync
 from topicsrv.http.protocol import PIECE_BYTES, Joined, Request, Response
 
 if TYPE_CHECKING:
-    from topicsrv.server import ServerContext
+    from topicsrv.context import ServerContext
 
 MAX_WAIT_MS = 60_000
 LIST_LIMIT_MAX = 10_000

@@ -1,10 +1,10 @@
 """Prometheus exposition of what the engine and the HTTP front count.
 
 Rule 1: rendering reads counters only; it never mutates engine state (no expiry, no touch).
-Rule 2: the HTTP front keeps its counters in `ctx.metrics["http"]` (`http_stats`), plain ints
+Rule 2: the HTTP front keeps its counters in `ctx.metrics.http` (`HttpStats`), plain ints
 and dicts updated synchronously, so counting never awaits.
 Rule 3: other layers add their own families by appending a callable that returns exposition
-lines to `ctx.metrics["prometheus"]` (a list).
+lines to `ctx.metrics.exporters`.
 Rule 4: the fsync histogram observes every commit wait of an HTTP mutation (the time the
 request waited for its durability class), in seconds, cumulative buckets as Prometheus wants.
 """
@@ -12,11 +12,13 @@ request waited for its durability class), in seconds, cumulative buckets as Prom
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from topicsrv.context import FSYNC_BUCKETS_S
 
 if TYPE_CHECKING:
-    from topicsrv.server import ServerContext
+    from topicsrv.context import HttpStats, ServerContext
 
 # engine.stats key -> (metric name, help)
 ENGINE_COUNTERS: tuple[tuple[str, str, str], ...] = (
@@ -37,26 +39,25 @@ TOPIC_GAUGES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-FSYNC_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 def observe_fsync(ctx: ServerContext, fsync_ms: float) -> None:
-    hist = http_stats(ctx)["fsync"]
+    hist = http_stats(ctx)
     seconds = fsync_ms / 1000.0
-    hist["counts"][bisect_left(FSYNC_BUCKETS_S, seconds)] += 1
-    hist["sum"] += seconds
+    hist.fsync_counts[bisect_left(FSYNC_BUCKETS_S, seconds)] += 1
+    hist.fsync_sum += seconds
 
 
 def _fsync_family(ctx: ServerContext) -> list[str]:
-    hist = http_stats(ctx)["fsync"]
+    hist = http_stats(ctx)
     name = "topicsrv_fsync_wait_seconds"
     samples = []
     running = 0
-    for bound, n in zip((*FSYNC_BUCKETS_S, float("inf")), hist["counts"], strict=True):
+    for bound, n in zip((*FSYNC_BUCKETS_S, float("inf")), hist.fsync_counts, strict=True):
         running += n
         le = "+Inf" if bound == float("inf") else repr(bound)
         samples.append(f'{name}_bucket{{le="{le}"}} {running}')
-    samples += [f"{name}_sum {hist['sum']:.6f}", f"{name}_count {running}"]
+    samples += [f"{name}_sum {hist.fsync_sum:.6f}", f"{name}_count {running}"]
     return _family(name, "histogram",
                    "Time HTTP writes, deletes and topic changes waited for their commit "
                    "(fsync for the fsync class).", samples)
@@ -70,13 +71,9 @@ def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> lis
     return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
 
 
-def http_stats(ctx: ServerContext) -> dict[str, Any]:
-    """The HTTP front's counters, kept in ctx.metrics["http"]."""
-    stats: dict[str, Any] = ctx.metrics.setdefault(
-        "http", {"requests": {}, "connections": 0, "sse_streams": 0, "sse_frames": 0,
-                 "watch_cursors": {},
-                 "fsync": {"counts": [0] * (len(FSYNC_BUCKETS_S) + 1), "sum": 0.0}})
-    return stats
+def http_stats(ctx: ServerContext) -> HttpStats:
+    """The HTTP front's counters (a typed slot of the context's metrics registry)."""
+    return ctx.metrics.http
 
 
 def render(ctx: ServerContext) -> str:
@@ -93,7 +90,7 @@ def render(ctx: ServerContext) -> str:
         lines += _family(name, "gauge", help_text, samples)
     stats = http_stats(ctx)
     lag = []
-    for topic, cursors in stats["watch_cursors"].items():
+    for topic, cursors in stats.watch_cursors.items():
         t = engine.find(topic)
         if t is not None and cursors:
             lag.append(f'topicsrv_topic_watch_lag{{topic="{_label(topic)}"}} '
@@ -101,17 +98,16 @@ def render(ctx: ServerContext) -> str:
     lines += _family("topicsrv_topic_watch_lag", "gauge",
                      "head_seq minus the slowest connected SSE watcher's cursor.", lag)
     requests = [f'topicsrv_http_requests_total{{code="{code}"}} {n}'
-                for code, n in sorted(stats["requests"].items())]
+                for code, n in sorted(stats.requests.items())]
     lines += _family("topicsrv_http_requests_total", "counter",
                      "HTTP requests answered, by status code.", requests)
     lines += _family("topicsrv_http_connections", "gauge", "Open HTTP connections.",
-                     [f"topicsrv_http_connections {stats['connections']}"])
+                     [f"topicsrv_http_connections {stats.connections}"])
     lines += _family("topicsrv_sse_streams", "gauge", "Open SSE watch streams.",
-                     [f"topicsrv_sse_streams {stats['sse_streams']}"])
+                     [f"topicsrv_sse_streams {stats.sse_streams}"])
     lines += _family("topicsrv_sse_frames_total", "counter", "SSE record/tombstone frames sent.",
-                     [f"topicsrv_sse_frames_total {stats['sse_frames']}"])
+                     [f"topicsrv_sse_frames_total {stats.sse_frames}"])
     lines += _fsync_family(ctx)
-    for extra in ctx.metrics.get("prometheus", []):
-        render_extra: Callable[[], Iterable[str]] = extra
-        lines += list(render_extra())
+    for exporter in ctx.metrics.exporters:
+        lines += list(exporter())
     return "\n".join(lines) + "\n"

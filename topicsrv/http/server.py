@@ -40,7 +40,7 @@ from topicsrv.http.protocol import (
 )
 
 if TYPE_CHECKING:
-    from topicsrv.server import ServerContext
+    from topicsrv.context import ServerContext
 
 log = logging.getLogger("topicsrv.http")
 
@@ -58,7 +58,7 @@ async def serve_http(
 ) -> None:
     listeners = await trio.open_tcp_listeners(ctx.config.http_port or 0, host=ctx.config.bind)
     host, port = listeners[0].socket.getsockname()[:2]
-    ctx.admission.register(lambda: int(http_stats(ctx)["connections"]))
+    ctx.admission.register(lambda: http_stats(ctx).connections)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(partial(
             ctx.admission.serve, listeners, partial(handle_connection, ctx), name="HTTP",
@@ -84,7 +84,7 @@ def refusal(reason: str) -> bytes:
 
 async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> None:
     stats = http_stats(ctx)
-    stats["connections"] += 1
+    stats.connections += 1
     proto = ServerProtocol(ctx.config.max_body_bytes, local_host=_local_host(stream))
     try:
         await _serve(ctx, proto, stream)
@@ -93,7 +93,7 @@ async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> No
             log.exception("HTTP connection failed")
             await _answer_internal(ctx, proto, stream)
     finally:
-        stats["connections"] -= 1
+        stats.connections -= 1
         await stream.aclose()
 
 
@@ -125,7 +125,7 @@ def _local_host(stream: trio.SocketStream) -> str | None:
 
 
 def _count(ctx: ServerContext, status: int) -> None:
-    requests = http_stats(ctx)["requests"]
+    requests = http_stats(ctx).requests
     requests[status] = requests.get(status, 0) + 1
 
 

@@ -35,7 +35,7 @@ from topicsrv.http.protocol import Request
 from topicsrv.notify import wait_any
 
 if TYPE_CHECKING:
-    from topicsrv.server import ServerContext
+    from topicsrv.context import ServerContext
 
 BATCH_LIMIT = 1000
 BATCH_BYTES = 1 << 20
@@ -150,11 +150,11 @@ async def run_watch(
             epochs[name] = topic.epoch
     names_json = {name: orjson.dumps(name) for name in plan.topics}
     connect_time = set(plan.topics)
-    watch_cursors = stats["watch_cursors"]
+    watch_cursors = stats.watch_cursors
     me = object()
     hb_s = max(0.01, ctx.config.heartbeat_s)
     last_sent = trio.current_time()
-    stats["sse_streams"] += 1
+    stats.sse_streams += 1
     try:
         while True:
             events = [ctx.notifier.event(name) for name in plan.topics]
@@ -186,7 +186,7 @@ async def run_watch(
                 watch_cursors.setdefault(name, {})[me] = res.next_from_seq
                 more = more or not res.caught_up
             if out:
-                stats["sse_frames"] += len(out)
+                stats.sse_frames += len(out)
                 await send(b"".join(out))
                 last_sent = trio.current_time()
             if more:
@@ -197,7 +197,7 @@ async def run_watch(
                 await send(HEARTBEAT)
                 last_sent = trio.current_time()
     finally:
-        stats["sse_streams"] -= 1
+        stats.sse_streams -= 1
         for name in plan.topics:
             per_topic = watch_cursors.get(name)
             if per_topic is not None:

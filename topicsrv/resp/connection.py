@@ -24,12 +24,12 @@ from typing import Any
 
 import trio
 
+from topicsrv.context import ServerContext
 from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front
 from topicsrv.resp.dispatch import emit, execute, over_output_limit, settle
 from topicsrv.resp.encoder import encode_error
 from topicsrv.resp.protocol import RequestParser
-from topicsrv.server import ServerContext
 
 log = logging.getLogger("topicsrv.resp")
 

@@ -40,13 +40,13 @@ from typing import Any
 
 import trio
 
+from topicsrv.context import ServerContext
 from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front
 from topicsrv.resp.connection import FLUSH_AT, READ_SIZE, STASH_MAX, _addr
 from topicsrv.resp.dispatch import emit, execute, over_output_limit, settle
 from topicsrv.resp.encoder import encode_error
 from topicsrv.resp.protocol import RequestParser
-from topicsrv.server import ServerContext
 
 log = logging.getLogger("topicsrv.resp")
 

@@ -7,7 +7,7 @@ idle socket through epoll, topicsrv/resp/reactor.py) or "tasks" (one task per co
 topicsrv/resp/connection.py). Where epoll is unavailable "reactor" falls back to "tasks".
 Rule 3: every accepted socket passes the admission gate first (topicsrv/admission.py:
 protected mode refuses non-loopback clients while no --requirepass is set; maxclients).
-Rule 4: the front's shared state (`Front`: clients, stats) lives in `ctx.metrics["resp"]`
+Rule 4: the front's shared state (`Front`: clients, stats) is `ctx.metrics.resp`
 so INFO/CLIENT and the ops endpoints can read it.
 """
 
@@ -19,11 +19,11 @@ from functools import partial
 import trio
 
 from topicsrv.admission import DENIED_TEXT, MAXCLIENTS_TEXT
+from topicsrv.context import ServerContext
 from topicsrv.resp import reactor
 from topicsrv.resp.commands import load_all
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.connection import Connection
-from topicsrv.server import ServerContext
 
 
 async def _handle(ctx: ServerContext, front: Front, stream: trio.SocketStream) -> None:
@@ -49,7 +49,7 @@ async def serve_resp(
 ) -> None:
     load_all()
     front = Front()
-    ctx.metrics["resp"] = front
+    ctx.metrics.resp = front
     ctx.admission.register(lambda: len(front.clients))
     port = ctx.config.resp_port or 0
     listeners = await trio.open_tcp_listeners(port, host=ctx.config.bind)

@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from topicsrv.context import ServerContext
     from topicsrv.engine import Engine
-    from topicsrv.server import ServerContext
 
 
 class Simple(str):

@@ -1,0 +1,100 @@
+"""The shared runtime handle: configuration, engine, storage, clock, notifier, metrics, gates.
+
+Rule 1: arrows run one way: `server.py` builds a `ServerContext` and hands it to the fronts;
+the fronts, the background tasks and the ops code read it. Nothing here imports a front or
+`server.py`; the storage type is named for the type checker only.
+Rule 2: every field is typed. A front keeps its counters in `Metrics` (its own typed slot),
+and other layers add Prometheus families through `Metrics.exporters`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from topicsrv.admission import Admission
+from topicsrv.clock import Clock, SystemClock
+from topicsrv.engine import Engine
+from topicsrv.memory import MemoryGuard
+from topicsrv.notify import Notifier
+
+if TYPE_CHECKING:
+    from topicsrv.storage.store import Storage
+
+FSYNC_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+@dataclass(slots=True)
+class HttpStats:
+    """What the HTTP front counts (rendered by /metrics)."""
+
+    requests: dict[int, int] = field(default_factory=dict)  # status -> answered
+    connections: int = 0
+    sse_streams: int = 0
+    sse_frames: int = 0
+    watch_cursors: dict[str, dict[object, int]] = field(default_factory=dict)  # topic -> watcher -> seq
+    fsync_counts: list[int] = field(default_factory=lambda: [0] * (len(FSYNC_BUCKETS_S) + 1))
+    fsync_sum: float = 0.0
+
+
+@dataclass(slots=True)
+class Metrics:
+    """The registry every layer counts into."""
+
+    http: HttpStats = field(default_factory=HttpStats)
+    resp: object | None = None  # the RESP front's shared state (resp/commands/base.Front)
+    exporters: list[Callable[[], Iterable[str]]] = field(default_factory=list)
+
+
+@dataclass
+class ServerConfig:
+    data_dir: Path = Path("./data")
+    bind: str = "127.0.0.1"
+    http_port: int | None = 7070
+    resp_port: int | None = 6379
+    token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()  # extra HTTP Host names ("*" = any); see http/guards.py
+    requirepass: str | None = None
+    heartbeat_s: float = 15.0
+    max_body_bytes: int = 64 << 20
+    proto_max_bulk_len: int = 512 << 20
+    client_output_limit: int = 64 << 20
+    wal_shards: int = 4
+    cold_dir: Path | None = None
+    checkpoint_interval_s: float = 60.0
+    storage: bool = True
+    resp_io: str = "reactor"  # RESP I/O path: "reactor" (one epoll task) or "tasks" (per connection)
+    maxclients: int = 10000  # client connections over both fronts (sized to RLIMIT_NOFILE at start)
+    protected_mode: bool = True  # a front without password/token serves loopback clients only
+    trusted_nets: tuple[str, ...] | None = None  # tests: networks that count as local
+    max_memory: int = 0  # bytes of RSS past which writes are refused (0 = no limit)
+
+
+@dataclass
+class ServerContext:
+    config: ServerConfig
+    engine: Engine
+    notifier: Notifier
+    started_at: float = field(default_factory=time.time)
+    ready: bool = False
+    shutting_down: bool = False
+    addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
+    storage: Storage | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    admission: Admission = field(default_factory=lambda: Admission(10000))
+    memory: MemoryGuard = field(default_factory=lambda: MemoryGuard(0))
+
+
+def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerContext:
+    engine = Engine(clock=clock or SystemClock())
+    notifier = Notifier()
+    engine.listeners.append(notifier.changed)
+    admission = Admission(config.maxclients, protected_mode=config.protected_mode,
+                          trusted_nets=config.trusted_nets)
+    return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
+                         memory=MemoryGuard(config.max_memory))
+
+
