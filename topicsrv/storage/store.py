@@ -28,13 +28,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from topicsrv.engine import groups, restore
-from topicsrv.engine.segments import DELETED, LOST, SEGMENT_RECORDS
+from topicsrv.engine.config import SEQ_MAX
+from topicsrv.engine.segments import DELETED, LOST, SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.topic import Topic
-from topicsrv.errors import TopicsError
+from topicsrv.errors import StartupError, TopicsError
 from topicsrv.storage import codec, frames, recovery, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.state import TState, state_of
 from topicsrv.storage.wal import Batch, Shard, Token, storage_error, wal_path
+from topicsrv.storage.walread import RESERVE_MAX, wal_files
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("topicsrv.storage")
 
-HEADROOM = 1024  # seqs a HeadWatermark reserves above the head
+HEADROOM = 1024  # seqs a HeadWatermark reserves above the head (at least)
 HOT_SEGMENTS = 2  # sealed segments per topic kept in the hot dir when a cold dir is set
 
 
@@ -79,6 +81,10 @@ class Storage:
         self.opened = False
         self.checkpoints = 0
         self.last_checkpoint_error: str | None = None
+        # per topic, the entry of the last checkpoint.json written and the first WAL generation
+        # it does not include (a topic whose checkpoint fails keeps it: Rule 4)
+        self.entries: dict[str, tuple[dict[str, Any], int]] = {}
+        self.ckpt_gen = 0  # wal_gen of the last checkpoint.json written
 
     # ---- opening and recovery ---------------------------------------------------------------
 
@@ -87,7 +93,24 @@ class Storage:
         self.engine.journal = _NotReady()
 
     async def open(self) -> recovery.Recovered:
-        """Recover fsync/disk/ephemeral topics into the engine; memory topics stay pending."""
+        """Recover fsync/disk/ephemeral topics into the engine; memory topics stay pending.
+        A data dir that cannot be opened or read raises StartupError: one message for the
+        operator naming the file and what to do, never a traceback."""
+        try:
+            return await self._open()
+        except recovery.CheckpointError as exc:
+            raise StartupError(
+                f"cannot start: {exc}. Nothing was changed. Run `python -m topicsrv check "
+                f"--data-dir {self.data_dir}` for a full report, then restore {recovery.CHECKPOINT} "
+                "from a backup; the segment files alone do not say which records are live.") from exc
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise StartupError(
+                f"cannot start: the data dir {self.data_dir} cannot be opened: "
+                f"{exc.strerror or exc}{where}. Free disk space or fix its permissions, then "
+                f"restart; `python -m topicsrv check --data-dir {self.data_dir}` verifies it.") from exc
+
+    async def _open(self) -> recovery.Recovered:
         (self.data_dir / "wal").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "topics").mkdir(parents=True, exist_ok=True)
         if self.cold_dir is not None:
@@ -95,6 +118,8 @@ class Storage:
         now = self.engine.now()
         rec = await trio.to_thread.run_sync(
             recovery.recover, self.data_dir, self.cold_dir, self.nshards, self.ops, now)
+        self.entries = {name: (e, int(e.get("replay_from", rec.ckpt_gen))) for name, e in rec.entries.items()}
+        self.ckpt_gen = rec.ckpt_gen
         for topic in rec.topics:
             restore.install(self.engine, topic)
         for name, epoch in rec.epochs.items():
@@ -228,7 +253,11 @@ class Storage:
             head = topic.next_seq - 1
             if head + HEADROOM // 2 <= st.ceil_durable:
                 continue
-            new = head + max(HEADROOM, head - st.ceil_head)
+            # the reservation follows the write rate, within [HEADROOM, RESERVE_MAX] (a bound
+            # recovery relies on after WAL damage: walread.Cut), and never passes SEQ_MAX
+            new = min(SEQ_MAX, head + min(max(HEADROOM, head - st.ceil_head), RESERVE_MAX))
+            if new <= st.ceil_durable:
+                continue
             body = codec.encode_json({"name": topic.name, "epoch": topic.epoch, "ceiling": new})
 
             def done(st: TState = st, new: int = new, head: int = head) -> None:
@@ -239,9 +268,10 @@ class Storage:
         sh.ceil_topics.clear()
         return out
 
-    def groups_changed(self, topic: Topic) -> Token | None:
-        """Consumer-group definitions are config-like: written at once and fsync-gated."""
-        return self._control(topic, frames.T_GROUPS, {"groups": groups.snapshot(topic)}, True)
+    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> Token | None:
+        """Consumer-group definitions are config-like: written at once and fsync-gated. The
+        frame carries the change only (engine/groupops.py), never the group's pending list."""
+        return self._control(topic, frames.T_GROUPOP, {"op": change}, True)
 
     def _reveal(self, topic: Topic, upto: int) -> None:
         # a topic that stopped being fsync-class meanwhile has nothing left to hide
@@ -420,49 +450,93 @@ class Storage:
             snap_groups = groups.snapshot(topic)
             if snap_groups:
                 meta["groups"] = snap_groups
-            segs = [] if cls == "ephemeral" else [(seg, len(seg)) for seg in topic.segs]
+            segs: list[tuple[Any, int]] = []
+            if cls != "ephemeral":
+                segs = [(seg, len(seg)) for seg in topic.segs if isinstance(seg, Segment)]
+                runs = [[r.base, len(r), r.flag, r.ts.value] for r in topic.segs if isinstance(r, Run)]
+                if runs:
+                    meta["runs"] = runs
             out.append((topic, st, meta, segs))
         return out
 
+    def _persist(self, st: TState, segs: list[tuple[Any, int]],
+                 stale: list[tuple[TState, segfiles.SegFile]]) -> list[list[Any]]:
+        """Append a topic's new slots to its segment files; its checkpoint `files` list."""
+        live_keys = set()
+        for seg, upto in segs:
+            key = seg.base // SEGMENT_RECORDS
+            live_keys.add(key)
+            if key in st.dead:
+                continue
+            sf = st.files.get(key)
+            if sf is not None and sf.base != seg.base:
+                stale.append((st, sf))
+                sf = None
+            if sf is None or sf.count < upto:
+                d = self._dir(st, sf) if sf is not None else self.data_dir / st.dir
+                sf = segfiles.append_slots(self.ops, d, sf, seg, upto)
+                st.files[key] = sf
+            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
+        files = []
+        for key in sorted(live_keys | st.dead):
+            if key in st.dead and key in live_keys:
+                files.append([self._dead_base(segs, key), self._dead_count(segs, key), False, True])
+            elif key in st.files and key in live_keys:
+                sf = st.files[key]
+                files.append([sf.base, min(sf.count, self._upto(segs, key)), sf.cold, False])
+        for key in [k for k in st.files if k not in live_keys]:
+            stale.append((st, st.files.pop(key)))
+        st.dead &= live_keys
+        return files
+
+    def _fallback(self, meta: dict[str, Any], exc: OSError) -> tuple[dict[str, Any], int]:
+        """The entry of a topic whose segments could not be written (Rule 4): its entry from the
+        last checkpoint (or just its config, for a topic created since), replayed from the WAL
+        generation that entry was cut at; the WAL is kept from there."""
+        name = meta["name"]
+        prev = self.entries.get(name)
+        if prev is not None and prev[0]["epoch"] == meta["epoch"]:
+            entry, start = prev
+        else:
+            keep = ("name", "epoch", "type", "seq_base", "created_ts", "config")
+            entry = {**{k: meta[k] for k in keep}, "next_seq": meta["seq_base"], "ceiling": 0,
+                     "files": [], "dir": meta["dir"]}
+            start = self.ckpt_gen
+        log.error("checkpoint: topic %s could not be checkpointed (%s); its records stay in the WAL "
+                  "(replayed from generation %d, kept until it succeeds); every other topic was "
+                  "checkpointed", name, exc, start)
+        return {**entry, "replay_from": start}, start
+
     def _write_checkpoint(self, snap: list[tuple[Topic, TState, dict[str, Any], list[tuple[Any, int]]]],
                           gen: int) -> None:
+        """Rule 4: one topic's failure (its segment files cannot be written) never stops the
+        checkpoint of the others."""
         stale: list[tuple[TState, segfiles.SegFile]] = []
-        entries = []
+        done: dict[str, tuple[dict[str, Any], int]] = {}
+        failed = []
         for _topic, st, meta, segs in snap:
-            live_keys = set()
-            for seg, upto in segs:
-                key = seg.base // SEGMENT_RECORDS
-                live_keys.add(key)
-                if key in st.dead:
-                    continue
-                sf = st.files.get(key)
-                if sf is not None and sf.base != seg.base:
-                    stale.append((st, sf))
-                    sf = None
-                if sf is None or sf.count < upto:
-                    d = self._dir(st, sf) if sf is not None else self.data_dir / st.dir
-                    sf = segfiles.append_slots(self.ops, d, sf, seg, upto)
-                    st.files[key] = sf
-                segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
-            files = []
-            for key in sorted(live_keys | st.dead):
-                if key in st.dead and key in live_keys:
-                    files.append([self._dead_base(segs, key), self._dead_count(segs, key), False, True])
-                elif key in st.files and key in live_keys:
-                    sf = st.files[key]
-                    files.append([sf.base, min(sf.count, self._upto(segs, key)), sf.cold, False])
-            for key in [k for k in st.files if k not in live_keys]:
-                stale.append((st, st.files.pop(key)))
-            st.dead &= live_keys
-            entries.append({**meta, "files": files, "dir": st.dir})
+            mine: list[tuple[TState, segfiles.SegFile]] = []
+            try:
+                files = self._persist(st, segs, mine)
+            except OSError as exc:
+                done[meta["name"]] = self._fallback({**meta, "dir": st.dir}, exc)
+                failed.append(f"{meta['name']}: {exc}")
+                continue
+            stale += mine
+            done[meta["name"]] = ({**meta, "files": files, "dir": st.dir}, gen)
+        entries = [e for e, _ in done.values()]
         epochs = dict(self.engine.epochs)
         ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs}
         self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
+        self.entries = done
+        self.ckpt_gen = gen
+        self.last_checkpoint_error = "; ".join(failed) if failed else None
         for st, sf in stale:
             self._unlink_seg(st, sf)
         self._remove_unreferenced_dirs({e["dir"] for e in entries})
-        for g, shard, path in recovery.wal_files(self.data_dir / "wal"):
-            if g < gen and path != wal_path(self.data_dir / "wal", shard, gen):
+        keep_from = min([gen, *(start for _, start in done.values())])
+        for g, shard, path in wal_files(self.data_dir / "wal"):
+            if g < keep_from and path != wal_path(self.data_dir / "wal", shard, gen):
                 self.ops.unlink(path)
 
     @staticmethod
@@ -591,5 +665,5 @@ class _NotReady:
     def trimmed(self, topic: Topic, new_front: int) -> None:
         return None
 
-    def groups_changed(self, topic: Topic) -> None:
+    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> None:
         return None
