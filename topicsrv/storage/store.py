@@ -14,29 +14,30 @@ writers probe and accept writes again once the disk does.
 Rule 2: a batch that fails marks its record ranges LOST in memory (readers get a `lost`
 tombstone, seqs are never reused) and its waiters get 507; see docs/decisions.md.
 Rule 3: segment-file I/O (checkpoint, delete flips, whole-segment unlinks, cold relocation)
-runs in worker threads, one at a time under `seg_lock`.
+runs in worker threads, one at a time under `seg_lock`. Checkpoints: checkpoint.py.
+Rule 4: a data dir that cannot be opened or read (a corrupt checkpoint.json, a full disk)
+makes `open` raise StartupError, one message for the operator; nothing is changed.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from topicsrv.engine import groups, restore
+from topicsrv.engine import restore
 from topicsrv.engine.config import SEQ_MAX
-from topicsrv.engine.segments import DELETED, LOST, SEGMENT_RECORDS, Run, Segment
+from topicsrv.engine.segments import DELETED, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
 from topicsrv.storage import codec, frames, recovery, segfiles
+from topicsrv.storage.checkpoint import Checkpoints
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.state import TState, state_of
-from topicsrv.storage.wal import Batch, Shard, Token, storage_error, wal_path
-from topicsrv.storage.walread import RESERVE_MAX, wal_files
+from topicsrv.storage.wal import Batch, Shard, Token, storage_error
+from topicsrv.storage.walread import RESERVE_MAX
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
@@ -48,7 +49,7 @@ HEADROOM = 1024  # seqs a HeadWatermark reserves above the head (at least)
 HOT_SEGMENTS = 2  # sealed segments per topic kept in the hot dir when a cold dir is set
 
 
-class Storage:
+class Storage(Checkpoints):
     def __init__(
         self,
         engine: Engine,
@@ -378,15 +379,6 @@ class Storage:
                     st.files.pop(key, None)
                     st.dead.add(key)
 
-    def _dir(self, st: TState, sf: segfiles.SegFile) -> Path:
-        root = self.cold_dir if sf.cold and self.cold_dir is not None else self.data_dir
-        return root / st.dir
-
-    def _unlink_seg(self, st: TState, sf: segfiles.SegFile) -> None:
-        d = self._dir(st, sf)
-        self.ops.unlink(segfiles.data_path(d, sf.base))
-        self.ops.unlink(segfiles.idx_path(d, sf.base))
-
     def _seg_for(self, topic: Topic, base: int) -> Any:
         if not topic.segs or base < topic.segs[0].base or base >= topic.next_seq:
             return None
@@ -404,170 +396,6 @@ class Storage:
                 continue
             segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
         return drops
-
-    # ---- checkpoint -----------------------------------------------------------------------------
-
-    async def checkpoint(self, final: bool = False) -> None:
-        """Seal (persist every slot), write checkpoint.json, trim the WAL."""
-        async with self.ckpt_lock, self.seg_lock:
-            gen = self.gen + 1
-            for sh in self.shards:
-                sh.target_gen = gen - 1
-                sh.rotate()
-            self.gen = gen
-            snap = self._snapshot(final)
-            for sh in self.shards:
-                if self.writers_running and not final:
-                    await sh.rotated.wait()
-                else:
-                    while sh.target_gen != sh.gen or sh.before_cut:
-                        await sh.step()
-                        if sh.unwritable:
-                            break
-                    sh.rotated.set()
-            if any(sh.unwritable or sh.gen != gen for sh in self.shards):
-                raise OSError("the WAL is not writable; checkpoint postponed")
-            for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
-                if not final and meta["config"].get("durability_explicit") != "memory":
-                    meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
-            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen)
-            self.checkpoints += 1
-
-    def _snapshot(self, final: bool) -> list[tuple[Topic, TState, dict[str, Any], list[tuple[Any, int]]]]:
-        out = []
-        for topic in list(self.engine.topics.values()):
-            st = state_of(topic, self.nshards)
-            cls = topic.config.durability
-            head = topic.next_seq - 1
-            meta: dict[str, Any] = {
-                "name": topic.name, "epoch": topic.epoch, "type": topic.type, "seq_base": topic.seq_base,
-                "created_ts": topic.created_ts, "config": restore.config_to_dict(topic.config),
-                "next_seq": topic.next_seq, "front": topic.front, "floors": dict(topic.floors),
-                "delete_below": topic.delete_below, "last_ts": topic.last_ts,
-                "lost_total": topic.lost_total,
-                "ceiling": head,
-            }
-            snap_groups = groups.snapshot(topic)
-            if snap_groups:
-                meta["groups"] = snap_groups
-            segs: list[tuple[Any, int]] = []
-            if cls != "ephemeral":
-                segs = [(seg, len(seg)) for seg in topic.segs if isinstance(seg, Segment)]
-                runs = [[r.base, len(r), r.flag, r.ts.value] for r in topic.segs if isinstance(r, Run)]
-                if runs:
-                    meta["runs"] = runs
-            out.append((topic, st, meta, segs))
-        return out
-
-    def _persist(self, st: TState, segs: list[tuple[Any, int]],
-                 stale: list[tuple[TState, segfiles.SegFile]]) -> list[list[Any]]:
-        """Append a topic's new slots to its segment files; its checkpoint `files` list."""
-        live_keys = set()
-        for seg, upto in segs:
-            key = seg.base // SEGMENT_RECORDS
-            live_keys.add(key)
-            if key in st.dead:
-                continue
-            sf = st.files.get(key)
-            if sf is not None and sf.base != seg.base:
-                stale.append((st, sf))
-                sf = None
-            if sf is None or sf.count < upto:
-                d = self._dir(st, sf) if sf is not None else self.data_dir / st.dir
-                sf = segfiles.append_slots(self.ops, d, sf, seg, upto)
-                st.files[key] = sf
-            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
-        files = []
-        for key in sorted(live_keys | st.dead):
-            if key in st.dead and key in live_keys:
-                files.append([self._dead_base(segs, key), self._dead_count(segs, key), False, True])
-            elif key in st.files and key in live_keys:
-                sf = st.files[key]
-                files.append([sf.base, min(sf.count, self._upto(segs, key)), sf.cold, False])
-        for key in [k for k in st.files if k not in live_keys]:
-            stale.append((st, st.files.pop(key)))
-        st.dead &= live_keys
-        return files
-
-    def _fallback(self, meta: dict[str, Any], exc: OSError) -> tuple[dict[str, Any], int]:
-        """The entry of a topic whose segments could not be written (Rule 4): its entry from the
-        last checkpoint (or just its config, for a topic created since), replayed from the WAL
-        generation that entry was cut at; the WAL is kept from there."""
-        name = meta["name"]
-        prev = self.entries.get(name)
-        if prev is not None and prev[0]["epoch"] == meta["epoch"]:
-            entry, start = prev
-        else:
-            keep = ("name", "epoch", "type", "seq_base", "created_ts", "config")
-            entry = {**{k: meta[k] for k in keep}, "next_seq": meta["seq_base"], "ceiling": 0,
-                     "files": [], "dir": meta["dir"]}
-            start = self.ckpt_gen
-        log.error("checkpoint: topic %s could not be checkpointed (%s); its records stay in the WAL "
-                  "(replayed from generation %d, kept until it succeeds); every other topic was "
-                  "checkpointed", name, exc, start)
-        return {**entry, "replay_from": start}, start
-
-    def _write_checkpoint(self, snap: list[tuple[Topic, TState, dict[str, Any], list[tuple[Any, int]]]],
-                          gen: int) -> None:
-        """Rule 4: one topic's failure (its segment files cannot be written) never stops the
-        checkpoint of the others."""
-        stale: list[tuple[TState, segfiles.SegFile]] = []
-        done: dict[str, tuple[dict[str, Any], int]] = {}
-        failed = []
-        for _topic, st, meta, segs in snap:
-            mine: list[tuple[TState, segfiles.SegFile]] = []
-            try:
-                files = self._persist(st, segs, mine)
-            except OSError as exc:
-                done[meta["name"]] = self._fallback({**meta, "dir": st.dir}, exc)
-                failed.append(f"{meta['name']}: {exc}")
-                continue
-            stale += mine
-            done[meta["name"]] = ({**meta, "files": files, "dir": st.dir}, gen)
-        entries = [e for e, _ in done.values()]
-        epochs = dict(self.engine.epochs)
-        ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs}
-        self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
-        self.entries = done
-        self.ckpt_gen = gen
-        self.last_checkpoint_error = "; ".join(failed) if failed else None
-        for st, sf in stale:
-            self._unlink_seg(st, sf)
-        self._remove_unreferenced_dirs({e["dir"] for e in entries})
-        keep_from = min([gen, *(start for _, start in done.values())])
-        for g, shard, path in wal_files(self.data_dir / "wal"):
-            if g < keep_from and path != wal_path(self.data_dir / "wal", shard, gen):
-                self.ops.unlink(path)
-
-    @staticmethod
-    def _upto(segs: list[tuple[Any, int]], key: int) -> int:
-        for seg, upto in segs:
-            if seg.base // SEGMENT_RECORDS == key:
-                return upto
-        return 0
-
-    @staticmethod
-    def _dead_base(segs: list[tuple[Any, int]], key: int) -> int:
-        for seg, _ in segs:
-            if seg.base // SEGMENT_RECORDS == key:
-                return int(seg.base)
-        return key * SEGMENT_RECORDS
-
-    @staticmethod
-    def _dead_count(segs: list[tuple[Any, int]], key: int) -> int:
-        for seg, upto in segs:
-            if seg.base // SEGMENT_RECORDS == key:
-                return upto
-        return SEGMENT_RECORDS
-
-    def _remove_unreferenced_dirs(self, keep: set[str]) -> None:
-        for root in [self.data_dir] + ([self.cold_dir] if self.cold_dir is not None else []):
-            tdir = root / "topics"
-            if not tdir.exists():
-                continue
-            for d in tdir.iterdir():
-                if f"topics/{d.name}" not in keep:
-                    shutil.rmtree(d, ignore_errors=True)
 
     # ---- cold tier ---------------------------------------------------------------------------------
 
