@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from topicsrv import __version__
+from topicsrv.errors import StartupError
 from topicsrv.http.guards import parse_allowed_hosts
 from topicsrv.memory import auto_limit, parse_size
 from topicsrv.server import ServerConfig, run
@@ -138,6 +139,18 @@ def _env_path(name: str) -> Path | None:
     return Path(value) if value else None
 
 
+def _startup_error(exc: BaseException) -> StartupError | None:
+    """The StartupError behind `exc` (trio wraps it in an exception group), or None."""
+    if isinstance(exc, StartupError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _startup_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
@@ -167,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
             trio.run(run, config)
         except KeyboardInterrupt:
             pass
+        except Exception as exc:
+            startup = _startup_error(exc)
+            if startup is None:
+                raise
+            print(f"topicsrv: {startup}", file=sys.stderr)  # one clear message, no traceback
+            return 1
         return 0
     if args.command == "check":
         from topicsrv.storage.fsck import main as check_main

@@ -27,6 +27,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "router_cycle": 409,
     "router_dest_fan_in": 409,
     "not_a_queue": 409,
+    "seq_exhausted": 409,
     "body_too_large": 413,
     "unsupported_media_type": 415,
     "topic_full": 422,
@@ -83,3 +84,8 @@ def invalid(message: str, **detail: Any) -> TopicsError:
 
 def not_found(topic: str) -> TopicsError:
     return TopicsError("topic_not_found", f"topic '{topic}' does not exist", {"topic": topic})
+
+
+class StartupError(Exception):
+    """The server cannot start (e.g. an unreadable data dir): the message tells the operator
+    which file and what to do; the CLI prints it and exits non-zero, without a traceback."""

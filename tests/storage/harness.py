@@ -48,8 +48,11 @@ async def write(engine: Engine, topic: str, datas: list[Any], **kw: Any) -> dict
 def live(engine: Engine, topic: str) -> dict[int, bytes]:
     t = engine.get(topic)
     out = {}
-    for seq in range(t.front, t.next_seq):
-        rec = t.record_at(seq)
-        if rec is not None:
-            out[seq] = rec[0]
+    for seg in t.segs:
+        if not seg.live:  # a Run may stand for any number of seqs
+            continue
+        for seq in range(max(seg.base, t.front), seg.next_seq):
+            rec = t.record_at(seq)
+            if rec is not None:
+                out[seq] = rec[0]
     return out

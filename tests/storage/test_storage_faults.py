@@ -15,7 +15,7 @@ from topicsrv.errors import TopicsError
 from topicsrv.storage import frames, segfiles
 from topicsrv.storage.fsck import check
 from topicsrv.storage.fsops import OsOps
-from topicsrv.storage.recovery import wal_files
+from topicsrv.storage.walread import wal_files
 
 from .harness import live, running, write
 

@@ -19,6 +19,8 @@ from topicsrv.errors import TopicsError, invalid
 TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
 DURABILITY_CLASSES = ("ephemeral", "memory", "disk", "fsync")
 U64_MAX = (1 << 64) - 1
+# The highest seq a record can get: `next_seq` (one above the head) must still fit in a u64.
+SEQ_MAX = U64_MAX - 1
 # Larger than any sane config number, small enough that arithmetic on it stays exact.
 CONFIG_INT_MAX = (1 << 53) - 1
 

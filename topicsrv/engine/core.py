@@ -319,11 +319,12 @@ class Engine:
             self._notify(name)
         return deleted, token
 
-    def groups_changed(self, topic: Topic) -> CommitToken | None:
-        """A topic's consumer-group definitions changed (create, setid, destroy, consumers):
-        storage persists them at once, so a group a client was told exists survives a crash
-        (delivery progress and pending entries are persisted at checkpoints)."""
-        return self.journal.groups_changed(topic)
+    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> CommitToken | None:
+        """A topic's consumer-group definitions changed (create, setid, destroy, consumers;
+        `change` from engine/groupops.py): storage logs the change at once, so a group a client
+        was told exists survives a crash (delivery progress and pending entries are persisted
+        at checkpoints)."""
+        return self.journal.groups_changed(topic, change)
 
     def trim(
         self, name: str, maxlen: int | None = None, minid_seq: int | None = None

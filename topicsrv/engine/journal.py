@@ -37,7 +37,7 @@ class Journal(Protocol):
 
     def trimmed(self, topic: Topic, new_front: int) -> CommitToken | None: ...
 
-    def groups_changed(self, topic: Topic) -> CommitToken | None: ...
+    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> CommitToken | None: ...
 
 
 class NullJournal:
@@ -63,5 +63,5 @@ class NullJournal:
     def trimmed(self, topic: Topic, new_front: int) -> None:
         return None
 
-    def groups_changed(self, topic: Topic) -> None:
+    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> None:
         return None

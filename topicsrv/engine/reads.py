@@ -11,6 +11,9 @@ Per candidate seq from the cursor, in order:
 Every skipped seq advances next_from_seq (ordering-and-cursors): `caught_up` means
 `next_from_seq == head_seq`, never "the batch was short".
 
+Rule: a cursor below `seq_base - 1` reads as `seq_base - 1`: no seq below seq_base ever
+existed, so nothing there was lost (a fresh topic with seq_base 100 read from 0 gets no
+tombstone; one that lost records reports a gap starting at seq_base).
 Rule: at most one tombstone per response. Slots LOST in the middle of the log (an acked tail
 lost in a crash) are reported like a front gap, reason "lost"; a response that already carries
 records or a tombstone stops in front of them so the next read reports them first.
@@ -74,6 +77,7 @@ def tombstone(
 
 def gate(topic: Topic, from_seq: int, epoch: int | None = None) -> tuple[int, dict[str, Any] | None]:
     """Step 1: (cursor to scan after, tombstone or None). Call after topic.expire(now)."""
+    from_seq = max(from_seq, topic.seq_base - 1)  # no seq below seq_base ever existed
     head = topic.head_seq
     earliest = topic.earliest_seq
     if from_seq > head or (epoch is not None and epoch != topic.epoch):
@@ -103,6 +107,7 @@ def read(
     epoch: int | None = None,
 ) -> ReadResult:
     topic.expire(now)
+    from_seq = max(from_seq, topic.seq_base - 1)  # seeds 4.1: a topic's seqs start at seq_base
     cursor, tomb = gate(topic, from_seq, epoch)
     head = topic.head_seq
     records: list[bytes] = []
@@ -124,11 +129,13 @@ def read(
                 s = seg.base + j
                 break
             end = seg.base + j
-            while end <= head:
+            while end <= head:  # a run of LOST slots may span segments (and Runs)
                 seg2, k = topic.locate(end)
-                if seg2.flags[k] != LOST:
+                stop = seg2.lost_end(k)
+                end = seg2.base + stop
+                if stop < len(seg2):
                     break
-                end += 1
+            end = min(end, head + 1)
             tomb = tombstone(topic, from_seq + 1, end - 1, "lost", end - (seg.base + j), end)
             s = end
             continue
@@ -142,7 +149,7 @@ def read(
             run = seg.blobs[j:k]
             capped = False
             if max_bytes:
-                ends = list(accumulate(map(len, run), initial=nbytes))  # type: ignore[arg-type]
+                ends = list(accumulate(map(len, run), initial=nbytes))
                 fit = bisect_right(ends, max_bytes, 1) - 1
                 if fit == 0 and not records:
                     fit = 1  # a response always carries at least one record
@@ -150,7 +157,7 @@ def read(
                     run, k, capped = run[:fit], j + fit, True
                 nbytes = ends[fit]
             elif seg.kinds != fmt:  # a segment holding another record form: convert those
-                run = [b if b[0] == fmt else convert(b, seg.node(x), seg.tag(x))  # type: ignore[index,arg-type]
+                run = [b if b[0] == fmt else convert(b, seg.node(x), seg.tag(x))
                        for x, b in enumerate(run, j)]
             records.extend(run)  # type: ignore[arg-type]
             seqs.extend(range(seg.base + j, seg.base + k))
@@ -218,6 +225,9 @@ def scan_range(
         else:
             stop = min(hi - seg.base + 1, len(seg))
             idx = range(i, stop)
+        if not seg.live:  # nothing to deliver here (a Run may span any number of seqs)
+            seq = seg.base - 1 if reverse else seg.base + len(seg)
+            continue
         flags, blobs = seg.flags, seg.blobs
         if not reverse and seg.kinds == fmt:
             # Fast path: a run of live slots in this record form goes out as one slice.

@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from topicsrv.engine.config import TopicConfig
-from topicsrv.engine.segments import DELETED, EVICTED, LIVE, LOST, Segment
+from topicsrv.engine.segments import DELETED, EVICTED, LIVE, LOST, SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.topic import Topic
 
 if TYPE_CHECKING:
@@ -47,15 +47,28 @@ def new_topic(
 
 def _segment_for(topic: Topic, seq: int) -> Segment:
     segs = topic.segs
-    if not segs or segs[-1].full:
-        segs.append(Segment(seq))
-    return segs[-1]
+    last = segs[-1] if segs else None
+    if isinstance(last, Segment) and not last.full:
+        return last
+    seg = Segment(seq)
+    segs.append(seg)
+    return seg
 
 
 def fill_lost(topic: Topic, upto: int, ts: int, flag: int = LOST) -> None:
     """Empty slots for every seq in [next_seq, upto): LOST (a reader crossing them gets a
-    `lost` tombstone) or DELETED (seqs no reader can have seen: skipped silently)."""
+    `lost` tombstone) or DELETED (seqs no reader can have seen: skipped silently). Past the
+    current segment, one `Run` stands for the whole gap, whatever its length (Rule 4)."""
     seq = topic.next_seq
+    last = topic.segs[-1] if topic.segs else None
+    tail = last.end if isinstance(last, Segment) and not last.full else seq
+    if upto - tail > SEGMENT_RECORDS:
+        if tail > seq:
+            fill_lost(topic, tail, ts, flag)  # finish the current segment slot by slot
+        run_flag = EVICTED if tail < topic.front else flag
+        topic.segs.append(Run(tail, upto - tail, run_flag, ts))
+        topic.next_seq = upto
+        return
     while seq < upto:
         seg = _segment_for(topic, seq)
         n = min(upto, seg.end) - seq
@@ -66,6 +79,15 @@ def fill_lost(topic: Topic, upto: int, ts: int, flag: int = LOST) -> None:
             seg.flags[len(seg) - n:] = bytes([flag]) * n
         seq += n
     topic.next_seq = max(topic.next_seq, upto)
+
+
+def put_run(topic: Topic, base: int, n: int, flag: int, ts: int) -> None:
+    """Restore seqs [base, base + n) that hold no record, all `flag` (a persisted Run); a
+    gap before `base` is LOST (Rule 1)."""
+    if base > topic.next_seq:
+        fill_lost(topic, base, ts)
+    if base + n > topic.next_seq:
+        fill_lost(topic, base + n, ts, flag)
 
 
 def put_slot(
@@ -131,9 +153,14 @@ def mark_silent(topic: Topic, first: int, count: int, ts: int) -> None:
     while s < min(end, topic.next_seq):
         seg, i = topic.locate(s)
         j = min(end, seg.next_seq) - seg.base
-        for k in range(i, j):
-            if seg.flags[k] == LOST:
-                seg.flags[k] = DELETED
+        if isinstance(seg, Run):
+            if seg.flag == LOST:
+                at = topic.seg_index(s)
+                topic.segs[at:at + 1] = seg.split(i, j, DELETED)
+        else:
+            for k in range(i, j):
+                if seg.flags[k] == LOST:
+                    seg.flags[k] = DELETED
         s = seg.base + j
     if topic.next_seq < end:
         fill_lost(topic, end, ts, DELETED)
@@ -150,7 +177,7 @@ def mark_lost(topic: Topic, first: int, count: int, flag: int = LOST) -> int:
     while s < hi:
         seg, i = topic.locate(s)
         j = min(hi, seg.next_seq) - seg.base
-        for k in range(i, j):
+        for k in range(i, j) if seg.live else ():
             if seg.flags[k] == LIVE:
                 tag = seg.tag(k)
                 if tag is not None:

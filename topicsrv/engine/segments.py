@@ -7,11 +7,18 @@ the first segment of a topic may start inside its range. So the segment of a seq
 arithmetic, never by search.
 Rule 3: flags per slot: LIVE, DELETED (voluntary, silent) or LOST (involuntary loss in the
 middle of the log, e.g. an acked tail lost in a crash; crossing it is a tombstone).
+Rule 4: a `Run` stands for any number of seqs that hold no record and share one flag (a gap
+recovery skips: seqs reserved by a HeadWatermark, or a jump after WAL damage). It costs O(1)
+memory whatever its length, so memory is O(records), never O(seq range). A run is always
+"full" (nothing is appended to it); the segment after it starts where it ends, so that
+segment (like a topic's first) may start inside its aligned range, and `Topic.locate` falls
+back to a binary search when runs break the arithmetic.
 """
 
 from __future__ import annotations
 
 from array import array
+from typing import Any
 
 SEGMENT_RECORDS = 4096
 
@@ -129,5 +136,116 @@ class Segment:
             return len(self.blobs) if c < 0 else c
         return a if c < 0 or a < c else c
 
+    def lost_end(self, i: int) -> int:
+        """Index of the first slot at/after i that is not LOST (len(self) when none)."""
+        flags = self.flags
+        n = len(flags)
+        while i < n and flags[i] == LOST:
+            i += 1
+        return i
+
     def __len__(self) -> int:
         return len(self.blobs)
+
+
+def _span(n: int, i: int, j: int | None) -> tuple[int, int]:
+    """Normalise [i, j) like the bytes methods do."""
+    lo, hi, _ = slice(i, j).indices(n)
+    return lo, max(lo, hi)
+
+
+class Const:
+    """A read-only sequence of `n` copies of one value (a Run's ts, sizes, blobs and flags),
+    answering the bytearray searches the read paths use in O(1)."""
+
+    __slots__ = ("value", "n")
+
+    def __init__(self, value: Any, n: int) -> None:
+        self.value = value
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.value] * len(range(*i.indices(self.n)))  # only ever tiny (empty) slices
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self.value
+
+    def count(self, x: Any, i: int = 0, j: int | None = None) -> int:
+        lo, hi = _span(self.n, i, j)
+        return hi - lo if x == self.value else 0
+
+    def find(self, x: Any, i: int = 0, j: int | None = None) -> int:
+        lo, hi = _span(self.n, i, j)
+        return lo if x == self.value and lo < hi else -1
+
+    def rfind(self, x: Any, i: int = 0, j: int | None = None) -> int:
+        lo, hi = _span(self.n, i, j)
+        return hi - 1 if x == self.value and lo < hi else -1
+
+
+class Run:
+    """Seqs [base, base + n) with no record, all flagged `flag` (DELETED, LOST or EVICTED),
+    in O(1) memory (Rule 4). Quacks like a full Segment for every read and delete path."""
+
+    __slots__ = ("base", "end", "flag", "ts", "blobs", "sizes", "flags")
+    nodes = None
+    tags = None
+    live = 0
+    live_bytes = 0
+    kinds = 0
+    full = True
+
+    def __init__(self, base: int, n: int, flag: int, ts: int) -> None:
+        assert n > 0 and flag != LIVE
+        self.base = base
+        self.end = base + n
+        self.flag = flag
+        self.ts = Const(ts, n)
+        self.blobs = Const(None, n)
+        self.sizes = Const(0, n)
+        self.flags = Const(flag, n)
+
+    @property
+    def next_seq(self) -> int:
+        return self.end
+
+    def __len__(self) -> int:
+        return self.end - self.base
+
+    def node(self, i: int) -> str | None:
+        return None
+
+    def tag(self, i: int) -> str | None:
+        return None
+
+    def live_in(self, i: int, j: int) -> tuple[int, int]:
+        return 0, 0
+
+    def kill(self, i: int, j: int, flag: int) -> tuple[int, int]:
+        return 0, 0  # nothing live to kill
+
+    def next_visible(self, i: int) -> int:
+        n = self.end - self.base
+        return i if self.flag == LOST and i < n else n
+
+    def lost_end(self, i: int) -> int:
+        return self.end - self.base if self.flag == LOST else i
+
+    def split(self, i: int, j: int, flag: int) -> list[Run]:
+        """This run with its slots [i, j) re-flagged `flag`: one to three runs."""
+        n = self.end - self.base
+        ts = self.ts.value
+        out = []
+        if i > 0:
+            out.append(Run(self.base, i, self.flag, ts))
+        out.append(Run(self.base + i, j - i, flag, ts))
+        if j < n:
+            out.append(Run(self.base + j, n - j, self.flag, ts))
+        return out
+
+
+AnySegment = Segment | Run

@@ -13,6 +13,8 @@ Rule 6: `head_seq` is the *visible* head. Storage may hide seqs >= `visible_next
   fsync-class write waiting for its fdatasync) and `reveal` them once durable, so readers see
   records in durable commit order and never one a crash could take back. `next_seq` is the
   assignment counter and may run ahead of `head_seq + 1` meanwhile.
+Rule 7: no seq exceeds SEQ_MAX (2^64 - 2, so `next_seq` still fits a u64): a write that would
+  pass it is refused whole (`seq_exhausted`) before any seq is assigned.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from operator import attrgetter
 from typing import Any
 
-from topicsrv.engine.config import TopicConfig
+from topicsrv.engine.config import SEQ_MAX, TopicConfig
 from topicsrv.engine.records import PreparedRecord, too_large
-from topicsrv.engine.segments import EVICTED, LIVE, LOST, SEGMENT_RECORDS, Segment
+from topicsrv.engine.segments import EVICTED, LIVE, LOST, SEGMENT_RECORDS, AnySegment, Segment
 from topicsrv.engine.tagindex import TagIndex
 from topicsrv.errors import TopicsError
 
 _LOSS_LOG_MAX = 4096
+_BASE = attrgetter("base")
 
 
 class Topic:
@@ -42,7 +46,7 @@ class Topic:
         self.config = config
         self.seq_base = seq_base
         self.created_ts = now
-        self.segs: list[Segment] = []
+        self.segs: list[AnySegment] = []  # contiguous: segs[i].next_seq == segs[i + 1].base
         self.next_seq = seq_base
         self.visible_next: int | None = None  # Rule 6: seqs >= this are not readable yet
         self.front = seq_base
@@ -108,10 +112,20 @@ class Topic:
         self._earliest = p
         return p if self.visible_next is None else min(p, self.visible_next)
 
-    def locate(self, seq: int) -> tuple[Segment, int]:
+    def seg_index(self, seq: int) -> int:
+        """Index in `segs` of the segment holding `seq` (in [segs[0].base, next_seq)): by
+        arithmetic (segments are aligned), by binary search past a Run (segments Rule 4)."""
+        segs = self.segs
+        k = seq // SEGMENT_RECORDS - segs[0].base // SEGMENT_RECORDS
+        if k < len(segs):
+            seg = segs[k]
+            if seg.base <= seq < seg.end:
+                return k
+        return bisect_right(segs, seq, key=_BASE) - 1
+
+    def locate(self, seq: int) -> tuple[AnySegment, int]:
         """The segment holding `seq` and its index there; `seq` must be in [segs[0].base, next_seq)."""
-        first = self.segs[0]
-        seg = self.segs[seq // SEGMENT_RECORDS - first.base // SEGMENT_RECORDS]
+        seg = self.segs[self.seg_index(seq)]
         return seg, seq - seg.base
 
     def loss_reason(self, gap_from: int) -> str:
@@ -138,7 +152,7 @@ class Topic:
         seg, i = self.locate(self.front)
         if seg.ts[i] >= cutoff:
             return
-        lo = self.front // SEGMENT_RECORDS - self.segs[0].base // SEGMENT_RECORDS
+        lo = self.seg_index(self.front)
         hi = len(self.segs) - 1
         while lo < hi:  # last segment whose first ts is < cutoff
             mid = (lo + hi + 1) // 2
@@ -209,9 +223,9 @@ class Topic:
                 s = seg.base + n
         return self.drop_front(s, "cap")
 
-    def reclaim(self) -> list[Segment]:
+    def reclaim(self) -> list[AnySegment]:
         """Pop whole dead segments off the front (segment-granular reclaim); prune their tags."""
-        dropped: list[Segment] = []
+        dropped: list[AnySegment] = []
         while self.segs:
             seg = self.segs[0]
             if seg.next_seq <= self.front and seg.full:
@@ -232,7 +246,15 @@ class Topic:
     # ---- append ------------------------------------------------------------------------
 
     def check_append(self, records: list[PreparedRecord]) -> None:
-        """Reject before any seq is assigned (seeds 5.3): too large for the cap, or full."""
+        """Reject before any seq is assigned (seeds 5.3): too large for the cap, or full; or
+        past the last possible seq (Rule 7)."""
+        if self.next_seq + len(records) - 1 > SEQ_MAX:
+            raise TopicsError(  # Redis's wording for a stream whose ids ran out
+                "seq_exhausted",
+                "The stream has exhausted the last possible ID, unable to add more items",
+                {"topic": self.name, "head_seq": self.next_seq - 1, "records": len(records),
+                 "seq_max": SEQ_MAX},
+            )
         cfg = self.config
         if not (cfg.cap_records or cfg.cap_bytes):
             return
@@ -269,7 +291,7 @@ class Topic:
         ts = now if now > self.last_ts else self.last_ts
         seq = first = self.next_seq
         segs = self.segs
-        seg = segs[-1] if segs else None
+        seg = segs[-1] if segs and isinstance(segs[-1], Segment) else None
         blobs = []
         total = 0
         for rec in records:

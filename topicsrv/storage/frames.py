@@ -36,7 +36,8 @@ T_TRIM = 5  # orjson {name, epoch, front}
 T_CEIL = 6  # HeadWatermark: orjson {name, epoch, ceiling}
 T_SEGDROP = 7  # a whole dead segment is about to be unlinked: orjson {name, epoch, base}
 T_LOSTRANGE = 8  # seqs that were handed out and could not be made durable: {name, epoch, first, count}
-T_GROUPS = 9  # a topic's consumer groups after XGROUP CREATE/SETID/DESTROY/...: {name, epoch, groups}
+T_GROUPS = 9  # a topic's consumer groups, whole (older versions): {name, epoch, groups}
+T_GROUPOP = 10  # one consumer-group definition change (engine/groupops.py): {name, epoch, op}
 # segment frame types
 T_REC = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST = 17  # binary: a LOST slot (seq, ts)

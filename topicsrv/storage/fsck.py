@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicsrv.storage import frames, recovery, segfiles
+from topicsrv.storage.walread import wal_files
 
 
 @dataclass
@@ -46,8 +47,9 @@ def check(data_dir: Path, cold_dir: Path | None = None) -> Report:
     except ValueError as exc:
         rep.problems.append(f"checkpoint.json unreadable: {exc}")
         ck = {"topics": [], "wal_gen": 0}
-    for gen, _shard, path in recovery.wal_files(wal_dir):
-        if gen < int(ck.get("wal_gen", 0)):
+    first_gen = min([int(ck.get("wal_gen", 0)), *recovery.replay_from(ck).values()])
+    for gen, _shard, path in wal_files(wal_dir):
+        if gen < first_gen:
             continue
         rep.wal_files += 1
         raw = path.read_bytes()

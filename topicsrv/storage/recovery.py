@@ -1,23 +1,28 @@
 """Recovery: checkpoint + segment files + WAL replay -> topics (runs in a worker thread).
 
 Order per topic: the checkpointed state, then the slots of its segment files (only as many
-per file as the checkpoint recorded), then its WAL frames after the checkpoint cut, in order.
+per file as the checkpoint recorded) and its Runs (gaps with no record), then its WAL frames
+after its replay point, in order. The replay point is the checkpoint's cut, or for a topic
+whose last checkpoint failed, the cut of the one its entry comes from (`replay_from`).
 
 Rule 1: a torn or checksum-failing WAL frame ends replay of that shard at the last good
-frame; the bytes from there on are copied aside (`*.damaged-<offset>`) and cut off. Never a
-crash, never a skipped good frame before the damage.
+frame (walread.py). Never a crash, never a skipped good frame before the damage.
 Rule 2: a damaged segment frame makes its slot LOST and is reported; good records are kept.
 A missing .idx (or a stale one) is rebuilt from the .data frames.
 Rule 3: `next_seq = max(recovered head, checkpointed head, HeadWatermark ceiling) + 1` for
-fsync/disk/ephemeral topics; seqs in (recovered head, ceiling] come back as LOST slots.
+fsync/disk/ephemeral topics; seqs in (recovered head, ceiling] come back as LOST slots (one
+Run whatever their number: memory is O(records), never O(seq range)).
 Rule 4: memory-class topics are installed as empty placeholders first (config, epoch, seqs
 above anything seen) and rebuilt afterwards, so they never block readiness.
+Rule 5: a topic of a shard whose WAL was damaged continues above everything the cut-off
+bytes still show, plus a margin for what they no longer show (walread.Cut), for every
+class; the skipped seqs are LOST (readers crossing them get a `lost` tombstone), and the
+damage is logged at ERROR naming the file, the offset and the topics affected.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,17 +30,22 @@ from typing import Any
 
 import orjson
 
-from topicsrv.engine import deletes, groups, restore
+from topicsrv.engine import deletes, groupops, groups, restore
+from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.state import EXT_KEY, TState, shard_of, topic_dir
+from topicsrv.storage.walread import Cut, read_wal
 
 log = logging.getLogger("topicsrv.storage")
 
 CHECKPOINT = "checkpoint.json"
-WAL_RE = re.compile(r"wal-(\d{3})-(\d{12})\.log$")
+
+
+class CheckpointError(ValueError):
+    """checkpoint.json cannot be read or does not have the shape this version writes."""
 
 
 @dataclass
@@ -50,10 +60,17 @@ class Image:
     ops: list[tuple[int, memoryview]] = field(default_factory=list)
     max_seq: int = 0
     ceiling: int = 0
+    skip_to: int = 0  # next_seq is at least this (WAL damage: Rule 5)
+    damaged: bool = False  # its shard's WAL was cut: no gap may be skipped silently
 
     @property
     def durability(self) -> str:
         return restore.config_from_dict(self.config).durability
+
+    @property
+    def dir(self) -> str:
+        ck = self.ckpt or {}
+        return str(ck.get("dir") or topic_dir(self.name, self.epoch))
 
 
 @dataclass
@@ -61,6 +78,8 @@ class Recovered:
     topics: list[Topic] = field(default_factory=list)
     pending: list[Image] = field(default_factory=list)
     epochs: dict[str, int] = field(default_factory=dict)
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # the checkpoint's, by name
+    ckpt_gen: int = 0  # the checkpoint's wal_gen
     next_gen: int = 1
     damage: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -68,75 +87,47 @@ class Recovered:
     seconds: float = 0.0
 
 
+_TOPIC_KEYS = {"name": str, "epoch": int, "type": str, "seq_base": int, "created_ts": int,
+               "config": dict, "next_seq": int}
+
+
+def _validate(ck: Any) -> None:
+    if not isinstance(ck, dict):
+        raise CheckpointError("not a JSON object")
+    if not isinstance(ck.get("wal_gen", 0), int) or not isinstance(ck.get("epochs", {}), dict):
+        raise CheckpointError("'wal_gen' or 'epochs' has the wrong type")
+    topics = ck.get("topics", [])
+    if not isinstance(topics, list):
+        raise CheckpointError("'topics' is not a list")
+    for i, t in enumerate(topics):
+        if not isinstance(t, dict):
+            raise CheckpointError(f"topics[{i}] is not an object")
+        for key, kind in _TOPIC_KEYS.items():
+            if not isinstance(t.get(key), kind):
+                raise CheckpointError(f"topics[{i}].{key} is missing or not a {kind.__name__}")
+        if not isinstance(t.get("files", []), list) or not isinstance(t.get("runs", []), list):
+            raise CheckpointError(f"topics[{i}]: 'files' or 'runs' is not a list")
+
+
 def read_checkpoint(data_dir: Path) -> dict[str, Any]:
+    """The checkpoint (an empty one when there is none). CheckpointError when it is corrupt."""
     path = data_dir / CHECKPOINT
     if not path.exists():
         return {"version": 1, "wal_gen": 0, "topics": [], "epochs": {}}
-    ck: dict[str, Any] = orjson.loads(path.read_bytes())
+    try:
+        ck: dict[str, Any] = orjson.loads(path.read_bytes())
+        _validate(ck)
+    except orjson.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc})") from exc
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
     return ck
 
 
-def wal_files(wal_dir: Path) -> list[tuple[int, int, Path]]:
-    """(gen, shard, path) sorted by generation then shard."""
-    out = []
-    if wal_dir.exists():
-        for p in wal_dir.iterdir():
-            m = WAL_RE.match(p.name)
-            if m:
-                out.append((int(m.group(2)), int(m.group(1)), p))
-    return sorted(out)
-
-
-def _set_aside(ops: OsOps, path: Path, raw: bytes, offset: int, note: list[str], why: str) -> None:
-    aside = path.with_name(f"{path.name}.damaged-{offset}")
-    aside.write_bytes(raw[offset:])
-    fd = ops.open_rw(path)
-    try:
-        ops.ftruncate(fd, offset)
-        ops.fsync(fd)
-    finally:
-        ops.close(fd)
-    note.append(f"{path.name}: {why} at offset {offset}; replay of this shard stops there "
-                f"({len(raw) - offset} bytes kept aside in {aside.name}, file cut)")
-
-
-def read_wal(wal_dir: Path, from_gen: int, ops: OsOps, repair: bool, notes: list[str]
-             ) -> tuple[list[tuple[int, memoryview]], int]:
-    """Frames to replay, in order; and the highest generation seen."""
-    out: list[tuple[int, memoryview]] = []
-    stopped: set[int] = set()
-    top = from_gen
-    for gen, shard, path in wal_files(wal_dir):
-        top = max(top, gen)
-        if gen < from_gen:
-            continue
-        raw = path.read_bytes()
-        if shard in stopped:
-            if raw and repair:
-                _set_aside(ops, path, raw, 0, notes, "a later generation of a damaged shard")
-            continue
-        buf = memoryview(raw)
-        if len(raw) < frames.FILE_HEADER_SIZE:
-            if raw and repair:
-                _set_aside(ops, path, raw, 0, notes, "torn file header")
-            continue
-        if frames.parse_file_header(buf, frames.WAL_MAGIC) is None:
-            if repair:
-                _set_aside(ops, path, raw, 0, notes, "bad file header")
-            stopped.add(shard)
-            continue
-        for got in frames.scan(buf, frames.FILE_HEADER_SIZE):
-            if isinstance(got, frames.Damage):
-                log.warning("%s: %s at offset %d: replay of shard %d ends at the last good frame",
-                            path.name, got.reason, got.offset, shard)
-                if repair:
-                    _set_aside(ops, path, raw, got.offset, notes, got.reason)
-                else:
-                    notes.append(f"{path.name}: {got.reason} at offset {got.offset}")
-                stopped.add(shard)
-                break
-            out.append((got.ftype, got.body))
-    return out, top
+def replay_from(ck: dict[str, Any]) -> dict[str, int]:
+    """Per topic in the checkpoint, the first WAL generation its state does not include."""
+    gen = int(ck.get("wal_gen", 0))
+    return {t["name"]: int(t.get("replay_from", gen)) for t in ck.get("topics", [])}
 
 
 def _frame_owner(ftype: int, body: memoryview) -> tuple[str, int, dict[str, Any] | None]:
@@ -147,7 +138,8 @@ def _frame_owner(ftype: int, body: memoryview) -> tuple[str, int, dict[str, Any]
     return d["name"], int(d["epoch"]), d
 
 
-def build_images(ck: dict[str, Any], wal: list[tuple[int, memoryview]]) -> tuple[dict[str, Image], dict[str, int]]:
+def build_images(ck: dict[str, Any], wal: list[tuple[int, int, memoryview]]
+                 ) -> tuple[dict[str, Image], dict[str, int]]:
     images: dict[str, Image] = {}
     epochs = {k: int(v) for k, v in ck.get("epochs", {}).items()}
     for t in ck.get("topics", []):
@@ -155,12 +147,16 @@ def build_images(ck: dict[str, Any], wal: list[tuple[int, memoryview]]) -> tuple
         base.max_seq = t["next_seq"] - 1
         base.ceiling = t.get("ceiling", 0)
         images[base.name] = base
-    for ftype, body in wal:
+    gen0 = int(ck.get("wal_gen", 0))
+    starts = replay_from(ck)
+    for gen, ftype, body in wal:
         try:
             name, epoch, d = _frame_owner(ftype, body)
         except (ValueError, KeyError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
             log.error("unreadable WAL frame body (type %d): %s; skipped", ftype, exc)
             continue
+        if gen < starts.get(name, gen0):
+            continue  # already in the checkpoint (kept only for a topic whose checkpoint failed)
         epochs[name] = max(epochs.get(name, 0), epoch)
         img = images.get(name)
         if ftype == frames.T_TOPIC:
@@ -186,6 +182,31 @@ def build_images(ck: dict[str, Any], wal: list[tuple[int, memoryview]]) -> tuple
     return images, epochs
 
 
+def apply_cuts(images: dict[str, Image], epochs: dict[str, int], cuts: list[Cut]) -> list[str]:
+    """Rule 5: topics of a damaged shard continue above anything that may have been
+    acknowledged. Returns one message per cut, naming the topics affected."""
+    out = []
+    for cut in cuts:
+        for name, epoch in cut.epochs.items():
+            epochs[name] = max(epochs.get(name, 0), epoch)
+        hit = []
+        for img in images.values():
+            if not cut.affects(img.name):
+                continue
+            img.damaged = True
+            ck = img.ckpt or {}
+            known = max(img.max_seq, img.ceiling, ck.get("ceiling", 0), img.seq_base - 1,
+                        cut.hwm.get((img.name, img.epoch), 0))
+            skip = min(SEQ_MAX, known + cut.margin) + 1
+            img.skip_to = max(img.skip_to, skip)
+            hit.append(f"{img.name} (seqs continue at {img.skip_to}; readers below get a `lost` tombstone)")
+        out.append(f"{cut.path.name}: {cut.reason} at offset {cut.offset}; replay of WAL shard "
+                   f"{cut.shard} stopped there ({cut.good_after} good frames past it not replayed"
+                   f"{', kept in ' + cut.aside if cut.aside else ''}); topics affected: "
+                   + (", ".join(hit) if hit else "none"))
+    return out
+
+
 class Builder:
     def __init__(self, data_dir: Path, cold_dir: Path | None, ops: OsOps, shards: int, now: int,
                  repair: bool) -> None:
@@ -196,8 +217,6 @@ class Builder:
         self.now = now
         self.repair = repair
         self.damage: list[str] = []
-        self.wal_damaged = False
-        self.group_frames: dict[int, Any] = {}  # id(topic) -> groups of its newest T_GROUPS frame
         self.records = 0
         self.t0 = time.monotonic()
         self.last_log = self.t0
@@ -217,67 +236,68 @@ class Builder:
                 return segfiles.data_path(d, base), segfiles.idx_path(d, base)
         return None
 
-    def _groups(self, topic: Topic, ck: dict[str, Any]) -> Any:
-        """A topic's consumer groups: its newest T_GROUPS frame after the checkpoint, else the
-        checkpoint's snapshot (which also carries delivery progress and pending entries)."""
-        if id(topic) in self.group_frames:
-            return self.group_frames.pop(id(topic))
-        return ck.get("groups")
-
     def placeholder(self, img: Image) -> Topic:
         ck = img.ckpt or {}
-        start = max(img.seq_base, ck.get("next_seq", 0), img.max_seq + 1)
+        start = max(img.seq_base, ck.get("next_seq", 0), img.max_seq + 1, img.skip_to)
         topic = restore.new_topic(img.name, img.epoch, img.type, restore.config_from_dict(img.config),
                                   img.seq_base, img.created_ts, start=start)
-        topic.ext[EXT_KEY] = TState(shard_of(img.name, self.shards), topic_dir(img.name, img.epoch))
+        topic.ext[EXT_KEY] = TState(shard_of(img.name, self.shards), img.dir)
         return topic
 
     def build(self, img: Image) -> Topic:
         ck = img.ckpt or {}
         cfg = restore.config_from_dict(img.config)
         cls = cfg.durability
-        st = TState(shard_of(img.name, self.shards), topic_dir(img.name, img.epoch))
+        st = TState(shard_of(img.name, self.shards), img.dir)
         ceiling = max(img.ceiling, ck.get("ceiling", 0))
         if cls == "ephemeral":
-            nxt = max(img.seq_base, ck.get("next_seq", 0), ceiling + 1)
+            nxt = max(img.seq_base, ck.get("next_seq", 0), ceiling + 1, img.skip_to)
             topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=nxt)
             if nxt - 1 >= img.seq_base:
                 topic.floors["lost"] = nxt - 1  # readers below the old head get a `lost` tombstone
             topic.last_ts = ck.get("last_ts", 0)
             st.ceil_durable = st.ceil_head = nxt - 1
             topic.ext[EXT_KEY] = st
+            groups.restore(topic, ck.get("groups"))
             for ftype, body in img.ops:  # records are gone by design; group definitions are not
-                if ftype == frames.T_GROUPS:
-                    self.group_frames[id(topic)] = codec.decode_json(body).get("groups")
-            groups.restore(topic, self._groups(topic, ck))
+                if ftype in (frames.T_GROUPS, frames.T_GROUPOP):
+                    self._apply(topic, st, ftype, body)
             return topic
         files = ck.get("files", [])
         dropped = set()
         for ftype, body in img.ops:
             if ftype == frames.T_SEGDROP:
                 dropped.add(int(codec.decode_json(body)["base"]))
-        start = files[0][0] if files else ck.get("next_seq", img.seq_base)
+        # segment files and Runs (gaps without records), in seq order
+        parts = sorted([(f[0], 0, f) for f in files] + [(r[0], 1, r) for r in ck.get("runs", [])])
+        start = parts[0][0] if parts else ck.get("next_seq", img.seq_base)
         topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=start)
         topic.front = max(topic.front, ck.get("front", 0))
-        for base, count, cold, dead in files:
-            self._load_file(topic, st, base, count, cold, dead or base in dropped)
+        groups.restore(topic, ck.get("groups"))
+        for _, kind, part in parts:
+            if kind:
+                base, n, flag, ts = part
+                restore.put_run(topic, int(base), int(n), int(flag), int(ts))
+            else:
+                base, count, cold, dead = part
+                self._load_file(topic, st, base, count, cold, dead or base in dropped)
         for ftype, body in img.ops:
             self._apply(topic, st, ftype, body)
-        nxt = max(topic.next_seq, ck.get("next_seq", 0))
+        nxt = max(topic.next_seq, ck.get("next_seq", 0), img.skip_to)
         if cls != "memory":
             nxt = max(nxt, ceiling + 1)
+        nxt = min(nxt, SEQ_MAX + 1)
         # fsync-class readers only ever saw durable seqs (Topic Rule 6): when the WAL ended
         # cleanly, the unused part of the reserved ceiling hides nothing anyone read or was
         # acknowledged, so it is skipped silently. For the other classes, or after WAL damage
         # (frames cut off there may have been acknowledged), it is LOST.
-        silent = cls == "fsync" and not self.wal_damaged
+        silent = cls == "fsync" and not img.damaged
         restore.finish(topic, next_seq=nxt, front=ck.get("front", 0), floors=ck.get("floors", {}),
                        delete_below=ck.get("delete_below", 0), last_ts=ck.get("last_ts", 0), now=self.now,
                        gap_flag=DELETED if silent else LOST)
         topic.lost_total = max(topic.lost_total, ck.get("lost_total", 0))
         st.ceil_durable = st.ceil_head = topic.next_seq - 1
         topic.ext[EXT_KEY] = st
-        groups.restore(topic, self._groups(topic, ck))
         return topic
 
     def _load_file(self, topic: Topic, st: TState, base: int, count: int, cold: bool, dead: bool) -> None:
@@ -343,8 +363,10 @@ class Builder:
                 deletes.delete(topic, self.now, hi, match)
         elif ftype == frames.T_TRIM:
             topic.drop_front(int(d["front"]), "cap")
-        elif ftype == frames.T_GROUPS:
-            self.group_frames[id(topic)] = d.get("groups")  # the newest wins over the checkpoint
+        elif ftype == frames.T_GROUPS:  # a whole snapshot (written by older versions)
+            groups.restore(topic, d.get("groups"))
+        elif ftype == frames.T_GROUPOP:  # one definition change (XGROUP CREATE, SETID, ...)
+            groupops.apply(topic, d["op"])
         elif ftype == frames.T_LOSTRANGE:
             if d.get("silent"):
                 restore.mark_silent(topic, int(d["first"]), int(d["count"]), topic.last_ts)
@@ -367,19 +389,21 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     t0 = time.monotonic()
     out = Recovered()
     ck = read_checkpoint(data_dir)
-    wal, top = read_wal(data_dir / "wal", int(ck.get("wal_gen", 0)), ops, repair, out.notes)
-    out.next_gen = max(top, int(ck.get("wal_gen", 0))) + 1
-    images, out.epochs = build_images(ck, wal)
+    out.entries = {t["name"]: t for t in ck.get("topics", [])}
+    gen0 = out.ckpt_gen = int(ck.get("wal_gen", 0))
+    wal = read_wal(data_dir / "wal", min([gen0, *replay_from(ck).values()]), ops, repair)
+    out.notes = wal.notes
+    out.next_gen = max(wal.top_gen, gen0) + 1
+    images, out.epochs = build_images(ck, wal.frames)
+    out.damage = apply_cuts(images, out.epochs, wal.cuts)
     b = Builder(data_dir, cold_dir, ops, shards, now, repair)
-    # Frames cut off at damage may have been acknowledged: then no gap may be skipped silently.
-    b.wal_damaged = bool(out.notes)
     for img in images.values():
         if img.durability == "memory":
             out.topics.append(b.placeholder(img))
             out.pending.append(img)
         else:
             out.topics.append(b.build(img))
-    out.damage = b.damage
+    out.damage += b.damage
     out.records = b.records
     out.seconds = time.monotonic() - t0
     return out

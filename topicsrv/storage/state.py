@@ -1,7 +1,9 @@
 """Per-topic storage state, kept in `topic.ext["storage"]` (it dies with the topic instance).
 
-Rule: the shard of a topic is a stable hash of its name (xxh3), so every frame of a name,
+Rule 1: the shard of a topic is a stable hash of its name (xxh3), so every frame of a name,
 across instances (epochs), lands in one shard and replays in order.
+Rule 2: a file name on disk is never longer than ~100 bytes whatever the topic name
+(`topic_dir`), so no valid name can make a file operation fail with ENAMETOOLONG.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from topicsrv.engine.topic import Topic
 from topicsrv.storage.segfiles import SegFile
 
 EXT_KEY = "storage"
+DIR_NAME_MAX = 100  # a topic dir named NAME@EPOCH up to this length (the old layout, unchanged)
+DIR_PREFIX = 64  # characters of a longer name kept readable in its dir name
 
 
 def shard_of(name: str, shards: int) -> int:
@@ -21,7 +25,15 @@ def shard_of(name: str, shards: int) -> int:
 
 
 def topic_dir(name: str, epoch: int) -> str:
-    return f"topics/{name}@{epoch}"
+    """`topics/NAME@EPOCH` while that stays short; a longer name keeps a readable prefix plus
+    a hash of the whole name: `topics/PREFIX~HASH@EPOCH` (at most ~100 bytes, far below any
+    filesystem's NAME_MAX). `~` is outside the topic-name alphabet, so the two forms never
+    collide. The checkpoint maps each topic's real name to its dir."""
+    plain = f"{name}@{epoch}"
+    if len(plain) <= DIR_NAME_MAX:
+        return f"topics/{plain}"
+    digest = xxhash.xxh3_64_hexdigest(name.encode())
+    return f"topics/{name[:DIR_PREFIX]}~{digest}@{epoch}"
 
 
 @dataclass
@@ -38,4 +50,6 @@ def state_of(topic: Topic, shards: int) -> TState:
     st: TState | None = topic.ext.get(EXT_KEY)
     if st is None:
         st = topic.ext[EXT_KEY] = TState(shard_of(topic.name, shards), topic_dir(topic.name, topic.epoch))
+        # a new topic: no seq below its start was ever handed out, so reservations start there
+        st.ceil_durable = st.ceil_head = topic.next_seq - 1
     return st

@@ -14,27 +14,30 @@ writers probe and accept writes again once the disk does.
 Rule 2: a batch that fails marks its record ranges LOST in memory (readers get a `lost`
 tombstone, seqs are never reused) and its waiters get 507; see docs/decisions.md.
 Rule 3: segment-file I/O (checkpoint, delete flips, whole-segment unlinks, cold relocation)
-runs in worker threads, one at a time under `seg_lock`.
+runs in worker threads, one at a time under `seg_lock`. Checkpoints: checkpoint.py.
+Rule 4: a data dir that cannot be opened or read (a corrupt checkpoint.json, a full disk)
+makes `open` raise StartupError, one message for the operator; nothing is changed.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from topicsrv.engine import groups, restore
+from topicsrv.engine import restore
+from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
-from topicsrv.errors import TopicsError
+from topicsrv.errors import StartupError, TopicsError
 from topicsrv.storage import codec, frames, recovery, segfiles
+from topicsrv.storage.checkpoint import Checkpoints
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.state import TState, state_of
-from topicsrv.storage.wal import Batch, Shard, Token, storage_error, wal_path
+from topicsrv.storage.wal import Batch, Shard, Token, storage_error
+from topicsrv.storage.walread import RESERVE_MAX
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
@@ -42,11 +45,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("topicsrv.storage")
 
-HEADROOM = 1024  # seqs a HeadWatermark reserves above the head
+HEADROOM = 1024  # seqs a HeadWatermark reserves above the head (at least)
 HOT_SEGMENTS = 2  # sealed segments per topic kept in the hot dir when a cold dir is set
 
 
-class Storage:
+class Storage(Checkpoints):
     def __init__(
         self,
         engine: Engine,
@@ -79,6 +82,10 @@ class Storage:
         self.opened = False
         self.checkpoints = 0
         self.last_checkpoint_error: str | None = None
+        # per topic, the entry of the last checkpoint.json written and the first WAL generation
+        # it does not include (a topic whose checkpoint fails keeps it: Rule 4)
+        self.entries: dict[str, tuple[dict[str, Any], int]] = {}
+        self.ckpt_gen = 0  # wal_gen of the last checkpoint.json written
 
     # ---- opening and recovery ---------------------------------------------------------------
 
@@ -87,7 +94,24 @@ class Storage:
         self.engine.journal = _NotReady()
 
     async def open(self) -> recovery.Recovered:
-        """Recover fsync/disk/ephemeral topics into the engine; memory topics stay pending."""
+        """Recover fsync/disk/ephemeral topics into the engine; memory topics stay pending.
+        A data dir that cannot be opened or read raises StartupError: one message for the
+        operator naming the file and what to do, never a traceback."""
+        try:
+            return await self._open()
+        except recovery.CheckpointError as exc:
+            raise StartupError(
+                f"cannot start: {exc}. Nothing was changed. Run `python -m topicsrv check "
+                f"--data-dir {self.data_dir}` for a full report, then restore {recovery.CHECKPOINT} "
+                "from a backup; the segment files alone do not say which records are live.") from exc
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise StartupError(
+                f"cannot start: the data dir {self.data_dir} cannot be opened: "
+                f"{exc.strerror or exc}{where}. Free disk space or fix its permissions, then "
+                f"restart; `python -m topicsrv check --data-dir {self.data_dir}` verifies it.") from exc
+
+    async def _open(self) -> recovery.Recovered:
         (self.data_dir / "wal").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "topics").mkdir(parents=True, exist_ok=True)
         if self.cold_dir is not None:
@@ -95,6 +119,8 @@ class Storage:
         now = self.engine.now()
         rec = await trio.to_thread.run_sync(
             recovery.recover, self.data_dir, self.cold_dir, self.nshards, self.ops, now)
+        self.entries = {name: (e, int(e.get("replay_from", rec.ckpt_gen))) for name, e in rec.entries.items()}
+        self.ckpt_gen = rec.ckpt_gen
         for topic in rec.topics:
             restore.install(self.engine, topic)
         for name, epoch in rec.epochs.items():
@@ -228,7 +254,11 @@ class Storage:
             head = topic.next_seq - 1
             if head + HEADROOM // 2 <= st.ceil_durable:
                 continue
-            new = head + max(HEADROOM, head - st.ceil_head)
+            # the reservation follows the write rate, within [HEADROOM, RESERVE_MAX] (a bound
+            # recovery relies on after WAL damage: walread.Cut), and never passes SEQ_MAX
+            new = min(SEQ_MAX, head + min(max(HEADROOM, head - st.ceil_head), RESERVE_MAX))
+            if new <= st.ceil_durable:
+                continue
             body = codec.encode_json({"name": topic.name, "epoch": topic.epoch, "ceiling": new})
 
             def done(st: TState = st, new: int = new, head: int = head) -> None:
@@ -239,9 +269,10 @@ class Storage:
         sh.ceil_topics.clear()
         return out
 
-    def groups_changed(self, topic: Topic) -> Token | None:
-        """Consumer-group definitions are config-like: written at once and fsync-gated."""
-        return self._control(topic, frames.T_GROUPS, {"groups": groups.snapshot(topic)}, True)
+    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> Token | None:
+        """Consumer-group definitions are config-like: written at once and fsync-gated. The
+        frame carries the change only (engine/groupops.py), never the group's pending list."""
+        return self._control(topic, frames.T_GROUPOP, {"op": change}, True)
 
     def _reveal(self, topic: Topic, upto: int) -> None:
         # a topic that stopped being fsync-class meanwhile has nothing left to hide
@@ -348,15 +379,6 @@ class Storage:
                     st.files.pop(key, None)
                     st.dead.add(key)
 
-    def _dir(self, st: TState, sf: segfiles.SegFile) -> Path:
-        root = self.cold_dir if sf.cold and self.cold_dir is not None else self.data_dir
-        return root / st.dir
-
-    def _unlink_seg(self, st: TState, sf: segfiles.SegFile) -> None:
-        d = self._dir(st, sf)
-        self.ops.unlink(segfiles.data_path(d, sf.base))
-        self.ops.unlink(segfiles.idx_path(d, sf.base))
-
     def _seg_for(self, topic: Topic, base: int) -> Any:
         if not topic.segs or base < topic.segs[0].base or base >= topic.next_seq:
             return None
@@ -374,126 +396,6 @@ class Storage:
                 continue
             segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
         return drops
-
-    # ---- checkpoint -----------------------------------------------------------------------------
-
-    async def checkpoint(self, final: bool = False) -> None:
-        """Seal (persist every slot), write checkpoint.json, trim the WAL."""
-        async with self.ckpt_lock, self.seg_lock:
-            gen = self.gen + 1
-            for sh in self.shards:
-                sh.target_gen = gen - 1
-                sh.rotate()
-            self.gen = gen
-            snap = self._snapshot(final)
-            for sh in self.shards:
-                if self.writers_running and not final:
-                    await sh.rotated.wait()
-                else:
-                    while sh.target_gen != sh.gen or sh.before_cut:
-                        await sh.step()
-                        if sh.unwritable:
-                            break
-                    sh.rotated.set()
-            if any(sh.unwritable or sh.gen != gen for sh in self.shards):
-                raise OSError("the WAL is not writable; checkpoint postponed")
-            for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
-                if not final and meta["config"].get("durability_explicit") != "memory":
-                    meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
-            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen)
-            self.checkpoints += 1
-
-    def _snapshot(self, final: bool) -> list[tuple[Topic, TState, dict[str, Any], list[tuple[Any, int]]]]:
-        out = []
-        for topic in list(self.engine.topics.values()):
-            st = state_of(topic, self.nshards)
-            cls = topic.config.durability
-            head = topic.next_seq - 1
-            meta: dict[str, Any] = {
-                "name": topic.name, "epoch": topic.epoch, "type": topic.type, "seq_base": topic.seq_base,
-                "created_ts": topic.created_ts, "config": restore.config_to_dict(topic.config),
-                "next_seq": topic.next_seq, "front": topic.front, "floors": dict(topic.floors),
-                "delete_below": topic.delete_below, "last_ts": topic.last_ts,
-                "lost_total": topic.lost_total,
-                "ceiling": head,
-            }
-            snap_groups = groups.snapshot(topic)
-            if snap_groups:
-                meta["groups"] = snap_groups
-            segs = [] if cls == "ephemeral" else [(seg, len(seg)) for seg in topic.segs]
-            out.append((topic, st, meta, segs))
-        return out
-
-    def _write_checkpoint(self, snap: list[tuple[Topic, TState, dict[str, Any], list[tuple[Any, int]]]],
-                          gen: int) -> None:
-        stale: list[tuple[TState, segfiles.SegFile]] = []
-        entries = []
-        for _topic, st, meta, segs in snap:
-            live_keys = set()
-            for seg, upto in segs:
-                key = seg.base // SEGMENT_RECORDS
-                live_keys.add(key)
-                if key in st.dead:
-                    continue
-                sf = st.files.get(key)
-                if sf is not None and sf.base != seg.base:
-                    stale.append((st, sf))
-                    sf = None
-                if sf is None or sf.count < upto:
-                    d = self._dir(st, sf) if sf is not None else self.data_dir / st.dir
-                    sf = segfiles.append_slots(self.ops, d, sf, seg, upto)
-                    st.files[key] = sf
-                segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
-            files = []
-            for key in sorted(live_keys | st.dead):
-                if key in st.dead and key in live_keys:
-                    files.append([self._dead_base(segs, key), self._dead_count(segs, key), False, True])
-                elif key in st.files and key in live_keys:
-                    sf = st.files[key]
-                    files.append([sf.base, min(sf.count, self._upto(segs, key)), sf.cold, False])
-            for key in [k for k in st.files if k not in live_keys]:
-                stale.append((st, st.files.pop(key)))
-            st.dead &= live_keys
-            entries.append({**meta, "files": files, "dir": st.dir})
-        epochs = dict(self.engine.epochs)
-        ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs}
-        self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
-        for st, sf in stale:
-            self._unlink_seg(st, sf)
-        self._remove_unreferenced_dirs({e["dir"] for e in entries})
-        for g, shard, path in recovery.wal_files(self.data_dir / "wal"):
-            if g < gen and path != wal_path(self.data_dir / "wal", shard, gen):
-                self.ops.unlink(path)
-
-    @staticmethod
-    def _upto(segs: list[tuple[Any, int]], key: int) -> int:
-        for seg, upto in segs:
-            if seg.base // SEGMENT_RECORDS == key:
-                return upto
-        return 0
-
-    @staticmethod
-    def _dead_base(segs: list[tuple[Any, int]], key: int) -> int:
-        for seg, _ in segs:
-            if seg.base // SEGMENT_RECORDS == key:
-                return int(seg.base)
-        return key * SEGMENT_RECORDS
-
-    @staticmethod
-    def _dead_count(segs: list[tuple[Any, int]], key: int) -> int:
-        for seg, upto in segs:
-            if seg.base // SEGMENT_RECORDS == key:
-                return upto
-        return SEGMENT_RECORDS
-
-    def _remove_unreferenced_dirs(self, keep: set[str]) -> None:
-        for root in [self.data_dir] + ([self.cold_dir] if self.cold_dir is not None else []):
-            tdir = root / "topics"
-            if not tdir.exists():
-                continue
-            for d in tdir.iterdir():
-                if f"topics/{d.name}" not in keep:
-                    shutil.rmtree(d, ignore_errors=True)
 
     # ---- cold tier ---------------------------------------------------------------------------------
 
@@ -591,5 +493,5 @@ class _NotReady:
     def trimmed(self, topic: Topic, new_front: int) -> None:
         return None
 
-    def groups_changed(self, topic: Topic) -> None:
+    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> None:
         return None

@@ -1,0 +1,232 @@
+"""Checkpoints: seal every slot into segment files, write checkpoint.json, trim the WAL.
+
+Rule 1: the cut is one instant: every shard switches WAL generation together and the
+snapshot is taken in the same loop step, so checkpoint.json plus the WAL generations after
+the cut hold everything.
+Rule 2: segment files are appended (never rewritten); stale and dropped ones are unlinked
+only after the checkpoint naming their replacement is durable.
+Rule 3: a topic's gaps with no record (Runs) are listed in its entry, never written slot by
+slot.
+Rule 4: one topic whose segments cannot be written never stops the others: it keeps its
+previous entry (or just its config) with `replay_from`, the first WAL generation that entry
+does not include; WAL generations from there are kept and replayed for it only, until a
+checkpoint succeeds for it. Logged at ERROR each time.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from topicsrv.engine import groups, restore
+from topicsrv.engine.segments import SEGMENT_RECORDS, Run, Segment
+from topicsrv.engine.topic import Topic
+from topicsrv.storage import codec, recovery, segfiles
+from topicsrv.storage.fsops import OsOps
+from topicsrv.storage.state import TState, state_of
+from topicsrv.storage.wal import Shard, wal_path
+from topicsrv.storage.walread import wal_files
+
+if TYPE_CHECKING:
+    from topicsrv.engine.core import Engine
+
+log = logging.getLogger("topicsrv.storage")
+
+Snap = list[tuple[Topic, TState, dict[str, Any], list[tuple[Any, int]]]]
+
+
+class Checkpoints:
+    """The checkpoint half of `Storage` (a mixin: it shares the storage's state)."""
+
+    engine: Engine
+    data_dir: Path
+    cold_dir: Path | None
+    nshards: int
+    ops: OsOps
+    shards: list[Shard]
+    gen: int
+    seg_lock: trio.Lock
+    ckpt_lock: trio.Lock
+    writers_running: bool
+    checkpoints: int
+    last_checkpoint_error: str | None
+    entries: dict[str, tuple[dict[str, Any], int]]
+    ckpt_gen: int
+
+    def _dir(self, st: TState, sf: segfiles.SegFile) -> Path:
+        root = self.cold_dir if sf.cold and self.cold_dir is not None else self.data_dir
+        return root / st.dir
+
+    def _unlink_seg(self, st: TState, sf: segfiles.SegFile) -> None:
+        d = self._dir(st, sf)
+        self.ops.unlink(segfiles.data_path(d, sf.base))
+        self.ops.unlink(segfiles.idx_path(d, sf.base))
+
+    # ---- checkpoint -----------------------------------------------------------------------------
+
+    async def checkpoint(self, final: bool = False) -> None:
+        """Seal (persist every slot), write checkpoint.json, trim the WAL."""
+        async with self.ckpt_lock, self.seg_lock:
+            gen = self.gen + 1
+            for sh in self.shards:
+                sh.target_gen = gen - 1
+                sh.rotate()
+            self.gen = gen
+            snap = self._snapshot(final)
+            for sh in self.shards:
+                if self.writers_running and not final:
+                    await sh.rotated.wait()
+                else:
+                    while sh.target_gen != sh.gen or sh.before_cut:
+                        await sh.step()
+                        if sh.unwritable:
+                            break
+                    sh.rotated.set()
+            if any(sh.unwritable or sh.gen != gen for sh in self.shards):
+                raise OSError("the WAL is not writable; checkpoint postponed")
+            for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
+                if not final and meta["config"].get("durability_explicit") != "memory":
+                    meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
+            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen)
+            self.checkpoints += 1
+
+    def _snapshot(self, final: bool) -> Snap:
+        out = []
+        for topic in list(self.engine.topics.values()):
+            st = state_of(topic, self.nshards)
+            cls = topic.config.durability
+            head = topic.next_seq - 1
+            meta: dict[str, Any] = {
+                "name": topic.name, "epoch": topic.epoch, "type": topic.type, "seq_base": topic.seq_base,
+                "created_ts": topic.created_ts, "config": restore.config_to_dict(topic.config),
+                "next_seq": topic.next_seq, "front": topic.front, "floors": dict(topic.floors),
+                "delete_below": topic.delete_below, "last_ts": topic.last_ts,
+                "lost_total": topic.lost_total,
+                "ceiling": head,
+            }
+            snap_groups = groups.snapshot(topic)
+            if snap_groups:
+                meta["groups"] = snap_groups
+            segs: list[tuple[Any, int]] = []
+            if cls != "ephemeral":
+                segs = [(seg, len(seg)) for seg in topic.segs if isinstance(seg, Segment)]
+                runs = [[r.base, len(r), r.flag, r.ts.value] for r in topic.segs if isinstance(r, Run)]
+                if runs:
+                    meta["runs"] = runs
+            out.append((topic, st, meta, segs))
+        return out
+
+    def _persist(self, st: TState, segs: list[tuple[Any, int]],
+                 stale: list[tuple[TState, segfiles.SegFile]]) -> list[list[Any]]:
+        """Append a topic's new slots to its segment files; its checkpoint `files` list."""
+        live_keys = set()
+        for seg, upto in segs:
+            key = seg.base // SEGMENT_RECORDS
+            live_keys.add(key)
+            if key in st.dead:
+                continue
+            sf = st.files.get(key)
+            if sf is not None and sf.base != seg.base:
+                stale.append((st, sf))
+                sf = None
+            if sf is None or sf.count < upto:
+                d = self._dir(st, sf) if sf is not None else self.data_dir / st.dir
+                sf = segfiles.append_slots(self.ops, d, sf, seg, upto)
+                st.files[key] = sf
+            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
+        files = []
+        for key in sorted(live_keys | st.dead):
+            if key in st.dead and key in live_keys:
+                files.append([self._dead_base(segs, key), self._dead_count(segs, key), False, True])
+            elif key in st.files and key in live_keys:
+                sf = st.files[key]
+                files.append([sf.base, min(sf.count, self._upto(segs, key)), sf.cold, False])
+        for key in [k for k in st.files if k not in live_keys]:
+            stale.append((st, st.files.pop(key)))
+        st.dead &= live_keys
+        return files
+
+    def _fallback(self, meta: dict[str, Any], exc: OSError) -> tuple[dict[str, Any], int]:
+        """The entry of a topic whose segments could not be written (Rule 4): its entry from the
+        last checkpoint (or just its config, for a topic created since), replayed from the WAL
+        generation that entry was cut at; the WAL is kept from there."""
+        name = meta["name"]
+        prev = self.entries.get(name)
+        if prev is not None and prev[0]["epoch"] == meta["epoch"]:
+            entry, start = prev
+        else:
+            keep = ("name", "epoch", "type", "seq_base", "created_ts", "config")
+            entry = {**{k: meta[k] for k in keep}, "next_seq": meta["seq_base"], "ceiling": 0,
+                     "files": [], "dir": meta["dir"]}
+            start = self.ckpt_gen
+        log.error("checkpoint: topic %s could not be checkpointed (%s); its records stay in the WAL "
+                  "(replayed from generation %d, kept until it succeeds); every other topic was "
+                  "checkpointed", name, exc, start)
+        return {**entry, "replay_from": start}, start
+
+    def _write_checkpoint(self, snap: Snap,
+                          gen: int) -> None:
+        """Rule 4: one topic's failure (its segment files cannot be written) never stops the
+        checkpoint of the others."""
+        stale: list[tuple[TState, segfiles.SegFile]] = []
+        done: dict[str, tuple[dict[str, Any], int]] = {}
+        failed = []
+        for _topic, st, meta, segs in snap:
+            mine: list[tuple[TState, segfiles.SegFile]] = []
+            try:
+                files = self._persist(st, segs, mine)
+            except OSError as exc:
+                done[meta["name"]] = self._fallback({**meta, "dir": st.dir}, exc)
+                failed.append(f"{meta['name']}: {exc}")
+                continue
+            stale += mine
+            done[meta["name"]] = ({**meta, "files": files, "dir": st.dir}, gen)
+        entries = [e for e, _ in done.values()]
+        epochs = dict(self.engine.epochs)
+        ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs}
+        self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
+        self.entries = done
+        self.ckpt_gen = gen
+        self.last_checkpoint_error = "; ".join(failed) if failed else None
+        for st, sf in stale:
+            self._unlink_seg(st, sf)
+        self._remove_unreferenced_dirs({e["dir"] for e in entries})
+        keep_from = min([gen, *(start for _, start in done.values())])
+        for g, shard, path in wal_files(self.data_dir / "wal"):
+            if g < keep_from and path != wal_path(self.data_dir / "wal", shard, gen):
+                self.ops.unlink(path)
+
+    @staticmethod
+    def _upto(segs: list[tuple[Any, int]], key: int) -> int:
+        for seg, upto in segs:
+            if seg.base // SEGMENT_RECORDS == key:
+                return upto
+        return 0
+
+    @staticmethod
+    def _dead_base(segs: list[tuple[Any, int]], key: int) -> int:
+        for seg, _ in segs:
+            if seg.base // SEGMENT_RECORDS == key:
+                return int(seg.base)
+        return key * SEGMENT_RECORDS
+
+    @staticmethod
+    def _dead_count(segs: list[tuple[Any, int]], key: int) -> int:
+        for seg, upto in segs:
+            if seg.base // SEGMENT_RECORDS == key:
+                return upto
+        return SEGMENT_RECORDS
+
+    def _remove_unreferenced_dirs(self, keep: set[str]) -> None:
+        for root in [self.data_dir] + ([self.cold_dir] if self.cold_dir is not None else []):
+            tdir = root / "topics"
+            if not tdir.exists():
+                continue
+            for d in tdir.iterdir():
+                if f"topics/{d.name}" not in keep:
+                    shutil.rmtree(d, ignore_errors=True)
