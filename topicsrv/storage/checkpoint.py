@@ -28,6 +28,7 @@ from topicsrv.engine.segments import SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, recovery, segfiles
 from topicsrv.storage.fsops import OsOps
+from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import TState, state_of
 from topicsrv.storage.wal import Shard, wal_path
 from topicsrv.storage.walread import wal_files
@@ -90,7 +91,7 @@ class Checkpoints:
             if any(sh.unwritable or sh.gen != gen for sh in self.shards):
                 raise OSError("the WAL is not writable; checkpoint postponed")
             for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
-                if not final and meta["config"].get("durability_explicit") != "memory":
+                if not final and policy_of(restore.config_from_dict(meta["config"])).ceiling:
                     meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
             await trio.to_thread.run_sync(self._write_checkpoint, snap, gen)
             self.checkpoints += 1
@@ -99,7 +100,7 @@ class Checkpoints:
         out = []
         for topic in list(self.engine.topics.values()):
             st = state_of(topic, self.nshards)
-            cls = topic.config.durability
+            pol = policy_of(topic.config)
             head = topic.next_seq - 1
             meta: dict[str, Any] = {
                 "name": topic.name, "epoch": topic.epoch, "type": topic.type, "seq_base": topic.seq_base,
@@ -113,7 +114,7 @@ class Checkpoints:
             if snap_groups:
                 meta["groups"] = snap_groups
             segs: list[tuple[Any, int]] = []
-            if cls != "ephemeral":
+            if pol.wal:
                 segs = [(seg, len(seg)) for seg in topic.segs if isinstance(seg, Segment)]
                 runs = [[r.base, len(r), r.flag, r.ts.value] for r in topic.segs if isinstance(r, Run)]
                 if runs:

@@ -36,6 +36,7 @@ from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames, segfiles
 from topicsrv.storage.fsops import OsOps
+from topicsrv.storage.policy import Durability, policy, policy_of
 from topicsrv.storage.state import EXT_KEY, TState, shard_of, topic_dir
 from topicsrv.storage.walread import Cut, read_wal
 
@@ -66,6 +67,10 @@ class Image:
     @property
     def durability(self) -> str:
         return restore.config_from_dict(self.config).durability
+
+    @property
+    def policy(self) -> Durability:
+        return policy(self.durability)
 
     @property
     def dir(self) -> str:
@@ -247,10 +252,10 @@ class Builder:
     def build(self, img: Image) -> Topic:
         ck = img.ckpt or {}
         cfg = restore.config_from_dict(img.config)
-        cls = cfg.durability
+        pol = policy_of(cfg)
         st = TState(shard_of(img.name, self.shards), img.dir)
         ceiling = max(img.ceiling, ck.get("ceiling", 0))
-        if cls == "ephemeral":
+        if pol.recovery == "config_only":
             nxt = max(img.seq_base, ck.get("next_seq", 0), ceiling + 1, img.skip_to)
             topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=nxt)
             if nxt - 1 >= img.seq_base:
@@ -284,14 +289,14 @@ class Builder:
         for ftype, body in img.ops:
             self._apply(topic, st, ftype, body)
         nxt = max(topic.next_seq, ck.get("next_seq", 0), img.skip_to)
-        if cls != "memory":
+        if pol.ceiling:
             nxt = max(nxt, ceiling + 1)
         nxt = min(nxt, SEQ_MAX + 1)
-        # fsync-class readers only ever saw durable seqs (Topic Rule 6): when the WAL ended
-        # cleanly, the unused part of the reserved ceiling hides nothing anyone read or was
-        # acknowledged, so it is skipped silently. For the other classes, or after WAL damage
-        # (frames cut off there may have been acknowledged), it is LOST.
-        silent = cls == "fsync" and not img.damaged
+        # a class whose readers only ever saw durable seqs (Topic Rule 6; `crash_gap` None):
+        # when the WAL ended cleanly, the unused part of the reserved ceiling hides nothing
+        # anyone read or was acknowledged, so it is skipped silently. For the other classes,
+        # or after WAL damage (frames cut off there may have been acknowledged), it is LOST.
+        silent = pol.crash_gap is None and not img.damaged
         restore.finish(topic, next_seq=nxt, front=ck.get("front", 0), floors=ck.get("floors", {}),
                        delete_below=ck.get("delete_below", 0), last_ts=ck.get("last_ts", 0), now=self.now,
                        gap_flag=DELETED if silent else LOST)
@@ -398,7 +403,7 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     out.damage = apply_cuts(images, out.epochs, wal.cuts)
     b = Builder(data_dir, cold_dir, ops, shards, now, repair)
     for img in images.values():
-        if img.durability == "memory":
+        if img.policy.recovery == "after_ready":
             out.topics.append(b.placeholder(img))
             out.pending.append(img)
         else:

@@ -1,20 +1,16 @@
 """Storage: the engine's Journal, plus the tasks that keep the data dir true.
 
-Durability classes (seeds 2.2; docs/storage.md):
-  fsync      appends are acked after their batch's fdatasync (token reports real fsync_ms)
-  disk       acked on enqueue; a write whose last seq is above the durable HeadWatermark waits
-             for the ceiling frame only (rare: a burst beyond the headroom)
-  memory     same frames, no ceiling, never waited on
-  ephemeral  records and their deletes never touch the WAL or segments; config and ceilings do
-Topic create/update/drop frames are always fsync-gated (a topic's config always survives);
-deletes are fsync-gated for fsync and disk topics (an acked delete never comes back).
+What each durability class means (seeds 2.2; docs/storage.md) is the table in policy.py:
+this module asks the topic's row (`policy_of`), never compares class names. Topic
+create/update/drop frames are always fsync-gated (a topic's config always survives).
 
 Rule 1: `check_writable` refuses every mutation with 507 while a shard cannot write; the
 writers probe and accept writes again once the disk does.
 Rule 2: a batch that fails marks its record ranges LOST in memory (readers get a `lost`
 tombstone, seqs are never reused) and its waiters get 507; see docs/decisions.md.
 Rule 3: segment-file I/O (checkpoint, delete flips, whole-segment unlinks, cold relocation)
-runs in worker threads, one at a time under `seg_lock`. Checkpoints: checkpoint.py.
+runs in worker threads, one at a time under `seg_lock`. Checkpoints: checkpoint.py; delete
+flips and the cold tier: segtasks.py.
 Rule 4: a data dir that cannot be opened or read (a corrupt checkpoint.json, a full disk)
 makes `open` raise StartupError, one message for the operator; nothing is changed.
 """
@@ -29,12 +25,13 @@ import trio
 
 from topicsrv.engine import restore
 from topicsrv.engine.config import SEQ_MAX
-from topicsrv.engine.segments import DELETED, LOST, SEGMENT_RECORDS
+from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
-from topicsrv.storage import codec, frames, recovery, segfiles
-from topicsrv.storage.checkpoint import Checkpoints
+from topicsrv.storage import codec, frames, recovery
 from topicsrv.storage.fsops import OsOps
+from topicsrv.storage.policy import policy_of
+from topicsrv.storage.segtasks import SegTasks
 from topicsrv.storage.state import TState, state_of
 from topicsrv.storage.wal import Batch, Shard, Token, storage_error
 from topicsrv.storage.walread import RESERVE_MAX
@@ -46,10 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("topicsrv.storage")
 
 HEADROOM = 1024  # seqs a HeadWatermark reserves above the head (at least)
-HOT_SEGMENTS = 2  # sealed segments per topic kept in the hot dir when a cold dir is set
 
 
-class Storage(Checkpoints):
+class Storage(SegTasks):
     def __init__(
         self,
         engine: Engine,
@@ -186,7 +182,7 @@ class Storage(Checkpoints):
             "name": topic.name, "epoch": topic.epoch, "type": topic.type, "seq_base": topic.seq_base,
             "created_ts": topic.created_ts, "config": restore.config_to_dict(topic.config)})
         commit = sh.enqueue(frames.encode(frames.T_TOPIC, body))
-        return Token(commit, topic.config.durability == "fsync")
+        return Token(commit, policy_of(topic.config).ack == "fdatasync")  # always gated: Rule 2
 
     def topic_dropped(self, name: str, epoch: int) -> Token:
         from topicsrv.storage.state import shard_of
@@ -198,23 +194,22 @@ class Storage(Checkpoints):
     def appended(self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes],
                  records: list[PreparedRecord]) -> Token | None:
         st, sh = self._shard(topic)
-        cls = topic.config.durability
+        pol = policy_of(topic.config)
         last = first_seq + len(blobs) - 1
-        if cls == "ephemeral":
+        if not pol.wal:
             if last + HEADROOM // 2 > st.ceil_durable:
                 sh.want_ceiling(topic)
             return None
-        if cls == "fsync":
+        if pol.readable == "durable":
             topic.hide_from(first_seq)  # readable once durable (Topic Rule 6)
         items = [(blob, rec.size, rec.node, rec.tag) for blob, rec in zip(blobs, records, strict=True)]
         body = codec.encode_append(topic.name, topic.epoch, first_seq, ts, items)
         commit = sh.enqueue(frames.encode(frames.T_APPEND, body), (topic, topic.epoch, first_seq, len(blobs)))
-        if cls == "memory":
-            return None
-        sh.want_ceiling(topic)
-        if cls == "fsync":
+        if pol.ceiling:
+            sh.want_ceiling(topic)
+        if pol.ack == "fdatasync":
             return Token(commit, True)
-        if last > st.ceil_durable:
+        if pol.ack == "enqueue" and last > st.ceil_durable:
             return Token(commit, False)
         return None
 
@@ -225,30 +220,27 @@ class Storage(Checkpoints):
         return Token(commit, False) if gated else None
 
     def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> Token | None:
-        cls = topic.config.durability
-        if cls == "ephemeral":
+        pol = policy_of(topic.config)
+        if not pol.wal:
             return None
         token = self._control(topic, frames.T_DELETE, {"selector": selector, "bound": bound},
-                              cls in ("fsync", "disk"))
+                              pol.deletes_gated)
         self.flip_topics[id(topic)] = topic
         self.flip_wake.set()
         return token
 
     def trimmed(self, topic: Topic, new_front: int) -> Token | None:
-        cls = topic.config.durability
-        if cls == "ephemeral":
+        pol = policy_of(topic.config)
+        if not pol.wal:
             return None
-        return self._control(topic, frames.T_TRIM, {"front": new_front}, cls == "fsync")
+        return self._control(topic, frames.T_TRIM, {"front": new_front}, pol.trims_gated)
 
     # ---- writer callbacks --------------------------------------------------------------------
-
-    def _current(self, topic: Topic) -> bool:
-        return self.engine.topics.get(topic.name) is topic
 
     def _ceilings(self, sh: Shard) -> list[tuple[bytes, Any]]:
         out: list[tuple[bytes, Any]] = []
         for topic in sh.ceil_topics.values():
-            if not self._current(topic) or topic.config.durability == "memory":
+            if not self._current(topic) or not policy_of(topic.config).ceiling:
                 continue
             st = state_of(topic, self.nshards)
             head = topic.next_seq - 1
@@ -275,8 +267,8 @@ class Storage(Checkpoints):
         return self._control(topic, frames.T_GROUPOP, {"op": change}, True)
 
     def _reveal(self, topic: Topic, upto: int) -> None:
-        # a topic that stopped being fsync-class meanwhile has nothing left to hide
-        if topic.reveal(upto if topic.config.durability == "fsync" else topic.next_seq):
+        # a topic whose class stopped hiding records meanwhile has nothing left to hide
+        if topic.reveal(upto if policy_of(topic.config).readable == "durable" else topic.next_seq):
             for listener in self.engine.listeners:
                 listener(topic.name)
 
@@ -343,99 +335,6 @@ class Storage(Checkpoints):
             except OSError as exc:
                 self.last_checkpoint_error = str(exc)
                 log.error("checkpoint failed (the WAL keeps everything; retrying later): %s", exc)
-
-    async def _flipper(self) -> None:
-        while True:
-            await self.flip_wake.wait()
-            self.flip_wake = trio.Event()
-            topics = list(self.flip_topics.values())
-            self.flip_topics.clear()
-            for topic in topics:
-                if self._current(topic):
-                    try:
-                        await self.flip_deleted(topic)
-                    except OSError as exc:
-                        log.error("topic %s: delete flags not flipped yet (%s); the next checkpoint "
-                                  "retries, the WAL Delete frame covers it until then", topic.name, exc)
-
-    async def flip_deleted(self, topic: Topic) -> None:
-        """Flip the on-disk flag of sealed records deleted in memory; unlink dead segments."""
-        st = state_of(topic, self.nshards)
-        async with self.seg_lock:
-            drops = await trio.to_thread.run_sync(self._flip_topic, topic, st)
-        for key in drops:
-            sf = st.files.get(key)
-            if sf is None:
-                continue
-            sh = self.shards[st.shard]
-            commit = sh.enqueue(frames.encode(frames.T_SEGDROP, codec.encode_json(
-                {"name": topic.name, "epoch": topic.epoch, "base": sf.base})))
-            await commit.event.wait()
-            if commit.error is not None:
-                return
-            async with self.seg_lock:
-                if st.files.get(key) is sf:
-                    await trio.to_thread.run_sync(self._unlink_seg, st, sf)
-                    st.files.pop(key, None)
-                    st.dead.add(key)
-
-    def _seg_for(self, topic: Topic, base: int) -> Any:
-        if not topic.segs or base < topic.segs[0].base or base >= topic.next_seq:
-            return None
-        seg, _ = topic.locate(base)
-        return seg if seg.base == base else None
-
-    def _flip_topic(self, topic: Topic, st: TState) -> list[int]:
-        drops = []
-        for key, sf in list(st.files.items()):
-            seg = self._seg_for(topic, sf.base)
-            if seg is None:
-                continue
-            if seg.full and seg.live == 0 and sf.count == len(seg) and seg.flags.count(LOST) == 0:
-                drops.append(key)
-                continue
-            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
-        return drops
-
-    # ---- cold tier ---------------------------------------------------------------------------------
-
-    async def _relocator(self) -> None:
-        while True:
-            await trio.sleep(self.relocate_interval_s)
-            try:
-                await self.relocate()
-            except OSError as exc:
-                log.error("cold relocation failed (segments stay hot): %s", exc)
-
-    async def relocate(self) -> int:
-        """Move older sealed segment files to the cold dir (off the hot path)."""
-        if self.cold_dir is None:
-            return 0
-        work = [(t, state_of(t, self.nshards)) for t in self.engine.topics.values()
-                if t.config.durability != "ephemeral"]
-        async with self.seg_lock:
-            moved: int = await trio.to_thread.run_sync(self._relocate, work)
-        return moved
-
-    def _relocate(self, work: list[tuple[Topic, TState]]) -> int:
-        assert self.cold_dir is not None
-        moved = 0
-        for _topic, st in work:
-            sealed = sorted((k, sf) for k, sf in st.files.items() if sf.count >= SEGMENT_RECORDS or
-                            (sf.base % SEGMENT_RECORDS and sf.count >= SEGMENT_RECORDS - sf.base % SEGMENT_RECORDS))
-            for _k, sf in sealed[:-HOT_SEGMENTS] if len(sealed) > HOT_SEGMENTS else []:
-                if sf.cold:
-                    continue
-                src = self.data_dir / st.dir
-                dst = self.cold_dir / st.dir
-                dst.mkdir(parents=True, exist_ok=True)
-                for path in (segfiles.data_path(src, sf.base), segfiles.idx_path(src, sf.base)):
-                    self.ops.write_file(dst / path.name, path.read_bytes())
-                sf.cold = True
-                self.ops.unlink(segfiles.data_path(src, sf.base))
-                self.ops.unlink(segfiles.idx_path(src, sf.base))
-                moved += 1
-        return moved
 
     # ---- shutdown ----------------------------------------------------------------------------------
 
