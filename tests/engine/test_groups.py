@@ -8,6 +8,7 @@ from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine, groups
 from topicsrv.engine.records import parse_entry, prepare_fields
 from topicsrv.engine.topic import Topic
+from topicsrv.errors import TopicsError
 
 
 @pytest.fixture
@@ -209,3 +210,58 @@ def test_snapshot_roundtrip(eng: Engine, clock: FakeClock) -> None:
     assert list(g2.consumers["a"].pel) == [1, 2] and g2.pel[1] is g2.consumers["a"].pel[1]
     groups.restore(fresh, None)
     assert groups.find(fresh, "g") is None
+
+
+class _Recorder:
+    """A journal that records group changes and can refuse writes (a full disk)."""
+
+    def __init__(self) -> None:
+        self.changes: list[dict[str, object]] = []
+        self.full = False
+
+    def check_writable(self, topic: object) -> None:
+        if self.full:
+            raise TopicsError("insufficient_storage", "disk full")
+
+    def topic_upserted(self, topic: object) -> None:
+        return None
+
+    def appended(self, *args: object) -> None:
+        return None
+
+    def groups_changed(self, topic: object, change: dict[str, object]) -> None:
+        self.changes.append(change)
+
+
+def test_engine_group_operations_change_and_log_in_one_step(eng: Engine) -> None:
+    rec = _Recorder()
+    eng.journal = rec  # type: ignore[assignment]
+    add(eng, "s", 3)
+    topic = eng.get("s")
+    g, _ = eng.group_create(topic, "g", 0, 0, None)
+    assert g is not None and groups.find(topic, "g") is g
+    assert eng.group_create(topic, "g", 0, 0, None) == (None, None)  # BUSYGROUP logs nothing
+    eng.group_setid(topic, g, 2, 0, 2)
+    assert (g.last_seq, g.entries_read) == (2, 2)
+    assert eng.group_create_consumer(topic, g, "c")[0] is True
+    assert eng.group_create_consumer(topic, g, "c")[0] is False
+    groups.read_new(topic, g, "c", 0, eng.now())
+    assert eng.group_delete_consumer(topic, g, "c")[0] == 1
+    assert eng.group_destroy(topic, "g")[0] is True
+    assert eng.group_destroy(topic, "g") == (False, None)
+    assert [c["op"] for c in rec.changes] == ["create", "setid", "createconsumer", "delconsumer", "destroy"]
+    # a journal that cannot write refuses the change before anything moves (Journal Rule 2)
+    rec.full = True
+    with pytest.raises(TopicsError):
+        eng.group_create(topic, "h", 0, 0, None)
+    assert groups.find(topic, "h") is None and len(rec.changes) == 5
+
+
+def test_restore_watermarks_never_lowers_and_recomputes_earliest(eng: Engine) -> None:
+    add(eng, "s", 5)
+    topic = eng.get("s")
+    topic.restore_watermarks(front=3, floors={"cap": 2, "lost": 1}, delete_below=0, last_ts=0, lost_total=7)
+    assert topic.front == 3 and topic.earliest_seq == 3 and topic.count == 3
+    assert topic.floors["lost"] == 1 and topic.lost_total >= 7
+    topic.restore_watermarks(front=1, floors={"lost": 0}, delete_below=0, last_ts=0)
+    assert topic.front == 3 and topic.floors["lost"] == 1 and topic.lost_total >= 7

@@ -14,7 +14,7 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import deletes
+from topicsrv.engine import deletes, groupops, groups
 from topicsrv.engine.config import (
     ConfigRequest,
     TopicConfig,
@@ -323,8 +323,56 @@ class Engine:
         """A topic's consumer-group definitions changed (create, setid, destroy, consumers;
         `change` from engine/groupops.py): storage logs the change at once, so a group a client
         was told exists survives a crash (delivery progress and pending entries are persisted
-        at checkpoints)."""
+        at checkpoints). Fronts should prefer the `group_*` operations below, which make the
+        change and log it in one step."""
         return self.journal.groups_changed(topic, change)
+
+    # ---- consumer-group definitions: change + journal in one step (Rule 2: the journal's
+    # check_writable runs before anything changes) ----------------------------------------
+
+    def group_create(
+        self, topic: Topic, name: str, last_seq: int, last_ms: int, entries_read: int | None
+    ) -> tuple[groups.Group | None, CommitToken | None]:
+        """XGROUP CREATE; (None, None) when the group exists (BUSYGROUP): nothing changed."""
+        self.journal.check_writable(topic)
+        group = groups.create(topic, name, last_seq, last_ms, entries_read, self.now())
+        if group is None:
+            return None, None
+        return group, self.journal.groups_changed(topic, groupops.created(group))
+
+    def group_setid(
+        self, topic: Topic, group: groups.Group, last_seq: int, last_ms: int, entries_read: int | None
+    ) -> CommitToken | None:
+        """XGROUP SETID: move the group's cursor (the PEL is kept)."""
+        self.journal.check_writable(topic)
+        groups.setid(group, last_seq, last_ms, entries_read)
+        return self.journal.groups_changed(topic, groupops.id_set(group))
+
+    def group_destroy(self, topic: Topic, name: str) -> tuple[bool, CommitToken | None]:
+        """XGROUP DESTROY; (False, None) when there is no such group."""
+        self.journal.check_writable(topic)
+        if not groups.destroy(topic, name):
+            return False, None
+        return True, self.journal.groups_changed(topic, groupops.destroyed(name))
+
+    def group_create_consumer(
+        self, topic: Topic, group: groups.Group, consumer: str
+    ) -> tuple[bool, CommitToken | None]:
+        """XGROUP CREATECONSUMER; (False, None) when the consumer exists."""
+        self.journal.check_writable(topic)
+        now = self.now()
+        if not groups.create_consumer(group, consumer, now):
+            return False, None
+        return True, self.journal.groups_changed(topic, groupops.consumer_created(group, consumer, now))
+
+    def group_delete_consumer(
+        self, topic: Topic, group: groups.Group, consumer: str
+    ) -> tuple[int, CommitToken | None]:
+        """XGROUP DELCONSUMER: how many entries it had pending (they leave the PEL). Logged
+        even for an unknown consumer, as the RESP command always did (replay is idempotent)."""
+        self.journal.check_writable(topic)
+        pending = groups.delete_consumer(group, consumer)
+        return pending, self.journal.groups_changed(topic, groupops.consumer_deleted(group, consumer))
 
     def trim(
         self, name: str, maxlen: int | None = None, minid_seq: int | None = None

@@ -58,9 +58,7 @@ def _delete_seq(topic: Topic, seq: int) -> bool:
     seg, i = topic.locate(seq)
     if seg.flags[i] != LIVE:
         return False
-    n, b = seg.kill(i, i + 1, DELETED)
-    topic.count -= n
-    topic.bytes -= b
+    topic.kill_slots(seg, i, i + 1, DELETED)
     return True
 
 
@@ -77,10 +75,7 @@ def delete_before(topic: Topic, before_seq: int) -> int:
             for tag in {seg.tags[k] for k in range(i, j) if seg.flags[k] == LIVE}:
                 if tag is not None:
                     topic.tags.prune_below(tag, hi)
-        n, b = seg.kill(i, j, DELETED)
-        topic.count -= n
-        topic.bytes -= b
-        deleted += n
+        deleted += topic.kill_slots(seg, i, j, DELETED)
         s = seg.base + j
     return deleted
 

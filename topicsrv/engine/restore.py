@@ -36,12 +36,15 @@ def config_from_dict(data: dict[str, Any]) -> TopicConfig:
 
 def new_topic(
     name: str, epoch: int, topic_type: str, config: TopicConfig, seq_base: int, created_ts: int,
-    start: int | None = None,
+    start: int | None = None, front: int = 0,
 ) -> Topic:
-    """An empty topic whose log starts at `start` (default seq_base); nothing below is kept."""
+    """An empty topic whose log starts at `start` (default seq_base); nothing below is kept.
+    Slots restored below `front` (the checkpointed front) come back EVICTED (Rule 2)."""
     topic = Topic(name, epoch, topic_type, config, seq_base, created_ts)
-    if start is not None and start > seq_base:
-        topic.next_seq = topic.front = topic._earliest = start
+    if start is not None:
+        topic.start_at(start)
+    if front > topic.front:
+        topic.front = front
     return topic
 
 
@@ -121,20 +124,15 @@ def put_slot(
 
 def finish(
     topic: Topic, *, next_seq: int, front: int, floors: dict[str, int], delete_below: int,
-    last_ts: int, now: int, gap_flag: int = LOST,
+    last_ts: int, now: int, gap_flag: int = LOST, lost_total: int = 0,
 ) -> None:
     """Set the watermarks after every slot is in; seqs in [restored head, next_seq) get
     `gap_flag`: LOST, or DELETED for an fsync-class topic, whose readers only ever saw
     durable seqs (Topic Rule 6), so nothing above the restored head was seen or acked."""
     if next_seq > topic.next_seq:
         fill_lost(topic, next_seq, max(topic.last_ts, last_ts), gap_flag)
-    if front > topic.front:
-        topic.drop_front(front, "cap")
-    for key, value in floors.items():
-        topic.floors[key] = max(topic.floors.get(key, 0), int(value))
-    topic.delete_below = max(topic.delete_below, delete_below)
-    topic.last_ts = max(topic.last_ts, last_ts)
-    topic._earliest = topic.front
+    topic.restore_watermarks(front=front, floors=floors, delete_below=delete_below, last_ts=last_ts,
+                             lost_total=lost_total)
     topic.expire(now)
     cfg = topic.config
     if cfg.discard == "old" and (cfg.cap_records or cfg.cap_bytes):
@@ -182,12 +180,17 @@ def mark_lost(topic: Topic, first: int, count: int, flag: int = LOST) -> int:
                 tag = seg.tag(k)
                 if tag is not None:
                     topic.tags.discard(tag, seg.base + k)
-                n, b = seg.kill(k, k + 1, flag)
-                topic.count -= n
-                topic.bytes -= b
-                flipped += n
+                flipped += topic.kill_slots(seg, k, k + 1, flag)
         s = seg.base + j
     return flipped
+
+
+def drop_segment(topic: Topic, base: int) -> None:
+    """The segment starting at `base` was dropped whole (every slot dead): its slots are
+    DELETED, whatever they held when the image was taken."""
+    if topic.segs and topic.segs[0].base <= base < topic.next_seq:
+        seg, _ = topic.locate(base)
+        topic.kill_slots(seg, 0, len(seg), DELETED)
 
 
 def install(engine: Engine, topic: Topic) -> None:

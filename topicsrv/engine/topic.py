@@ -112,6 +112,38 @@ class Topic:
         self._earliest = p
         return p if self.visible_next is None else min(p, self.visible_next)
 
+    # ---- restore (storage rebuilds a topic through these, never through its fields) -------
+
+    def start_at(self, seq: int) -> None:
+        """An empty topic's log begins at `seq`: nothing below it is kept or reported."""
+        if self.segs or seq <= self.next_seq:
+            return
+        self.next_seq = self.front = self._earliest = seq
+
+    def restore_watermarks(
+        self, *, front: int, floors: dict[str, int], delete_below: int, last_ts: int, lost_total: int = 0,
+    ) -> None:
+        """Raise the watermarks to their persisted values once every slot is in (never lowers
+        one; a front above the current one evicts, reason `cap`) and re-derive the cached
+        first live seq."""
+        if front > self.front:
+            self.drop_front(front, "cap")
+        for key, value in floors.items():
+            self.floors[key] = max(self.floors.get(key, 0), int(value))
+        self.delete_below = max(self.delete_below, delete_below)
+        self.last_ts = max(self.last_ts, last_ts)
+        self.lost_total = max(self.lost_total, lost_total)
+        self._earliest = self.front
+
+    def kill_slots(self, seg: AnySegment, i: int, j: int, flag: int) -> int:
+        """Turn the LIVE slots [i, j) of `seg` into `flag` (DELETED, EVICTED, LOST) and keep
+        `count`/`bytes` true; returns how many records went. Tags are the caller's (each
+        caller prunes them its own way)."""
+        n, b = seg.kill(i, j, flag)
+        self.count -= n
+        self.bytes -= b
+        return n
+
     def seg_index(self, seq: int) -> int:
         """Index in `segs` of the segment holding `seq` (in [segs[0].base, next_seq)): by
         arithmetic (segments are aligned), by binary search past a Run (segments Rule 4)."""
@@ -168,7 +200,7 @@ class Topic:
         new_front = min(new_front, self.next_seq)
         if new_front <= self.front:
             return 0
-        lost = lost_bytes = 0
+        lost = 0
         highest_live = 0
         s = self.front
         while s < new_front:
@@ -177,14 +209,10 @@ class Topic:
             r = seg.flags.rfind(LIVE, i, j)
             if r >= 0:
                 highest_live = seg.base + r
-            n, b = seg.kill(i, j, EVICTED)
-            lost += n
-            lost_bytes += b
+            lost += self.kill_slots(seg, i, j, EVICTED)
             s = seg.base + j
         self.front = new_front
         if lost:
-            self.count -= lost
-            self.bytes -= lost_bytes
             self.lost_total += lost
             self.floors[cause] = max(self.floors[cause], highest_live)
             self._loss_seq.append(highest_live)

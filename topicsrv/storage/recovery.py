@@ -258,9 +258,10 @@ class Builder:
         if pol.recovery == "config_only":
             nxt = max(img.seq_base, ck.get("next_seq", 0), ceiling + 1, img.skip_to)
             topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=nxt)
-            if nxt - 1 >= img.seq_base:
-                topic.floors["lost"] = nxt - 1  # readers below the old head get a `lost` tombstone
-            topic.last_ts = ck.get("last_ts", 0)
+            # readers below the old head get a `lost` tombstone
+            lost = {"lost": nxt - 1} if nxt - 1 >= img.seq_base else {}
+            restore.finish(topic, next_seq=nxt, front=0, floors=lost, delete_below=0,
+                           last_ts=ck.get("last_ts", 0), now=self.now)
             st.ceil_durable = st.ceil_head = nxt - 1
             topic.ext[EXT_KEY] = st
             groups.restore(topic, ck.get("groups"))
@@ -276,8 +277,8 @@ class Builder:
         # segment files and Runs (gaps without records), in seq order
         parts = sorted([(f[0], 0, f) for f in files] + [(r[0], 1, r) for r in ck.get("runs", [])])
         start = parts[0][0] if parts else ck.get("next_seq", img.seq_base)
-        topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=start)
-        topic.front = max(topic.front, ck.get("front", 0))
+        topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=start,
+                                  front=ck.get("front", 0))
         groups.restore(topic, ck.get("groups"))
         for _, kind, part in parts:
             if kind:
@@ -299,8 +300,7 @@ class Builder:
         silent = pol.crash_gap is None and not img.damaged
         restore.finish(topic, next_seq=nxt, front=ck.get("front", 0), floors=ck.get("floors", {}),
                        delete_below=ck.get("delete_below", 0), last_ts=ck.get("last_ts", 0), now=self.now,
-                       gap_flag=DELETED if silent else LOST)
-        topic.lost_total = max(topic.lost_total, ck.get("lost_total", 0))
+                       gap_flag=DELETED if silent else LOST, lost_total=ck.get("lost_total", 0))
         st.ceil_durable = st.ceil_head = topic.next_seq - 1
         topic.ext[EXT_KEY] = st
         return topic
@@ -379,11 +379,7 @@ class Builder:
                 restore.mark_lost(topic, int(d["first"]), int(d["count"]))
         elif ftype == frames.T_SEGDROP:
             base = int(d["base"])
-            if topic.segs and topic.segs[0].base <= base < topic.next_seq:
-                seg, _ = topic.locate(base)
-                n, b = seg.kill(0, len(seg), DELETED)
-                topic.count -= n
-                topic.bytes -= b
+            restore.drop_segment(topic, base)
             st.dead.add(base // SEGMENT_RECORDS)
             st.files.pop(base // SEGMENT_RECORDS, None)
 
