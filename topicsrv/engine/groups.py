@@ -165,15 +165,6 @@ def entry_ms(topic: Topic, seq: int) -> int:
     return 0
 
 
-def tombstone_ms(topic: Topic, tomb: dict[str, Any]) -> int:
-    """The ms part of a tombstone entry's id `<ts>-<gap_to>`: the $ts of the first record after
-    the gap (the topic's last ts when there is none), so ids stay increasing."""
-    earliest = int(tomb["earliest_seq"])
-    if earliest <= topic.head_seq and topic.segs and earliest >= topic.segs[0].base:
-        return topic.ts_of(earliest)
-    return topic.last_ts
-
-
 def max_hole(topic: Topic) -> int | None:
     """The highest deleted/lost slot in [earliest_seq, head_seq] (Redis's max-deleted id, as far
     as it still fragments the stream), or None."""
@@ -315,9 +306,9 @@ def read_new(
     res = read(topic, group.cursor, limit, now, fmt=FMT_RESP, nodes=nodes)
     hole = max_hole(topic)
     if res.tombstone is not None:
-        gap_to = int(res.tombstone["gap_to"])
+        gap_to = res.tombstone.gap_to
         if gap_to > group.last_seq:
-            group.last_seq, group.last_ms = gap_to, tombstone_ms(topic, res.tombstone)
+            group.last_seq, group.last_ms = gap_to, res.tombstone.ts
             group.entries_read = estimate_entries_read(topic, gap_to, hole)
     for seq in res.seqs:
         ms = entry_ms(topic, seq)

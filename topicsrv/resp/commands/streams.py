@@ -17,7 +17,6 @@ Rule 3: no reply exceeds client-output-limit: XRANGE/XREVRANGE past it are refus
 COUNT), XREAD delivers what fits (topicsrv/resp/replysize.py).
 
 Public helpers (stable; groups.py reuses them for XREADGROUP):
-  tombstone_entry(topic, tomb) -> Raw                  one encoded tombstone entry
   render_entries(topic, result) -> Raw                 the entry array of a ReadResult
   render_read(topic, key, result) -> list | None       `[key, entries]`, None when empty
   read_reply(ctx, items) -> Any                        RESP2 array / RESP3 map of items
@@ -57,29 +56,14 @@ XREAD_ALL = 1_000_000  # "no COUNT": examine up to this many slots per stream pe
 OFFLOAD_FIELDS = 4096  # an XADD with more field/value items is encoded off the event loop
 
 
-def _bulk(b: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(b), b)
-
-
 # ---- rendering ---------------------------------------------------------------------------
-
-
-def tombstone_entry(topic: Topic, tomb: dict[str, Any]) -> Raw:
-    earliest = int(tomb["earliest_seq"])
-    ts = topic.ts_of(earliest) if earliest <= topic.head_seq and topic.segs else topic.last_ts
-    fields = [b"$type", b"tombstone"]
-    for k in ("gap_from", "gap_to", "reason", "missed_estimate", "earliest_seq", "head_seq"):
-        fields += [k.encode(), str(tomb[k]).encode()]
-    body = b"".join([_bulk(f) for f in fields])
-    return Raw(b"*2\r\n" + _bulk(ids.format_id(ts, max(0, earliest - 1)))
-               + b"*%d\r\n" % len(fields) + body)
 
 
 def render_entries(topic: Topic, result: ReadResult) -> Raw:
     n = len(result.records)
     if result.tombstone is None:
         return Raw(b"*%d\r\n%b" % (n, b"".join(result.records)))
-    tomb = tombstone_entry(topic, result.tombstone)
+    tomb = result.tombstone.resp_entry()
     return Raw(b"*%d\r\n%b%b" % (n + 1, tomb, b"".join(result.records)))
 
 

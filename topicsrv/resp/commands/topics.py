@@ -33,7 +33,6 @@ from topicsrv.resp.commands.base import (
     key_name,
     parse_int,
 )
-from topicsrv.resp.commands.streams import tombstone_entry
 
 _INT_FIELDS = {"ttl_ms", "cap_records", "cap_bytes", "idempotency_window_ms", "lease_ms",
                "max_deliveries", "claim_jitter_ms", "seq_base", "priority"}
@@ -118,7 +117,6 @@ def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
             i = j
         else:
             raise Err(SYNTAX)
-    topic = ctx.engine.get(name)
     result = ctx.engine.diff(name, from_seq, limit, nodes=nodes, fmt=FMT_RESP)
     result = replysize.capped(result, replysize.budget(ctx))  # at most the output limit
     tomb = result.tombstone
@@ -126,8 +124,8 @@ def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
         "topic": name,
         "records": Raw(b"*%d\r\n%b" % (len(result.records), b"".join(result.records))),
         "seqs": result.seqs,
-        "tombstone": None if tomb is None else {k: v for k, v in tomb.items() if k != "$seq"},
-        "tombstone_entry": None if tomb is None else tombstone_entry(topic, tomb),
+        "tombstone": None if tomb is None else tomb.to_json(),
+        "tombstone_entry": None if tomb is None else Raw(tomb.resp_entry()),
         "next_from_seq": result.next_from_seq,
         "head_seq": result.head_seq,
         "earliest_seq": result.earliest_seq,
