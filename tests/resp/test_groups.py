@@ -71,6 +71,21 @@ def test_ttl_expired_pending_entries_read_as_nil_and_autoclaim_drops_them(srv: t
     r.close()
 
 
+def test_entries_added_and_lag_agree_while_a_write_waits_for_its_fsync(
+        srv: tuple[InProc, FakeClock]) -> None:
+    s, _ = srv
+    r = conn(s)
+    ids = [r.xadd("t", {"n": str(i)}) for i in range(3)]
+    r.xgroup_create("t", "g", id="0")
+    r.xreadgroup("g", "a", {"t": ">"})
+    r.xadd("t", {"n": "3"})
+    s.ctx.engine.get("t").hide_from(4)  # seq 4 waits for its fsync, as an fsync-class write does
+    info, group = r.xinfo_stream("t"), r.xinfo_groups("t")[0]
+    assert info["last-generated-id"] == ids[2] and info["entries-added"] == 3
+    assert group["entries-read"] == 3 and group["lag"] == 0  # the group has read all it can see
+    r.close()
+
+
 def test_queue_topics_are_wrongtype_for_groups(srv: tuple[InProc, FakeClock]) -> None:
     s, _ = srv
     r = conn(s)

@@ -40,7 +40,7 @@ def bulks(items: Iterable[bytes]) -> bytes:
 
 def with_id(ts: int, seq: int, tail: bytes) -> bytes:
     """An entry blob from its pre-encoded pairs array `tail` (the XADD hot path)."""
-    ident = b"%d-%d" % (ts, seq)
+    ident = format_id(ts, seq)
     return b"*2\r\n$%d\r\n%b\r\n%b" % (len(ident), ident, tail)
 
 

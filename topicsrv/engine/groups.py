@@ -22,7 +22,7 @@ Rule 3: XACK/XCLAIM/XAUTOCLAIM never touch the log; a PEL entry whose record was
 Rule 4: the Delivery/idle machinery is independent of streams (queues reuse it): a Delivery is
   a lease record, idle = now - time.
 
-Mapping of Redis stream counters onto a topic: entries_added = next_seq - seq_base, length =
+Mapping of Redis stream counters onto a topic: entries_added = head_seq - seq_base + 1, length =
 count, first entry = earliest_seq, last entry = head_seq, and Redis's max-deleted-entry-id is
 the highest hole (deleted or lost slot) at/after earliest_seq.
 """
@@ -153,7 +153,9 @@ def find(topic: Topic | None, name: str) -> Group | None:
 
 
 def entries_added(topic: Topic) -> int:
-    return topic.next_seq - topic.seq_base
+    """Redis's entries-added, the one definition (XINFO STREAM, group lag): every seq up to the
+    visible head; a write still waiting for its fsync counts once readers can see it."""
+    return topic.head_seq - topic.seq_base + 1
 
 
 def entry_ms(topic: Topic, seq: int) -> int:

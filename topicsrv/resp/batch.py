@@ -23,6 +23,7 @@ from typing import Any
 
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.errors import TopicsError
+from topicsrv.resp import ids
 from topicsrv.resp.commands.base import CommandContext, Err, Pending
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
 
@@ -74,7 +75,7 @@ def _run(ctx: CommandContext, cmds: list[list[bytes]], i: int, j: int) -> list[A
             return [execute(ctx, cmds[k]) for k in range(i, j)]  # nothing applied (Rule 3)
         ts, seq = result["ts"], result["first_seq"]
         for slot in slots:
-            reply = b"%d-%d" % (ts, seq)
+            reply = ids.format_id(ts, seq)
             replies[slot] = reply if token is None else Pending(token, reply)
             seq += 1
     ctx.front.stats.total_commands += j - i

@@ -90,10 +90,6 @@ def group_or_nogroup(ctx: CommandContext, key: bytes, name: bytes, suffix: str =
     return topic, group
 
 
-def fmt(ms: int, seq: int) -> bytes:
-    return b"0-0" if seq == 0 and ms == 0 else ids.format_id(ms, seq)
-
-
 def delivery_id(d: eg.Delivery) -> bytes:
     return ids.format_id(d.ms, d.seq)
 
@@ -435,7 +431,7 @@ def group_info(topic: Topic, g: eg.Group) -> dict[str, Any]:
         "name": g.name,
         "consumers": len(g.consumers),
         "pending": len(g.pel),
-        "last-delivered-id": fmt(g.last_ms, g.last_seq),
+        "last-delivered-id": ids.format_id(g.last_ms, g.last_seq),
         "entries-read": g.entries_read,
         "lag": eg.lag(topic, g),
     }
@@ -485,7 +481,7 @@ def _full_groups(ctx: CommandContext, topic: Topic, count: int) -> list[Any]:
                 "pending": [[delivery_id(d), d.time, d.count] for d in own],
             })
         out.append({
-            "name": g.name, "last-delivered-id": fmt(g.last_ms, g.last_seq),
+            "name": g.name, "last-delivered-id": ids.format_id(g.last_ms, g.last_seq),
             "entries-read": g.entries_read, "lag": eg.lag(topic, g), "pel-count": len(g.pel),
             "pending": [[delivery_id(d), d.consumer, d.time, d.count] for d in pel],
             "consumers": consumers,

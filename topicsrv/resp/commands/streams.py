@@ -31,6 +31,7 @@ from typing import Any
 
 import trio
 
+from topicsrv.engine.groups import entries_added
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.engine.topic import Topic
@@ -210,7 +211,7 @@ def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
 
 def _append(ctx: CommandContext, name: str, rec: PreparedRecord, trim: Trim | None) -> Any:
     result, token = ctx.engine.write(name, [rec])
-    reply = b"%d-%d" % (result["ts"], result["first_seq"])
+    reply = ids.format_id(result["ts"], result["first_seq"])
     if trim is not None:
         _, token2 = apply_trim(ctx, name, trim)
         token = token2 or token
@@ -428,7 +429,7 @@ def stream_summary(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
         "radix-tree-nodes": max(1, len(topic.segs)) if topic.count else 1,
         "last-generated-id": last_id,
         "max-deleted-entry-id": b"0-0",
-        "entries-added": head - topic.seq_base + 1,
+        "entries-added": entries_added(topic),
         "recorded-first-entry-id": first_id,
     }
 
