@@ -86,6 +86,22 @@ def test_entries_added_and_lag_agree_while_a_write_waits_for_its_fsync(
     r.close()
 
 
+def test_xreadgroup_node_skips_that_nodes_records_like_xread(srv: tuple[InProc, FakeClock]) -> None:
+    s, _ = srv
+    r = conn(s)
+    r.execute_command("XADD", "t", "NODE", "a", "*", "n", "1")
+    mine = [r.execute_command("XADD", "t", "NODE", "b", "*", "n", "2"), r.xadd("t", {"n": "3"})]
+    r.xgroup_create("t", "g", id="0")
+    got = r.execute_command("XREADGROUP", "GROUP", "g", "c", "NODE", "a", "STREAMS", "t", ">")
+    assert [e[0] for e in got[0][1]] == mine
+    assert r.xpending("t", "g")["pending"] == 2  # node a's record was never delivered
+    r.execute_command("XADD", "t", "NODE", "a", "*", "n", "4")
+    assert not r.execute_command("XREADGROUP", "GROUP", "g", "c", "NODE", "a", "BLOCK", "20",
+                                 "STREAMS", "t", ">")  # nil: nothing new for this reader
+    assert r.xpending("t", "g")["pending"] == 2
+    r.close()
+
+
 def test_queue_topics_are_wrongtype_for_groups(srv: tuple[InProc, FakeClock]) -> None:
     s, _ = srv
     r = conn(s)

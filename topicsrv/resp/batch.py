@@ -1,9 +1,11 @@
 """XADD coalescing: a run of plain `XADD key * field value ...` to one key, parsed from one
 read, goes to the engine as ONE write (one journal call, one listener wake-up).
 
-Rule 1: only the plain form coalesces (argv[2] is `*`: no NOMKSTREAM/MAXLEN/MINID/NODE/TAG,
-an even number of field/value items); any other command, another key or an option ends the
-run, and a run of one is left to the ordinary dispatcher.
+Rule 1: an XADD is parsed by the one XADD parser (commands/stream_args.parse_xadd); only a
+plain one coalesces (no NOMKSTREAM, no MAXLEN/MINID: nothing to do but append; NODE/TAG ride
+along with the record). Any other command, another key, an option that is not plain or an
+argument error ends the run (the dispatcher then answers it), and a run of one is left to the
+ordinary dispatcher.
 Rule 2: every command still gets its own reply, in order: the id of its record, or the error
 its own XADD would have replied (records are prepared one by one first; a bad one is
 answered and left out, never failing its neighbours).
@@ -25,59 +27,70 @@ from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.errors import TopicsError
 from topicsrv.resp import ids
 from topicsrv.resp.commands.base import CommandContext, Err, Pending
+from topicsrv.resp.commands.stream_args import XAdd, parse_xadd
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
 
 MAX_RUN = 1000
 
 
-def _plain(argv: list[bytes], key: bytes) -> bool:
+def _plain(argv: list[bytes], key: bytes) -> XAdd | None:
+    """The parsed XADD if argv is a plain XADD to `key` (Rule 1), else None."""
     n = len(argv)
-    return 5 <= n <= BIG_ARGV and n & 1 == 1 and argv[2] == b"*" and argv[1] == key \
-        and (argv[0] == b"XADD" or argv[0] == b"xadd" or argv[0].lower() == b"xadd")
+    if not 5 <= n <= BIG_ARGV or argv[1] != key or not (
+            argv[0] == b"XADD" or argv[0] == b"xadd" or argv[0].lower() == b"xadd"):
+        return None
+    try:
+        x = parse_xadd(argv[1:])
+    except Err:
+        return None
+    return x if x.plain else None
 
 
 def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
     """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
     first = cmds[i]
-    key = first[1]
-    if not _plain(first, key) or not ctx.client.authenticated or ctx.server.memory.limit:
+    if len(first) < 2 or not ctx.client.authenticated or ctx.server.memory.limit:
         return None  # (under a memory limit every XADD is admitted on its own)
+    key = first[1]
     end = min(len(cmds), i + MAX_RUN)
-    j = i + 1
-    while j < end and _plain(cmds[j], key):
-        j += 1
-    if j - i < 2:
+    run: list[XAdd] = []
+    for j in range(i, end):
+        x = _plain(cmds[j], key)
+        if x is None:
+            break
+        run.append(x)
+    if len(run) < 2:
         return None
     try:
-        return _run(ctx, cmds, i, j)
+        return _run(ctx, key, run, cmds[i:i + len(run)])
     except Exception:
         err = internal_error(ctx.front, "a coalesced XADD run")
-        return [err] * (j - i)
+        return [err] * len(run)
 
 
-def _run(ctx: CommandContext, cmds: list[list[bytes]], i: int, j: int) -> list[Any]:
-    key = cmds[i][1]
-    replies: list[Any] = [None] * (j - i)
+def _run(ctx: CommandContext, key: bytes, run: list[XAdd], argvs: list[list[bytes]]) -> list[Any]:
+    replies: list[Any] = [None] * len(run)
     recs: list[PreparedRecord] = []
     slots: list[int] = []
-    for k in range(i, j):
+    for k, x in enumerate(run):
         try:
-            recs.append(prepare_fields(cmds[k][3:]))
-            slots.append(k - i)
+            recs.append(prepare_fields(x.pairs, x.node, x.tag))
+            slots.append(k)
         except Err as e:
-            replies[k - i] = e
+            replies[k] = e
         except TopicsError as e:
-            replies[k - i] = Err(e.resp_line())
+            replies[k] = Err(e.resp_line())
     if recs:
         try:
             result, token = ctx.server.engine.write(key.decode("latin-1"), recs)
-        except TopicsError:
-            return [execute(ctx, cmds[k]) for k in range(i, j)]  # nothing applied (Rule 3)
+        except TopicsError:  # nothing applied (Rule 3)
+            return [execute(ctx, argv) for argv in argvs]
         ts, seq = result["ts"], result["first_seq"]
         for slot in slots:
             reply = ids.format_id(ts, seq)
             replies[slot] = reply if token is None else Pending(token, reply)
             seq += 1
-    ctx.front.stats.total_commands += j - i
+    ctx.front.stats.total_commands += len(run)
     ctx.client.last_cmd = "xadd"
     return replies
+
