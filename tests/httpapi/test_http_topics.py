@@ -40,6 +40,15 @@ def test_put_unknown_field_and_type_change(client: Any, topic: str) -> None:
     assert r.json["error"]["detail"]["reason"] == "type_immutable"
 
 
+def test_queue_topic_state_reports_no_queue_stats_before_queues_exist(client: Any,
+                                                                      topic: str) -> None:
+    r = client.put(f"/v0/topics/{topic}", {"type": "queue"})
+    assert r.status == 201 and r.json["type"] == "queue"
+    client.write(topic, 1)
+    state = client.get(f"/v0/topics/{topic}").json
+    assert STATE_KEYS <= state.keys() and "queue" not in state  # no made-up in_flight: 0
+
+
 def test_get_state_and_touch(client: Any, topic: str) -> None:
     client.write(topic, 1, 2)
     r = client.get(f"/v0/topics/{topic}?touch=false")

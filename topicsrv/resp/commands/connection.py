@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from topicsrv import __version__ as topicsrv_version
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     SYNTAX,
@@ -330,6 +329,3 @@ def client_help(ctx: CommandContext, args: list[bytes]) -> Any:
     ]
     return [Simple(x) for x in lines]
 
-
-def server_version() -> str:
-    return f"{REDIS_VERSION} (topicsrv {topicsrv_version})"
