@@ -125,8 +125,11 @@ def test_blocked_readgroup_wakes_on_append_and_times_out(srv: tuple[InProc, Fake
 
     th = threading.Thread(target=reader)
     th.start()
-    time.sleep(0.1)
-    assert th.is_alive()  # BLOCK 0 waits
+    deadline = time.monotonic() + 10
+    while w.info("clients")["blocked_clients"] != 1:  # BLOCK 0 waits: the reader is parked
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    assert th.is_alive()
     ident = w.xadd("b", {"x": "1"})
     th.join(5)
     assert not th.is_alive()
