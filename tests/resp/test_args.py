@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import NOT_INT, SYNTAX, Err
-from topicsrv.resp.commands.stream_args import parse_read_args, parse_xadd, parse_xtrim
+from topicsrv.resp.commands.stream_args import (
+    parse_read_args,
+    parse_xadd,
+    parse_xtrim,
+    plain_pairs,
+)
 
 
 def test_option_needs_its_values_to_follow_and_ignores_case() -> None:
@@ -45,13 +50,17 @@ def test_values_raise_redis_texts_and_never_read_past_the_end() -> None:
 
 def test_xadd_is_parsed_once_for_both_paths() -> None:
     plain = parse_xadd([b"k", b"*", b"f", b"v"])
-    assert plain.plain and plain.pairs == [b"f", b"v"] and plain.trim is None
+    assert plain.pairs == [b"f", b"v"] and plain.trim is None and not plain.nomkstream
+    # the batch coalesces exactly the parser's fast path (plain_pairs), from the command line
+    assert plain_pairs([b"XADD", b"k", b"*", b"f", b"v"], 1) == [b"f", b"v"]
+    assert plain_pairs([b"XADD", b"k", b"*", b"f", b"v", b"x"], 1) is None  # parser's error
+    assert plain_pairs([b"XADD", b"k", b"NOMKSTREAM", b"*", b"f", b"v"], 1) is None
     x = parse_xadd([b"k", b"NODE", b"n1", b"TAG", b"t", b"MAXLEN", b"~", b"5", b"LIMIT", b"2",
                     b"*", b"f", b"v"])
-    assert (x.node, x.tag, x.pairs, x.plain) == ("n1", "t", [b"f", b"v"], False)
+    assert (x.node, x.tag, x.pairs) == ("n1", "t", [b"f", b"v"])
     assert x.trim is not None and (x.trim.strategy, x.trim.threshold, x.trim.approx,
                                    x.trim.limit) == ("maxlen", 5, True, 2)
-    assert not parse_xadd([b"k", b"NOMKSTREAM", b"*", b"f", b"v"]).plain
+    assert parse_xadd([b"k", b"NOMKSTREAM", b"*", b"f", b"v"]).nomkstream
     with pytest.raises(Err, match="wrong number of arguments for 'xadd'"):
         parse_xadd([b"k", b"*", b"f", b"v", b"x"])
     with pytest.raises(Err, match="IDs are assigned by the server"):

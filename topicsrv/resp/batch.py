@@ -1,11 +1,10 @@
 """XADD coalescing: a run of plain `XADD key * field value ...` to one key, parsed from one
 read, goes to the engine as ONE write (one journal call, one listener wake-up).
 
-Rule 1: an XADD is parsed by the one XADD parser (commands/stream_args.parse_xadd); only a
-plain one coalesces (no NOMKSTREAM, no MAXLEN/MINID: nothing to do but append; NODE/TAG ride
-along with the record). Any other command, another key, an option that is not plain or an
-argument error ends the run (the dispatcher then answers it), and a run of one is left to the
-ordinary dispatcher.
+Rule 1: only the plain form `XADD key * field value ...` coalesces, as the XADD parser
+defines it (commands/stream_args.plain_pairs, the fast path of parse_xadd): any other
+command, another key or an option ends the run, and a run of one is left to the ordinary
+dispatcher.
 Rule 2: every command still gets its own reply, in order: the id of its record, or the error
 its own XADD would have replied (records are prepared one by one first; a bad one is
 answered and left out, never failing its neighbours).
@@ -27,38 +26,33 @@ from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.errors import TopicsError
 from topicsrv.resp import ids
 from topicsrv.resp.commands.base import CommandContext, Err, Pending
-from topicsrv.resp.commands.stream_args import XAdd, parse_xadd
+from topicsrv.resp.commands.stream_args import plain_pairs
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
 
 MAX_RUN = 1000
 
 
-def _plain(argv: list[bytes], key: bytes) -> XAdd | None:
-    """The parsed XADD if argv is a plain XADD to `key` (Rule 1), else None."""
-    n = len(argv)
-    if not 5 <= n <= BIG_ARGV or argv[1] != key or not (
+def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
+    """The field/value pairs if argv is a plain XADD to `key` (Rule 1), else None."""
+    if not 2 <= len(argv) <= BIG_ARGV or argv[1] != key or not (
             argv[0] == b"XADD" or argv[0] == b"xadd" or argv[0].lower() == b"xadd"):
         return None
-    try:
-        x = parse_xadd(argv[1:])
-    except Err:
-        return None
-    return x if x.plain else None
+    return plain_pairs(argv, 1)
 
 
 def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
     """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
     first = cmds[i]
-    if len(first) < 2 or not ctx.client.authenticated or ctx.server.memory.limit:
+    if len(first) < 5 or not ctx.client.authenticated or ctx.server.memory.limit:
         return None  # (under a memory limit every XADD is admitted on its own)
     key = first[1]
     end = min(len(cmds), i + MAX_RUN)
-    run: list[XAdd] = []
+    run: list[list[bytes]] = []
     for j in range(i, end):
-        x = _plain(cmds[j], key)
-        if x is None:
+        pairs = _plain(cmds[j], key)
+        if pairs is None:
             break
-        run.append(x)
+        run.append(pairs)
     if len(run) < 2:
         return None
     try:
@@ -68,13 +62,14 @@ def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
         return [err] * len(run)
 
 
-def _run(ctx: CommandContext, key: bytes, run: list[XAdd], argvs: list[list[bytes]]) -> list[Any]:
+def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
+         argvs: list[list[bytes]]) -> list[Any]:
     replies: list[Any] = [None] * len(run)
     recs: list[PreparedRecord] = []
     slots: list[int] = []
-    for k, x in enumerate(run):
+    for k, pairs in enumerate(run):
         try:
-            recs.append(prepare_fields(x.pairs, x.node, x.tag))
+            recs.append(prepare_fields(pairs))
             slots.append(k)
         except Err as e:
             replies[k] = e

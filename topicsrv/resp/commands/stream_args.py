@@ -41,18 +41,21 @@ class XAdd:
     node: str | None = None
     tag: str | None = None
 
-    @property
-    def plain(self) -> bool:
-        """Nothing to do but append (no NOMKSTREAM existence check, no trim): coalescable."""
-        return self.trim is None and not self.nomkstream
+
+
+def plain_pairs(args: list[bytes], start: int = 0) -> list[bytes] | None:
+    """The field/value pairs of the common form `key * field value ...` at args[start] (Redis's
+    own fast path), or None: the full parser decides. batch.py coalesces exactly this form."""
+    n = len(args) - start
+    if n >= 4 and n % 2 == 0 and args[start + 1] == b"*":
+        return args[start + 2:]
+    return None
 
 
 def parse_xadd(args: list[bytes]) -> XAdd:
     """`key [NOMKSTREAM] [NODE n] [TAG t] [MAXLEN|MINID [=|~] thr [LIMIT c]] * field value ...`"""
-    if len(args) >= 4 and args[1] == b"*":  # the common form: Redis's own fast path
-        pairs = args[2:]
-        if len(pairs) % 2:
-            raise wrong_args("xadd")
+    pairs = plain_pairs(args)
+    if pairs is not None:
         return XAdd(args[0], pairs)
     out = XAdd(args[0], [])
     a = Args(args, 1)
