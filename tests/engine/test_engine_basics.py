@@ -8,11 +8,11 @@ import pytest
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
 from topicsrv.engine.deletes import parse_match
+from topicsrv.engine.entries import parse_entry
 from topicsrv.engine.reads import FMT_RESP, scan_range
 from topicsrv.engine.records import (
     MAX_DATA_META_BYTES,
     MAX_RECORDS_PER_WRITE,
-    parse_entry,
     prepare_fields,
     prepare_json,
 )
@@ -151,7 +151,7 @@ def test_put_upsert_rules(eng: Engine) -> None:
     assert code_of(eng.put_topic, "q", {"ttl_ms": -1}) == "invalid_request"
     assert code_of(eng.put_topic, "q", {"ttl_ms": "5"}) == "invalid_request"
     assert code_of(eng.put_topic, "l", {"lease_ms": 5}) == "invalid_request"
-    assert eng.state("q")["queue"] == {"ready": 0, "in_flight": 0, "dead_lettered": 0}
+    assert "queue" not in eng.state("q")  # no lease state yet, so no made-up queue stats
 
 
 def test_durability_resolution(eng: Engine) -> None:
@@ -193,13 +193,14 @@ def test_cap_eviction_tombstone_then_records_from_earliest(eng: Engine) -> None:
     eng.put_topic("c", {"cap_records": 5})
     put(eng, "c", *range(10))
     r = eng.diff("c", 2)
-    assert r.tombstone == {
-        "$type": "tombstone", "$seq": 6, "gap_from": 3, "gap_to": 5, "reason": "cap",
+    assert r.tombstone is not None and r.tombstone.to_json() == {
+        "gap_from": 3, "gap_to": 5, "reason": "cap",
         "missed_estimate": 3, "earliest_seq": 6, "head_seq": 10,
     }
+    assert r.tombstone.resume_after == 5 and r.tombstone.ts == eng.get("c").ts_of(6)
     assert r.seqs == [6, 7, 8, 9, 10] and r.next_from_seq == 10 and r.caught_up
     # resuming after the tombstone: no second tombstone
-    r2 = eng.diff("c", r.tombstone["gap_to"])
+    r2 = eng.diff("c", r.tombstone.gap_to)
     assert r2.tombstone is None and r2.seqs == [6, 7, 8, 9, 10]
     assert eng.diff("c", 5).tombstone is None  # from_seq + 1 == evict_floor: nothing missed
 
@@ -210,7 +211,7 @@ def test_cap_bytes_eviction(eng: Engine) -> None:
         put(eng, "cb", "x" * 8)  # 10 bytes each as JSON
     st = eng.state("cb")
     assert st["bytes"] <= 30 and st["count"] == 3 and st["earliest_seq"] == 8
-    assert eng.diff("cb", 0).tombstone["reason"] == "cap"
+    assert eng.diff("cb", 0).tombstone.reason == "cap"
 
 
 def test_discard_reject_is_422_before_any_seq(eng: Engine) -> None:
@@ -246,11 +247,11 @@ def test_ttl_expiry_with_fake_clock(eng: Engine, clock: FakeClock) -> None:
     st = eng.state("ttl")
     assert (st["count"], st["earliest_seq"], st["evict_floor"]) == (1, 4, 4)
     r = eng.diff("ttl", 0)
-    assert r.tombstone["reason"] == "ttl" and r.tombstone["gap_to"] == 3 and r.seqs == [4]
+    assert r.tombstone.reason == "ttl" and r.tombstone.gap_to == 3 and r.seqs == [4]
     clock.advance(10_000)  # TTL moves with the clock, no writes needed
     st = eng.state("ttl")
     assert (st["count"], st["bytes"], st["earliest_seq"]) == (0, 0, 5)
-    assert eng.diff("ttl", 3).tombstone["reason"] == "ttl"
+    assert eng.diff("ttl", 3).tombstone.reason == "ttl"
 
 
 def test_mixed_reason(eng: Engine, clock: FakeClock) -> None:
@@ -260,8 +261,8 @@ def test_mixed_reason(eng: Engine, clock: FakeClock) -> None:
     put(eng, "m", 6)  # 3 evicted by cap
     clock.advance(600)  # 4,5 expire by TTL
     r = eng.diff("m", 0)
-    assert r.tombstone["reason"] == "mixed" and r.tombstone["gap_to"] == 5
-    assert eng.diff("m", 3).tombstone["reason"] == "ttl"
+    assert r.tombstone.reason == "mixed" and r.tombstone.gap_to == 5
+    assert eng.diff("m", 3).tombstone.reason == "ttl"
 
 
 def test_purely_deleted_gap_is_silent(eng: Engine) -> None:
@@ -283,7 +284,7 @@ def test_deleted_prefix_then_cap_eviction(eng: Engine) -> None:
     assert eng.diff("dc", 0).tombstone is None
     put(eng, "dc", 7)  # evicts 3 (live)
     r = eng.diff("dc", 0)
-    assert r.tombstone["gap_from"] == 1 and r.tombstone["gap_to"] == 3
+    assert r.tombstone.gap_from == 1 and r.tombstone.gap_to == 3
     assert eng.diff("dc", 2).tombstone is not None and eng.diff("dc", 3).tombstone is None
 
 
@@ -310,11 +311,11 @@ def test_recreated_tombstone(eng: Engine) -> None:
     put(eng, "rc", "a", "b")
     r = eng.diff("rc", 7)
     t = r.tombstone
-    assert t["reason"] == "recreated" and t["gap_from"] == 1 and t["gap_to"] == 2
+    assert t.reason == "recreated" and t.gap_from == 1 and t.gap_to == 2
     assert r.seqs == [1, 2] and r.caught_up
     # with an explicit epoch the rewind is caught even below head
     r = eng.diff("rc", 1, epoch=1)
-    assert r.tombstone["reason"] == "recreated" and r.seqs == [1, 2]
+    assert r.tombstone.reason == "recreated" and r.seqs == [1, 2]
     assert eng.diff("rc", 1, epoch=2).tombstone is None
 
 
@@ -394,7 +395,7 @@ def test_xdel_and_trim(eng: Engine) -> None:
     removed, _ = eng.trim("x", maxlen=2)
     assert removed == 2 and eng.diff("x", 0).seqs == [5, 6]
     t = eng.diff("x", 0).tombstone
-    assert t["reason"] == "cap" and t["gap_to"] == 4
+    assert t.reason == "cap" and t.gap_to == 4
     removed, _ = eng.trim("x", minid_seq=6)
     assert removed == 1 and eng.diff("x", 0).seqs == [6]
 
@@ -459,7 +460,7 @@ def test_hidden_records_are_invisible_to_every_read_path(eng: Engine) -> None:
     assert [s for s, _ in scan_range(topic, 0, 99, 0, eng.now())] == [1, 2]
     st = eng.state("h")
     assert (st["head_seq"], st["next_seq"], st["evict_floor"]) == (2, 5, 1)
-    assert eng.diff("h", 3).tombstone["reason"] == "recreated"  # a cursor nobody could hold
+    assert eng.diff("h", 3).tombstone.reason == "recreated"  # a cursor nobody could hold
     eng.delete_records("h", 3, None)  # everything readable is gone: earliest is head + 1
     assert eng.state("h")["earliest_seq"] == 3
     assert topic.reveal(4) and eng.diff("h", 2).seqs == [3]
@@ -476,4 +477,4 @@ def test_cap_loss_of_hidden_records_tombstones_once_revealed(eng: Engine) -> Non
     assert eng.diff("hc", 2).tombstone is None  # nothing readable was lost below 2
     topic.reveal(5)
     r = eng.diff("hc", 0)
-    assert r.tombstone["gap_to"] == 2 and r.seqs == [3, 4]
+    assert r.tombstone.gap_to == 2 and r.seqs == [3, 4]

@@ -199,9 +199,10 @@ def check_read(eng: Engine, m: Model, from_seq: int, nodes: list[str] | None, pa
         assert r.tombstone is None
     else:
         assert r.tombstone is not None
-        assert {k: r.tombstone[k] for k in tomb} == tomb
-        assert r.tombstone["$seq"] == r.tombstone["earliest_seq"] == m.earliest
-        assert 0 <= r.tombstone["missed_estimate"] <= max(0, tomb["gap_to"] - tomb["gap_from"] + 1)
+        got = r.tombstone.to_json()
+        assert {k: got[k] for k in tomb} == tomb
+        assert r.tombstone.resume_after + 1 == r.tombstone.earliest_seq == m.earliest
+        assert 0 <= got["missed_estimate"] <= max(0, tomb["gap_to"] - tomb["gap_from"] + 1)
     assert r.seqs == seqs
     assert [orjson.loads(b)["$seq"] for b in r.records] == seqs
     assert r.next_from_seq == m.head and r.caught_up

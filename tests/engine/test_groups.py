@@ -6,7 +6,8 @@ import pytest
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine, groups
-from topicsrv.engine.records import parse_entry, prepare_fields
+from topicsrv.engine.entries import parse_entry
+from topicsrv.engine.records import prepare_fields
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import TopicsError
 
@@ -96,8 +97,8 @@ def test_trim_past_group_cursor_delivers_tombstone_not_in_pel(eng: Engine) -> No
     groups.read_new(topic, g, "c", 2, eng.now())
     eng.trim("t", maxlen=3)
     res = groups.read_new(topic, g, "c", 0, eng.now())
-    assert res.tombstone is not None and res.tombstone["reason"] == "cap"
-    assert res.tombstone["gap_from"] == 3 and res.tombstone["gap_to"] == 7
+    assert res.tombstone is not None and res.tombstone.reason == "cap"
+    assert res.tombstone.gap_from == 3 and res.tombstone.gap_to == 7
     assert res.seqs == [8, 9, 10]
     assert list(g.pel) == [1, 2, 8, 9, 10]
     assert groups.lag(topic, g) == 0

@@ -109,8 +109,8 @@ def test_reads_across_a_huge_lost_gap() -> None:
     res = read(t, 0, 100, 30)
     assert data(res) == [1, 2, 3]  # stops in front of the gap
     res = read(t, res.next_from_seq, 100, 30)
-    assert res.tombstone is not None and res.tombstone["reason"] == "lost"
-    assert (res.tombstone["gap_from"], res.tombstone["gap_to"]) == (4, 3 + gap)
+    assert res.tombstone is not None and res.tombstone.reason == "lost"
+    assert (res.tombstone.gap_from, res.tombstone.gap_to) == (4, 3 + gap)
     assert data(res) == [4 + gap, 5 + gap] and res.caught_up
     got = scan_range(t, 0, SEQ_MAX, 0, 30, fmt=FMT_RESP)
     assert [s for s, _ in got] == [1, 2, 3, 4 + gap, 5 + gap]
@@ -130,7 +130,7 @@ def test_a_silent_gap_reads_silently_and_deletes_and_caps_cross_it() -> None:
     assert t2.evict_for_cap(max_records=1) == 4
     assert t2.earliest_seq == 5 + gap
     res = read(t2, 0, 100, 30)
-    assert res.tombstone is not None and res.tombstone["gap_to"] == 4 + gap
+    assert res.tombstone is not None and res.tombstone.gap_to == 4 + gap
     assert data(res) == [5 + gap]
 
 
@@ -159,9 +159,9 @@ def test_a_loss_on_a_seq_base_topic_starts_at_seq_base(eng: Engine) -> None:
     put(eng, "sbc", 1, 2, 3)
     res = eng.diff("sbc", 0)
     tomb = res.tombstone
-    assert tomb is not None and tomb["reason"] == "cap"
-    assert (tomb["gap_from"], tomb["gap_to"], tomb["earliest_seq"]) == (100, 101, 102)
-    assert tomb["earliest_seq"] <= tomb["head_seq"]
+    assert tomb is not None and tomb.reason == "cap"
+    assert (tomb.gap_from, tomb.gap_to, tomb.earliest_seq) == (100, 101, 102)
+    assert tomb.earliest_seq <= tomb.head_seq
     assert data(res) == [3]
 
 
@@ -173,6 +173,6 @@ def test_a_tombstone_on_a_wholly_evicted_topic_resumes_at_the_next_seq(eng: Engi
     clock.advance(50)
     res = eng.diff("ttl", 0)
     tomb = res.tombstone
-    assert tomb is not None and tomb["reason"] == "ttl"
-    assert (tomb["gap_from"], tomb["gap_to"]) == (100, 101)
-    assert tomb["earliest_seq"] == tomb["head_seq"] + 1 == 102
+    assert tomb is not None and tomb.reason == "ttl"
+    assert (tomb.gap_from, tomb.gap_to) == (100, 101)
+    assert tomb.earliest_seq == tomb.head_seq + 1 == 102

@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import re
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -123,6 +125,21 @@ class SSE:
         if sock is not None:
             sock.shutdown(socket.SHUT_RDWR)
         self.conn.close()
+
+
+def metric(client: Client, name: str, labels: str = "") -> float | None:
+    """One sample of GET /metrics (`labels` as written there, e.g. '{topic="t"}')."""
+    text = client.get("/metrics").body.decode()
+    m = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def wait_until(check: Any, timeout: float = 10.0) -> None:
+    """Poll `check()` until it holds (tests wait on a condition, never on a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.005)
 
 
 def decode_cursor(value: str) -> dict[str, int]:

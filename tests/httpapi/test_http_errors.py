@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.httpapi.conftest import metric, wait_until
+
 
 def assert_error_shape(r: Any, status: int, code: str) -> None:
     assert r.status == status, r
@@ -143,11 +145,13 @@ def test_body_too_large_refused_while_streaming_chunked(server: Any, client: Any
 
 def test_client_disconnects_mid_body(server: Any, client: Any, topic: str) -> None:
     client.put(f"/v0/topics/{topic}", {})
+    base = metric(client, "topicsrv_http_connections")
     body = json.dumps({"records": [{"data": i} for i in range(1000)]}).encode()
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as s:
         s.sendall(f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                   f"Content-Length: {len(body)}\r\n\r\n".encode() + body[: len(body) // 2])
-    time.sleep(0.2)
+        wait_until(lambda: metric(client, "topicsrv_http_connections") == base + 1)
+    wait_until(lambda: metric(client, "topicsrv_http_connections") == base)  # it saw the close
     assert client.get("/v0/health").status == 200
     state = client.get(f"/v0/topics/{topic}").json
     assert state["head_seq"] == 0 and state["count"] == 0

@@ -144,17 +144,20 @@ def test_record_frame_keeps_the_stored_bytes() -> None:
 
 def test_diff_body_joins_records_verbatim() -> None:
     from topicsrv.engine.reads import ReadResult
+    from topicsrv.engine.tombstone import Tombstone
 
     blobs = [prepare_json({"data": i}).encode(i, 5) for i in (3, 4)]
-    tomb = {"$type": "tombstone", "$seq": 3, "gap_from": 1, "gap_to": 2, "reason": "cap",
-            "missed_estimate": 2, "earliest_seq": 3, "head_seq": 4}
+    tomb = Tombstone(gap_from=1, gap_to=2, reason="cap", missed_estimate=2, earliest_seq=3,
+                     head_seq=4, ts=5)
     res = ReadResult(blobs, [3, 4], tomb, 4, 4, 3, 2)
     body = diff_body("t", res, 0.5)
     assert b",".join(blobs) in body
     assert list(orjson.loads(body)) == ["topic", "records", "tombstone", "next_from_seq",
                                         "head_seq", "earliest_seq", "caught_up", "lag",
                                         "performance"]
-    assert orjson.loads(body)["tombstone"] == {k: v for k, v in tomb.items() if k[0] != "$"}
+    assert orjson.loads(body)["tombstone"] == {"gap_from": 1, "gap_to": 2, "reason": "cap",
+                                               "missed_estimate": 2, "earliest_seq": 3,
+                                               "head_seq": 4}
     assert orjson.loads(body)["performance"] == {"server_total_ms": 0.5, "records_scanned": 2}
 
 

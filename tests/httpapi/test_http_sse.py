@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import time
 from typing import Any
 
 import pytest
 
+from tests.httpapi.conftest import metric, wait_until
+
 
 def last_id(cursors: dict[str, int]) -> str:
     return base64.urlsafe_b64encode(json.dumps(cursors).encode()).rstrip(b"=").decode()
-
-
-def metric(client: Any, name: str, labels: str = "") -> float | None:
-    text = client.get("/metrics").body.decode()
-    m = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
 
 
 def test_single_topic_frames_ids_and_live_records(client: Any, watch: Any, topic: str) -> None:
@@ -37,8 +32,7 @@ def test_single_topic_frames_ids_and_live_records(client: Any, watch: Any, topic
 
 def test_watch_without_from_seq_starts_at_the_tail(client: Any, watch: Any, topic: str) -> None:
     client.write(topic, "old")
-    s = watch(f"/v0/topics/{topic}/watch")
-    time.sleep(0.1)
+    s = watch(f"/v0/topics/{topic}/watch")  # the tail is fixed before the response headers
     client.write(topic, "new")
     (f,) = s.frames(1)
     assert f["data"]["data"] == "new" and f["data"]["$seq"] == 2
@@ -141,10 +135,7 @@ def test_disconnect_mid_stream_is_cleaned_up(client: Any, watch: Any, topic: str
     s.frames(1)
     assert metric(client, "topicsrv_sse_streams") == base + 1
     s.close()
-    deadline = time.monotonic() + 5
-    while metric(client, "topicsrv_sse_streams") != base and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert metric(client, "topicsrv_sse_streams") == base
+    wait_until(lambda: metric(client, "topicsrv_sse_streams") == base, 5)
     client.write(topic, 2)
     assert client.diff(topic)["head_seq"] == 2
 

@@ -6,6 +6,8 @@ import threading
 import time
 from typing import Any
 
+from tests.httpapi.conftest import metric, wait_until
+
 STATE_KEYS = {"topic", "type", "epoch", "head_seq", "earliest_seq", "next_seq", "count", "bytes",
               "config", "durability", "effective_priority", "last_write_ts", "last_read_ts"}
 DIFF_KEYS = ["topic", "records", "tombstone", "next_from_seq", "head_seq", "earliest_seq",
@@ -38,6 +40,15 @@ def test_put_unknown_field_and_type_change(client: Any, topic: str) -> None:
     r = client.put(f"/v0/topics/{topic}", {"type": "queue"})
     assert (r.status, r.code) == (409, "topic_exists_incompatible")
     assert r.json["error"]["detail"]["reason"] == "type_immutable"
+
+
+def test_queue_topic_state_reports_no_queue_stats_before_queues_exist(client: Any,
+                                                                      topic: str) -> None:
+    r = client.put(f"/v0/topics/{topic}", {"type": "queue"})
+    assert r.status == 201 and r.json["type"] == "queue"
+    client.write(topic, 1)
+    state = client.get(f"/v0/topics/{topic}").json
+    assert STATE_KEYS <= state.keys() and "queue" not in state  # no made-up in_flight: 0
 
 
 def test_get_state_and_touch(client: Any, topic: str) -> None:
@@ -207,9 +218,13 @@ def test_long_poll_wakes_on_write_from_another_connection(client: Any, connect: 
         result["diff"] = client.diff(topic, 1, wait_ms=20000)
         result["took"] = time.monotonic() - t0
 
+    reads = metric(other, "topicsrv_reads_total")
     th = threading.Thread(target=poll)
     th.start()
-    time.sleep(0.3)
+    # The poll's first read found nothing and it waits: its event was taken before that read
+    # (notify Rule 1), so the write below wakes it whenever it lands.
+    wait_until(lambda: metric(other, "topicsrv_reads_total") > reads)
+    assert th.is_alive()
     other.write(topic, "second")
     th.join(15)
     assert not th.is_alive()
@@ -271,11 +286,8 @@ def test_write_validation_names_the_field(client: Any, topic: str) -> None:
     assert client.get(f"/v0/topics/{topic}").status == 404  # nothing created or appended
 
 
-def _connections(client: Any) -> float:
-    for line in client.get("/metrics").body.decode().splitlines():
-        if line.startswith("topicsrv_http_connections "):
-            return float(line.split()[1])
-    raise AssertionError("no topicsrv_http_connections gauge")
+def _connections(client: Any) -> float | None:
+    return metric(client, "topicsrv_http_connections")
 
 
 def test_long_poll_client_that_leaves_is_cleaned_up_at_once(server: Any, client: Any,
@@ -288,15 +300,9 @@ def test_long_poll_client_that_leaves_is_cleaned_up_at_once(server: Any, client:
     s = socket.create_connection(("127.0.0.1", server.http_port), timeout=5)
     s.sendall(f"POST /v0/topics/{topic}/diff HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
               f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-    deadline = time.monotonic() + 5
-    while _connections(client) != base + 1 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _connections(client) == base + 1
+    wait_until(lambda: _connections(client) == base + 1, 5)
     s.close()
-    deadline = time.monotonic() + 5
-    while _connections(client) != base and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _connections(client) == base  # not held for the 60 s of wait_ms
+    wait_until(lambda: _connections(client) == base, 5)  # not held for the 60 s of wait_ms
     client.write(topic, 2)
     assert client.diff(topic, 1)["records"][0]["data"] == 2
 

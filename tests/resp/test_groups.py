@@ -71,6 +71,37 @@ def test_ttl_expired_pending_entries_read_as_nil_and_autoclaim_drops_them(srv: t
     r.close()
 
 
+def test_entries_added_and_lag_agree_while_a_write_waits_for_its_fsync(
+        srv: tuple[InProc, FakeClock]) -> None:
+    s, _ = srv
+    r = conn(s)
+    ids = [r.xadd("t", {"n": str(i)}) for i in range(3)]
+    r.xgroup_create("t", "g", id="0")
+    r.xreadgroup("g", "a", {"t": ">"})
+    r.xadd("t", {"n": "3"})
+    s.ctx.engine.get("t").hide_from(4)  # seq 4 waits for its fsync, as an fsync-class write does
+    info, group = r.xinfo_stream("t"), r.xinfo_groups("t")[0]
+    assert info["last-generated-id"] == ids[2] and info["entries-added"] == 3
+    assert group["entries-read"] == 3 and group["lag"] == 0  # the group has read all it can see
+    r.close()
+
+
+def test_xreadgroup_node_skips_that_nodes_records_like_xread(srv: tuple[InProc, FakeClock]) -> None:
+    s, _ = srv
+    r = conn(s)
+    r.execute_command("XADD", "t", "NODE", "a", "*", "n", "1")
+    mine = [r.execute_command("XADD", "t", "NODE", "b", "*", "n", "2"), r.xadd("t", {"n": "3"})]
+    r.xgroup_create("t", "g", id="0")
+    got = r.execute_command("XREADGROUP", "GROUP", "g", "c", "NODE", "a", "STREAMS", "t", ">")
+    assert [e[0] for e in got[0][1]] == mine
+    assert r.xpending("t", "g")["pending"] == 2  # node a's record was never delivered
+    r.execute_command("XADD", "t", "NODE", "a", "*", "n", "4")
+    assert not r.execute_command("XREADGROUP", "GROUP", "g", "c", "NODE", "a", "BLOCK", "20",
+                                 "STREAMS", "t", ">")  # nil: nothing new for this reader
+    assert r.xpending("t", "g")["pending"] == 2
+    r.close()
+
+
 def test_queue_topics_are_wrongtype_for_groups(srv: tuple[InProc, FakeClock]) -> None:
     s, _ = srv
     r = conn(s)
@@ -94,8 +125,11 @@ def test_blocked_readgroup_wakes_on_append_and_times_out(srv: tuple[InProc, Fake
 
     th = threading.Thread(target=reader)
     th.start()
-    time.sleep(0.1)
-    assert th.is_alive()  # BLOCK 0 waits
+    deadline = time.monotonic() + 10
+    while w.info("clients")["blocked_clients"] != 1:  # BLOCK 0 waits: the reader is parked
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    assert th.is_alive()
     ident = w.xadd("b", {"x": "1"})
     th.join(5)
     assert not th.is_alive()

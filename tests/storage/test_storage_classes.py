@@ -29,7 +29,7 @@ async def test_ephemeral_comes_back_empty_with_seqs_above_the_old_head(tmp_path:
             assert nxt["first_seq"] > r["last_seq"]
             # a reader that had not read the old records is told they are gone
             res = e.diff("eph", 0, 10)
-            assert res.tombstone is not None and res.tombstone["reason"] == "lost"
+            assert res.tombstone is not None and res.tombstone.reason == "lost"
         assert _count(d / "topics", "eph@*/*.data") == 0  # records never hit segments
 
 

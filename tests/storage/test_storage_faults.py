@@ -89,7 +89,7 @@ async def test_flipped_bit_in_a_wal_frame_stops_replay_there_without_crashing(tm
         r = await write(e, "w", ["next"])
         assert r["first_seq"] > max(acked)
         res = e.diff("w", max(got), 10)
-        assert res.tombstone is not None and res.tombstone["reason"] == "lost"
+        assert res.tombstone is not None and res.tombstone.reason == "lost"
 
 
 async def _sealed(tmp_path: Path) -> tuple[Path, segfiles.SegFile, dict[int, bytes]]:
@@ -116,7 +116,7 @@ async def test_flipped_bit_in_a_segment_loses_that_record_only(tmp_path: Path) -
         assert 100 not in got
         assert {s: b for s, b in acked.items() if s != 100} == got
         res = e.diff("s", 99, 10)
-        assert res.tombstone is not None and res.tombstone["reason"] == "lost"
+        assert res.tombstone is not None and res.tombstone.reason == "lost"
 
 
 @pytest.mark.parametrize(("byte", "deleted"), [(0x5D, False), (0xD4, False), (0xD5, True)])
@@ -195,8 +195,8 @@ async def test_a_failed_disk_batch_reports_its_acknowledged_records_lost(tmp_pat
             await trio.sleep(0.01)
         ops.failing.clear()
         res = e.diff("d", before["last_seq"], 10)
-        assert res.tombstone is not None and res.tombstone["reason"] == "lost"
-        assert res.tombstone["gap_from"] <= doomed["first_seq"] <= res.tombstone["gap_to"]
+        assert res.tombstone is not None and res.tombstone.reason == "lost"
+        assert res.tombstone.gap_from <= doomed["first_seq"] <= res.tombstone.gap_to
         for _ in range(100):
             if st.stats()["writable"]:
                 break

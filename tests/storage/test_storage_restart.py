@@ -76,7 +76,7 @@ async def test_crash_of_a_disk_topic_reports_the_unsynced_tail_lost(tmp_path: Pa
         r = await write(e, "k", ["after"])
         assert r["first_seq"] > head
         res = e.diff("k", head, 100)
-        assert res.tombstone is not None and res.tombstone["reason"] == "lost"
+        assert res.tombstone is not None and res.tombstone.reason == "lost"
     assert check(tmp_path).problems == []
 
 

@@ -109,8 +109,8 @@ async def test_a_ceiling_far_above_the_head_costs_no_memory(tmp_path: Path) -> N
         async with running(tmp_path, shards=1) as (e, st):
             _, peak = tracemalloc.get_traced_memory()
             res = e.diff("old", base, 10)
-            assert res.tombstone is not None and res.tombstone["reason"] == "lost"
-            assert res.tombstone["gap_to"] == 2 * base + 5
+            assert res.tombstone is not None and res.tombstone.reason == "lost"
+            assert res.tombstone.gap_to == 2 * base + 5
             nxt = await write(e, "old", ["b"])
             assert nxt["first_seq"] == 2 * base + 6
             await st.checkpoint()  # the gap is persisted as one Run, not a slot per seq
@@ -120,7 +120,7 @@ async def test_a_ceiling_far_above_the_head_costs_no_memory(tmp_path: Path) -> N
     assert sum(p.stat().st_size for p in (tmp_path / "topics").rglob("*")) < 64 << 10
     async with running(tmp_path, shards=1) as (e, _):
         assert sorted(live(e, "old")) == [base, 2 * base + 6]
-        assert e.diff("old", base, 10).tombstone["gap_to"] == 2 * base + 5  # type: ignore[index]
+        assert e.diff("old", base, 10).tombstone.gap_to == 2 * base + 5  # type: ignore[union-attr]
 
 
 # ---- a real server (HTTP and RESP) -------------------------------------------------------------

@@ -66,8 +66,8 @@ async def test_a_flipped_bit_mid_wal_never_reuses_an_acknowledged_seq(
             assert nxt["first_seq"] > max(acked)  # never an acknowledged seq again
             below = max(got) if got else 0
             res = e.diff("d", below, 10)
-            assert res.tombstone is not None and res.tombstone["reason"] == "lost"
-            assert res.tombstone["gap_to"] >= max(acked)
+            assert res.tombstone is not None and res.tombstone.reason == "lost"
+            assert res.tombstone.gap_to >= max(acked)
             # the other topic lost nothing and reads without a tombstone
             other = e.diff("other", 0, 10)
             assert other.tombstone is None and len(other.records) == 1

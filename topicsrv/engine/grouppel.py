@@ -20,7 +20,6 @@ from topicsrv.engine.groupstate import (
     estimate_entries_read,
     has_tombstones,
     max_hole,
-    tombstone_ms,
 )
 from topicsrv.engine.reads import FMT_RESP, ReadResult, read
 from topicsrv.engine.records import KIND_FIELDS, blob_to_resp
@@ -60,9 +59,9 @@ def read_new(
     res = read(topic, group.cursor, limit, now, fmt=FMT_RESP, nodes=nodes)
     hole = max_hole(topic)
     if res.tombstone is not None:
-        gap_to = int(res.tombstone["gap_to"])
+        gap_to = res.tombstone.gap_to
         if gap_to > group.last_seq:
-            group.last_seq, group.last_ms = gap_to, tombstone_ms(topic, res.tombstone)
+            group.last_seq, group.last_ms = gap_to, res.tombstone.ts
             group.entries_read = estimate_entries_read(topic, gap_to, hole)
     for seq in res.seqs:
         ms = entry_ms(topic, seq)

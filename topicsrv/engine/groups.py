@@ -49,7 +49,6 @@ from topicsrv.engine.groupstate import (
     restore,
     setid,
     snapshot,
-    tombstone_ms,
 )
 
 __all__ = [
@@ -57,5 +56,5 @@ __all__ = [
     "create", "create_consumer", "delete_consumer", "destroy", "entries_added", "entry_ms",
     "estimate_entries_read", "find", "group_from_dict", "group_to_dict", "groups_of",
     "has_tombstones", "lag", "max_hole", "pending_range", "pending_summary", "read_history",
-    "read_new", "resp_entry", "restore", "setid", "snapshot", "tombstone_ms",
+    "read_new", "resp_entry", "restore", "setid", "snapshot",
 ]

@@ -16,7 +16,7 @@ Rule 1: a Delivery is in the group PEL iff it is in exactly one consumer's PEL, 
 Rule 2: the Delivery/idle machinery is independent of streams (queues reuse it): a Delivery is
   a lease record, idle = now - time.
 
-Mapping of Redis stream counters onto a topic: entries_added = next_seq - seq_base, length =
+Mapping of Redis stream counters onto a topic: entries_added = head_seq - seq_base + 1, length =
 count, first entry = earliest_seq, last entry = head_seq, and Redis's max-deleted-entry-id is
 the highest hole (deleted or lost slot) at/after earliest_seq.
 """
@@ -145,7 +145,9 @@ def find(topic: Topic | None, name: str) -> Group | None:
 
 
 def entries_added(topic: Topic) -> int:
-    return topic.next_seq - topic.seq_base
+    """Redis's entries-added, the one definition (XINFO STREAM, group lag): every seq up to the
+    visible head; a write still waiting for its fsync counts once readers can see it."""
+    return topic.head_seq - topic.seq_base + 1
 
 
 def entry_ms(topic: Topic, seq: int) -> int:
@@ -155,15 +157,6 @@ def entry_ms(topic: Topic, seq: int) -> int:
     if seq >= topic.head_seq:
         return topic.last_ts
     return 0
-
-
-def tombstone_ms(topic: Topic, tomb: dict[str, Any]) -> int:
-    """The ms part of a tombstone entry's id `<ts>-<gap_to>`: the $ts of the first record after
-    the gap (the topic's last ts when there is none), so ids stay increasing."""
-    earliest = int(tomb["earliest_seq"])
-    if earliest <= topic.head_seq and topic.segs and earliest >= topic.segs[0].base:
-        return topic.ts_of(earliest)
-    return topic.last_ts
 
 
 def max_hole(topic: Topic) -> int | None:

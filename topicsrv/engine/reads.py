@@ -17,6 +17,7 @@ tombstone; one that lost records reports a gap starting at seq_base).
 Rule: at most one tombstone per response. Slots LOST in the middle of the log (an acked tail
 lost in a crash) are reported like a front gap, reason "lost"; a response that already carries
 records or a tombstone stops in front of them so the next read reports them first.
+The tombstone is a `Tombstone` value (engine/tombstone.py); the fronts only render it.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from bisect import bisect_right
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
 
 from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, blob_to_json, blob_to_resp
 from topicsrv.engine.segments import LIVE, LOST
+from topicsrv.engine.tombstone import Tombstone
 from topicsrv.engine.topic import Topic
 
 FMT_JSON = KIND_JSON
@@ -39,7 +40,7 @@ FMT_RESP = KIND_FIELDS
 class ReadResult:
     records: list[bytes]  # blobs in the requested format
     seqs: list[int]  # seq of each record, same order
-    tombstone: dict[str, Any] | None
+    tombstone: Tombstone | None
     next_from_seq: int
     head_seq: int
     earliest_seq: int
@@ -62,20 +63,16 @@ def _converter(fmt: int) -> Callable[[bytes, str | None, str | None], bytes]:
 
 def tombstone(
     topic: Topic, gap_from: int, gap_to: int, reason: str, missed: int, earliest: int
-) -> dict[str, Any]:
-    return {
-        "$type": "tombstone",
-        "$seq": earliest,
-        "gap_from": gap_from,
-        "gap_to": gap_to,
-        "reason": reason,
-        "missed_estimate": missed,
-        "earliest_seq": earliest,
-        "head_seq": topic.head_seq,
-    }
+) -> Tombstone:
+    """The tombstone of a gap; `earliest` is the first live seq after it (Tombstone Rule 4)."""
+    if earliest <= topic.head_seq and topic.segs and earliest >= topic.segs[0].base:
+        ts = topic.ts_of(earliest)
+    else:
+        ts = topic.last_ts
+    return Tombstone(gap_from, gap_to, reason, missed, earliest, topic.head_seq, ts)
 
 
-def gate(topic: Topic, from_seq: int, epoch: int | None = None) -> tuple[int, dict[str, Any] | None]:
+def gate(topic: Topic, from_seq: int, epoch: int | None = None) -> tuple[int, Tombstone | None]:
     """Step 1: (cursor to scan after, tombstone or None). Call after topic.expire(now)."""
     from_seq = max(from_seq, topic.seq_base - 1)  # no seq below seq_base ever existed
     head = topic.head_seq

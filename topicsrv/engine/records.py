@@ -18,9 +18,9 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import hiredis
 import orjson
 
+from topicsrv.engine.entries import bulks, encode_entry, parse_entry, with_id
 from topicsrv.errors import TopicsError, invalid
 
 MAX_DATA_META_BYTES = 1 << 20
@@ -52,8 +52,7 @@ class PreparedRecord:
     def encode(self, seq: int, ts: int) -> bytes:
         if self.kind == KIND_JSON:
             return b'{"$seq":%d,"$ts":%d%b' % (seq, ts, self.tail)
-        ident = b"%d-%d" % (ts, seq)
-        return b"*2\r\n$%d\r\n%b\r\n%b" % (len(ident), ident, self.tail)
+        return with_id(ts, seq, self.tail)
 
 
 def too_large(message: str, **detail: Any) -> TopicsError:
@@ -126,10 +125,6 @@ def prepare_json(rec: Any, index: int = 0) -> PreparedRecord:
     return PreparedRecord(b"".join(parts), KIND_JSON, node, tag, size)
 
 
-def _bulk(b: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(b), b)
-
-
 def prepare_fields(pairs: list[bytes], node: str | None = None, tag: str | None = None) -> PreparedRecord:
     """Validate one XADD record: field/value pairs kept byte-exact."""
     if not pairs or len(pairs) % 2:
@@ -148,8 +143,7 @@ def prepare_fields(pairs: list[bytes], node: str | None = None, tag: str | None 
         items += [b"$node", node.encode()]
     if tag is not None:
         items += [b"$tag", tag.encode()]
-    tail = b"*%d\r\n" % len(items) + b"".join([_bulk(x) for x in items])
-    return PreparedRecord(tail, KIND_FIELDS, node, tag, size)
+    return PreparedRecord(bulks(items), KIND_FIELDS, node, tag, size)
 
 
 # ---- read-time conversions -------------------------------------------------------------
@@ -184,18 +178,6 @@ def data_to_fields(data: Any) -> list[bytes]:
     return [b"data", orjson.dumps(data)]
 
 
-_reader = hiredis.Reader()
-
-
-def parse_entry(blob: bytes) -> tuple[int, int, list[bytes]]:
-    """(ts, seq, pairs) of a RESP entry blob, pairs including the $node/$tag extras."""
-    _reader.feed(blob)
-    entry = _reader.gets()
-    ident, pairs = entry[0], entry[1]
-    ts, _, seq = ident.partition(b"-")
-    return int(ts), int(seq), pairs
-
-
 def blob_to_json(blob: bytes, node: str | None, tag: str | None) -> bytes:
     if blob[0] == KIND_JSON:
         return blob
@@ -212,12 +194,6 @@ def blob_to_json(blob: bytes, node: str | None, tag: str | None) -> bytes:
     return orjson.dumps(out)
 
 
-def json_record(blob: bytes, node: str | None, tag: str | None) -> dict[str, Any]:
-    """A stored record as a dict (for SSE frames and tests; not on the diff hot path)."""
-    result: dict[str, Any] = orjson.loads(blob_to_json(blob, node, tag))
-    return result
-
-
 def blob_to_resp(blob: bytes) -> bytes:
     if blob[0] == KIND_FIELDS:
         return blob
@@ -229,18 +205,4 @@ def blob_to_resp(blob: bytes) -> bytes:
         items += [b"$tag", rec["$tag"].encode("utf-8", "surrogatepass")]
     if "meta" in rec:
         items += [b"$meta", orjson.dumps(rec["meta"])]
-    ident = b"%d-%d" % (rec["$ts"], rec["$seq"])
-    return b"*2\r\n" + _bulk(ident) + b"*%d\r\n" % len(items) + b"".join([_bulk(x) for x in items])
-
-
-def record_size(blob: bytes, node: str | None, tag: str | None) -> int:
-    """Canonical data+meta bytes of a stored blob (used only by recovery and checks)."""
-    if blob[0] == KIND_FIELDS:
-        _, _, pairs = parse_entry(blob)
-        extras = (node is not None) + (tag is not None)
-        return sum(len(p) for p in pairs[: len(pairs) - 2 * extras])
-    rec = orjson.loads(blob)
-    n = len(orjson.dumps(rec["data"]))
-    if "meta" in rec:
-        n += len(orjson.dumps(rec["meta"]))
-    return n
+    return encode_entry(rec["$ts"], rec["$seq"], items)

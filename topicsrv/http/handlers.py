@@ -188,19 +188,13 @@ def parse_diff(body: bytes) -> DiffArgs:
     )
 
 
-def public_tombstone(tomb: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The tombstone as the seeds show it (the engine's internal `$` keys dropped)."""
-    if tomb is None:
-        return None
-    return {k: v for k, v in tomb.items() if not k.startswith("$")}
-
-
 def diff_body(topic: str, res: ReadResult, elapsed_ms: float) -> bytes | Joined:
     """The diff response (seeds ordering-and-cursors), records joined as stored; a large one
     as a `Joined`, so it is sent in pieces instead of being copied (Rule 3)."""
     prefix = b'{"topic":' + orjson.dumps(topic) + b',"records":['
     suffix = b"".join((
-        b'],"tombstone":', orjson.dumps(public_tombstone(res.tombstone)),
+        b'],"tombstone":',
+        b"null" if res.tombstone is None else orjson.dumps(res.tombstone.to_json()),
         b',"next_from_seq":%d,"head_seq":%d,"earliest_seq":%d,"caught_up":%s,"lag":%d'
         % (res.next_from_seq, res.head_seq, res.earliest_seq,
            b"true" if res.caught_up else b"false", res.lag),

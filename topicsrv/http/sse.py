@@ -5,7 +5,8 @@ map {"topic": seq, ...} AFTER that frame, so `Last-Event-ID` resumes exactly: no
 nothing repeated. A tombstone frame moves its topic's cursor to the position the engine
 continued from (`earliest_seq - 1` of the tombstone, i.e. `gap_to` for cap/ttl loss).
 Rule 2: the first read of each topic on a connection is connect-time: a cap/ttl/mixed
-tombstone there is reported with reason "from_seq_too_old" (seeds tombstones.txt).
+tombstone there is reported with reason "from_seq_too_old" (seeds tombstones.txt;
+`Tombstone.at_connect`, whose reasons table says which reasons that applies to).
 Rule 3: frames go out in batches; each batch is one awaited send, so a slow reader is paced by
 its socket. Nothing is buffered beyond one batch (<= BATCH_LIMIT records, ~BATCH_BYTES) and
 nothing is ever dropped.
@@ -21,15 +22,15 @@ import base64
 import binascii
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 import trio
 
 from topicsrv.engine.config import check_topic_name
+from topicsrv.engine.tombstone import Tombstone
 from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
-from topicsrv.http.handlers import public_tombstone
 from topicsrv.http.metrics import http_stats
 from topicsrv.http.protocol import Request
 from topicsrv.notify import wait_any
@@ -41,7 +42,6 @@ BATCH_LIMIT = 1000
 BATCH_BYTES = 1 << 20
 MAX_WATCH_TOPICS = 256
 HEARTBEAT = b": hb\n\n"
-CONNECT_TIME_REASONS = frozenset({"cap", "ttl", "mixed"})
 
 
 @dataclass(slots=True)
@@ -83,8 +83,8 @@ def record_data(topic_json: bytes, blob: bytes) -> bytes:
     return b'{"topic":' + topic_json + b"," + blob[1:]
 
 
-def tombstone_data(topic: str, tomb: dict[str, Any]) -> bytes:
-    return orjson.dumps({"topic": topic, **tomb})
+def tombstone_data(topic: str, tomb: Tombstone) -> bytes:
+    return orjson.dumps({"topic": topic, **tomb.to_json()})
 
 
 # ---- planning a watch (pure, raises 4xx) -----------------------------------------------
@@ -171,11 +171,11 @@ async def run_watch(
                 topic = engine.find(name)
                 if topic is not None:
                     epochs[name] = topic.epoch
-                tomb = public_tombstone(res.tombstone)
+                tomb = res.tombstone
                 if tomb is not None:
-                    if name in connect_time and tomb["reason"] in CONNECT_TIME_REASONS:
-                        tomb["reason"] = "from_seq_too_old"
-                    cursors[name] = tomb["earliest_seq"] - 1
+                    if name in connect_time:
+                        tomb = tomb.at_connect()
+                    cursors[name] = tomb.resume_after
                     out.append(frame(b"tombstone", tombstone_data(name, tomb), cursors))
                 connect_time.discard(name)
                 tj = names_json[name]

@@ -1,9 +1,10 @@
 """XADD coalescing: a run of plain `XADD key * field value ...` to one key, parsed from one
 read, goes to the engine as ONE write (one journal call, one listener wake-up).
 
-Rule 1: only the plain form coalesces (argv[2] is `*`: no NOMKSTREAM/MAXLEN/MINID/NODE/TAG,
-an even number of field/value items); any other command, another key or an option ends the
-run, and a run of one is left to the ordinary dispatcher.
+Rule 1: only the plain form `XADD key * field value ...` coalesces, as the XADD parser
+defines it (commands/stream_args.plain_pairs, the fast path of parse_xadd): any other
+command, another key or an option ends the run, and a run of one is left to the ordinary
+dispatcher.
 Rule 2: every command still gets its own reply, in order: the id of its record, or the error
 its own XADD would have replied (records are prepared one by one first; a bad one is
 answered and left out, never failing its neighbours).
@@ -23,60 +24,68 @@ from typing import Any
 
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.errors import TopicsError
+from topicsrv.resp import ids
 from topicsrv.resp.commands.base import CommandContext, Err, Pending
+from topicsrv.resp.commands.stream_args import plain_pairs
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
 
 MAX_RUN = 1000
 
 
-def _plain(argv: list[bytes], key: bytes) -> bool:
-    n = len(argv)
-    return 5 <= n <= BIG_ARGV and n & 1 == 1 and argv[2] == b"*" and argv[1] == key \
-        and (argv[0] == b"XADD" or argv[0] == b"xadd" or argv[0].lower() == b"xadd")
+def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
+    """The field/value pairs if argv is a plain XADD to `key` (Rule 1), else None."""
+    if not 2 <= len(argv) <= BIG_ARGV or argv[1] != key or not (
+            argv[0] == b"XADD" or argv[0] == b"xadd" or argv[0].lower() == b"xadd"):
+        return None
+    return plain_pairs(argv, 1)
 
 
 def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
     """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
     first = cmds[i]
-    key = first[1]
-    if not _plain(first, key) or not ctx.client.authenticated or ctx.server.memory.limit:
+    if len(first) < 5 or not ctx.client.authenticated or ctx.server.memory.limit:
         return None  # (under a memory limit every XADD is admitted on its own)
+    key = first[1]
     end = min(len(cmds), i + MAX_RUN)
-    j = i + 1
-    while j < end and _plain(cmds[j], key):
-        j += 1
-    if j - i < 2:
+    run: list[list[bytes]] = []
+    for j in range(i, end):
+        pairs = _plain(cmds[j], key)
+        if pairs is None:
+            break
+        run.append(pairs)
+    if len(run) < 2:
         return None
     try:
-        return _run(ctx, cmds, i, j)
+        return _run(ctx, key, run, cmds[i:i + len(run)])
     except Exception:
         err = internal_error(ctx.front, "a coalesced XADD run")
-        return [err] * (j - i)
+        return [err] * len(run)
 
 
-def _run(ctx: CommandContext, cmds: list[list[bytes]], i: int, j: int) -> list[Any]:
-    key = cmds[i][1]
-    replies: list[Any] = [None] * (j - i)
+def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
+         argvs: list[list[bytes]]) -> list[Any]:
+    replies: list[Any] = [None] * len(run)
     recs: list[PreparedRecord] = []
     slots: list[int] = []
-    for k in range(i, j):
+    for k, pairs in enumerate(run):
         try:
-            recs.append(prepare_fields(cmds[k][3:]))
-            slots.append(k - i)
+            recs.append(prepare_fields(pairs))
+            slots.append(k)
         except Err as e:
-            replies[k - i] = e
+            replies[k] = e
         except TopicsError as e:
-            replies[k - i] = Err(e.resp_line())
+            replies[k] = Err(e.resp_line())
     if recs:
         try:
             result, token = ctx.server.engine.write(key.decode("latin-1"), recs)
-        except TopicsError:
-            return [execute(ctx, cmds[k]) for k in range(i, j)]  # nothing applied (Rule 3)
+        except TopicsError:  # nothing applied (Rule 3)
+            return [execute(ctx, argv) for argv in argvs]
         ts, seq = result["ts"], result["first_seq"]
         for slot in slots:
-            reply = b"%d-%d" % (ts, seq)
+            reply = ids.format_id(ts, seq)
             replies[slot] = reply if token is None else Pending(token, reply)
             seq += 1
-    ctx.front.stats.total_commands += j - i
+    ctx.front.stats.total_commands += len(run)
     ctx.client.last_cmd = "xadd"
     return replies
+

@@ -14,7 +14,8 @@ Rule 4: syntax and the exclusive `(` ranges are exactly Redis 7's (same errors, 
 
 Public helpers (stable; XREADGROUP/XGROUP/XACK/XCLAIM in groups.py use them):
   parse_id(arg, missing_seq=0) -> StreamId    syntax only, raises Err(INVALID_ID)
-  format_id(ts, seq) -> bytes                 `b"<ts>-<seq>"`
+  format_id(ts, seq) -> bytes                 `b"<ts>-<seq>"` (engine/entries.py: the one
+                                              definition, shared with the stored entries)
   entry_id(topic, seq) -> bytes               the ID of an existing seq (its ts looked up)
   range_bounds(topic, start, end) -> (lo, hi) inclusive seq interval for XRANGE/XPENDING
   read_position(topic|None, arg) -> from_seq  XREAD / XGROUP CREATE|SETID cursor: the read
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from topicsrv.engine.entries import format_id
 from topicsrv.engine.topic import Topic
 from topicsrv.resp.commands.base import Err
 
@@ -59,12 +61,8 @@ def parse_id(arg: bytes, missing_seq: int = 0) -> StreamId:
     return StreamId(_u64(ms), _u64(seq), True)
 
 
-def format_id(ts: int, seq: int) -> bytes:
-    return b"%d-%d" % (ts, seq)
-
-
 def entry_id(topic: Topic, seq: int) -> bytes:
-    return b"%d-%d" % (topic.ts_of(seq), seq)
+    return format_id(topic.ts_of(seq), seq)
 
 
 def time_floor(topic: Topic | None, ms: int) -> int:

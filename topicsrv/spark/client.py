@@ -107,7 +107,11 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Tombstone:
-    """An in-band loss report: seqs [gap_from, gap_to] were lost before this reader read them."""
+    """An in-band loss report: seqs [gap_from, gap_to] were lost before this reader read them.
+
+    The connector's reading of the server's tombstone entry (topicsrv.engine.tombstone
+    `resp_entry`; the connector ships without the server's modules, so it parses the wire).
+    tests/integration/test_tombstone_paths.py checks that both agree."""
 
     ts: int
     gap_from: int

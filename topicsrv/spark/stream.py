@@ -34,7 +34,7 @@ try:  # PySpark 4.2+
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # PySpark 4.0/4.1: no admission control, no Trigger.AvailableNow hook
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc,unused-ignore]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         pass

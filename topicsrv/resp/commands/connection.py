@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Callable
 from typing import Any
 
-from topicsrv import __version__ as topicsrv_version
+from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     SYNTAX,
     Client,
@@ -77,18 +78,14 @@ def hello(ctx: CommandContext, args: list[bytes]) -> Any:
             raise Err("NOPROTO unsupported protocol version")
     auth: tuple[bytes, bytes] | None = None
     setname: bytes | None = None
-    i = 1
-    while i < len(args):
-        more = len(args) - 1 - i
-        opt = args[i].lower()
-        if opt == b"auth" and more >= 2:
-            auth = (args[i + 1], args[i + 2])
-            i += 3
-        elif opt == b"setname" and more >= 1:
-            setname = args[i + 1]
-            i += 2
+    a = Args(args, 1)
+    while a:
+        if a.option(b"auth", nargs=2):
+            auth = (a.next(), a.next())
+        elif a.option(b"setname"):
+            setname = a.next()
         else:
-            raise Err(f"ERR Syntax error in HELLO option '{args[i].decode('utf-8', 'replace')}'")
+            raise Err(f"ERR Syntax error in HELLO option '{a.peek().decode('utf-8', 'replace')}'")
     if auth is not None:
         if not check_password(ctx, auth[0], auth[1]):
             raise Err(WRONGPASS)
@@ -228,30 +225,22 @@ def client_info(ctx: CommandContext, args: list[bytes]) -> Any:
              "[TYPE:type:string] [ID:client-id:integer...]")
 def client_list(ctx: CommandContext, args: list[bytes]) -> Any:
     clients = list(ctx.front.clients.values())
-    i = 0
-    while i < len(args):
-        opt = args[i].lower()
-        if opt == b"type" and i + 1 < len(args):
-            kind = args[i + 1].lower()
-            if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
-                raise Err(f"ERR Unknown client type '{args[i + 1].decode('utf-8', 'replace')}'")
+    a = Args(args)
+    while a:
+        if a.option(b"type"):
+            kind = _client_type(a.next())
             if kind != b"normal":
                 clients = []
-            i += 2
-        elif opt == b"id" and i + 1 < len(args):
+        elif a.option(b"id"):
             wanted = set()
-            for a in args[i + 1:]:
-                try:
-                    cid = parse_int(a)
-                except Err:
-                    raise Err("ERR Invalid client ID") from None
+            for raw in a.rest():
+                cid = parse_int(raw, "ERR Invalid client ID")
                 if cid <= 0:
                     raise Err("ERR Invalid client ID")
                 wanted.add(cid)
             clients = [c for c in clients if c.id in wanted]
-            break
         else:
-            raise Err(SYNTAX)
+            raise a.syntax_error()
     return Verbatim("".join(client_line(ctx, c) + "\n" for c in clients))
 
 
@@ -267,42 +256,51 @@ def client_kill(ctx: CommandContext, args: list[bytes]) -> Any:
             raise Err("ERR No such client")
         _kill(ctx, victims)
         return Simple("OK")
-    if len(args) % 2:
+    if len(args) % 2:  # (every option takes a value)
         raise Err(SYNTAX)
     skipme = True
-    preds = []
-    for i in range(0, len(args), 2):
-        opt, val = args[i].lower(), args[i + 1]
+    preds: list[Callable[[Client], bool]] = []
+    a = Args(args)
+    while a:
+        opt = a.option(b"id", b"addr", b"laddr", b"type", b"user", b"skipme")
         if opt == b"id":
-            try:
-                cid = parse_int(val)
-            except Err:
-                raise Err("ERR client-id should be greater than 0") from None
+            cid = a.next_int("ERR client-id should be greater than 0")
             if cid <= 0:
                 raise Err("ERR client-id should be greater than 0")
-            preds.append(lambda c, cid=cid: c.id == cid)
-        elif opt == b"addr":
-            preds.append(lambda c, v=val.decode("utf-8", "replace"): c.addr == v)
-        elif opt == b"laddr":
-            preds.append(lambda c, v=val.decode("utf-8", "replace"): c.laddr == v)
+            preds.append(_field_is("id", cid))
+        elif opt == b"addr" or opt == b"laddr":
+            preds.append(_field_is(opt.decode(), a.next().decode("utf-8", "replace")))
         elif opt == b"type":
-            kind = val.lower()
-            if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
-                raise Err(f"ERR Unknown client type '{val.decode('utf-8', 'replace')}'")
-            preds.append(lambda c, k=kind: k == b"normal")
+            preds.append(_always(_client_type(a.next()) == b"normal"))  # only normal clients
         elif opt == b"user":
-            preds.append(lambda c, v=val: v == b"default")
+            preds.append(_always(a.next() == b"default"))  # the one user
         elif opt == b"skipme":
-            if val.lower() not in (b"yes", b"no"):
+            val = a.next().lower()
+            if val not in (b"yes", b"no"):
                 raise Err(SYNTAX)
-            skipme = val.lower() == b"yes"
+            skipme = val == b"yes"
         else:
-            raise Err(SYNTAX)
+            raise a.syntax_error()
     victims = [c for c in clients if all(p(c) for p in preds)]
     if skipme:
         victims = [c for c in victims if c is not ctx.client]
     _kill(ctx, victims)
     return len(victims)
+
+
+def _field_is(name: str, value: Any) -> Callable[[Client], bool]:
+    return lambda c: bool(getattr(c, name) == value)
+
+
+def _always(answer: bool) -> Callable[[Client], bool]:
+    return lambda c: answer
+
+
+def _client_type(raw: bytes) -> bytes:
+    kind = raw.lower()
+    if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
+        raise Err(f"ERR Unknown client type '{raw.decode('utf-8', 'replace')}'")
+    return kind
 
 
 def _kill(ctx: CommandContext, victims: list[Client]) -> None:
@@ -331,6 +329,3 @@ def client_help(ctx: CommandContext, args: list[bytes]) -> Any:
     ]
     return [Simple(x) for x in lines]
 
-
-def server_version() -> str:
-    return f"{REDIS_VERSION} (topicsrv {topicsrv_version})"

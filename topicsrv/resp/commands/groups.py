@@ -6,7 +6,8 @@ before it touches state; the state change is one call into `topicsrv.engine.grou
 Rule 2: IDs given by a client are positions (topicsrv.resp.ids): `ms-seq` names seq, a time
 position names no record; IDs in replies are the entries' own `<ts>-<seq>`.
 Rule 3: `XREADGROUP ... >` reads through the engine's read pipeline, so a group behind the
-evict floor gets the tombstone entry first, exactly like XREAD.
+evict floor gets the tombstone entry first, exactly like XREAD; its arguments are XREAD's
+parser's (stream_args.py), so `NODE n` skips that node's records as in XREAD.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from topicsrv.engine import groups as eg
 from topicsrv.engine.topic import Topic
 from topicsrv.notify import wait_any
 from topicsrv.resp import ids, replysize
+from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     HOOKS,
     NULL_ARRAY,
@@ -35,6 +37,7 @@ from topicsrv.resp.commands.base import (
     parse_int,
 )
 from topicsrv.resp.commands.base import command as _command
+from topicsrv.resp.commands.stream_args import ReadArgs, parse_read_args
 from topicsrv.resp.commands.streams import render_entries
 
 NO_KEY = ("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may "
@@ -89,10 +92,6 @@ def group_or_nogroup(ctx: CommandContext, key: bytes, name: bytes, suffix: str =
     if topic is None or group is None:
         raise Err(f"NOGROUP No such key '{text(key)}' or consumer group '{text(name)}'{suffix}")
     return topic, group
-
-
-def fmt(ms: int, seq: int) -> bytes:
-    return b"0-0" if seq == 0 and ms == 0 else ids.format_id(ms, seq)
 
 
 def delivery_id(d: eg.Delivery) -> bytes:
@@ -184,17 +183,14 @@ def xgroup_create(ctx: CommandContext, args: list[bytes]) -> Any:
     if len(args) > 6:
         raise _subcommand_syntax("CREATE")
     mkstream, entries_read = False, None
-    i = 0
-    while i < len(opts):
-        o = opts[i].upper()
-        if o == b"MKSTREAM":
+    a = Args(opts)
+    while a:
+        if a.flag(b"mkstream"):
             mkstream = True
-        elif o == b"ENTRIESREAD" and i + 1 < len(opts):
-            entries_read = parse_entries_read(opts[i + 1])
-            i += 1
+        elif a.option(b"entriesread"):
+            entries_read = parse_entries_read(a.next())
         else:
             raise _subcommand_syntax("CREATE")
-        i += 1
     topic = stream(ctx, key)
     if raw_id != b"$":
         ids.parse_id(raw_id, 0)
@@ -274,20 +270,14 @@ def xgroup_help(ctx: CommandContext, args: list[bytes]) -> Any:
 # ---- XREADGROUP -----------------------------------------------------------------------------
 
 
-def _parse_timeout(raw: bytes) -> int:
-    n = parse_int(raw, "ERR timeout is not an integer or out of range")
-    if n < 0:
-        raise Err("ERR timeout is negative")
-    return n
-
-
-def _serve(ctx: CommandContext, streams: list[tuple[bytes, bytes]], group_name: str,
-           consumer: str, count: int, noack: bool) -> list[tuple[bytes, Any]]:
+def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
     """One non-blocking pass: [(key, entries)] for the streams that have something."""
+    assert ra.group is not None and ra.consumer is not None
+    group_name, consumer, count = ra.group, ra.consumer, ra.count
     now = ctx.engine.now()
     out: list[tuple[bytes, Any]] = []
     room = replysize.budget(ctx)  # entries are sized before delivery (replysize Rule 2)
-    for key, raw in streams:
+    for key, raw in zip(ra.keys, ra.ids, strict=True):
         topic, group = group_or_nogroup(ctx, key, group_name.encode("utf-8", "surrogateescape"),
                                         " in XREADGROUP with GROUP option")
         if raw == b">":
@@ -297,7 +287,9 @@ def _serve(ctx: CommandContext, streams: list[tuple[bytes, bytes]], group_name: 
             if room <= 0:  # the reply is full: this stream is served by the next read
                 continue
             window = replysize.group_window(ctx, topic, group.cursor, count, room)
-            res = eg.read_new(topic, group, consumer, window, now, noack=noack)
+            res = eg.read_new(topic, group, consumer, window, now, noack=ra.noack, nodes=ra.nodes)
+            if ra.nodes and not res.records and res.tombstone is None:
+                continue  # only that node's records were new: nothing for this reader (as XREAD)
             room -= sum(map(len, res.records)) + len(key)
             out.append((key, render_entries(topic, res)))
         else:
@@ -310,52 +302,23 @@ def _serve(ctx: CommandContext, streams: list[tuple[bytes, bytes]], group_name: 
          "Returns new or historical messages from a stream for a consumer in a group. Blocks "
          "until a message is available otherwise.",
          "GROUP group:string consumer:string [COUNT:count:integer] [BLOCK:milliseconds:integer] "
-         "[NOACK] STREAMS key:key... id:string...")
+         "[NOACK] [NODE:node:string]... STREAMS key:key... id:string...")
 def xreadgroup(ctx: CommandContext, args: list[bytes]) -> Any:
-    group_name = consumer = None
-    count, timeout, noack, streams_at = 0, -1, False, -1
-    i = 0
-    while i < len(args):
-        o, more = args[i].upper(), len(args) - i - 1
-        if o == b"BLOCK" and more:
-            timeout = _parse_timeout(args[i + 1])
-            i += 1
-        elif o == b"COUNT" and more:
-            count = max(0, parse_int(args[i + 1]))
-            i += 1
-        elif o == b"STREAMS" and more:
-            streams_at = i + 1
-            if (len(args) - streams_at) % 2:
-                raise Err("ERR Unbalanced XREAD list of streams: for each stream key an ID or "
-                          "'$' must be specified.")
-            break
-        elif o == b"GROUP" and more >= 2:
-            group_name, consumer = text(args[i + 1]), text(args[i + 2])
-            i += 2
-        elif o == b"NOACK":
-            noack = True
-        else:
-            raise Err(SYNTAX)
-        i += 1
-    if streams_at < 0:
-        raise Err(SYNTAX)
-    if group_name is None or consumer is None:
-        raise Err("ERR Missing GROUP option for XREADGROUP")
-    n = (len(args) - streams_at) // 2
-    streams = list(zip(args[streams_at:streams_at + n], args[streams_at + n:], strict=True))
-    for key, raw in streams:
-        group_or_nogroup(ctx, key, group_name.encode("utf-8", "surrogateescape"),
-                         " in XREADGROUP with GROUP option")
+    ra = parse_read_args(args, group=True)
+    assert ra.group is not None
+    group_name = ra.group.encode("utf-8", "surrogateescape")
+    for key, raw in zip(ra.keys, ra.ids, strict=True):
+        group_or_nogroup(ctx, key, group_name, " in XREADGROUP with GROUP option")
         if raw == b"$":
             raise Err(DOLLAR_IN_GROUP)
         if raw != b">":
             ids.parse_id(raw, 0)
-    served = _serve(ctx, streams, group_name, consumer, count, noack)
+    served = _serve(ctx, ra)
     if served:
         return _reply(ctx, served)
-    if timeout < 0 or not all(raw == b">" for _, raw in streams):
+    if not ra.block or not all(raw == b">" for raw in ra.ids):
         return NULL_ARRAY
-    return _wait(ctx, streams, group_name, consumer, count, noack, timeout)
+    return _wait(ctx, ra)
 
 
 def _reply(ctx: CommandContext, served: list[tuple[bytes, Any]]) -> Any:
@@ -364,17 +327,16 @@ def _reply(ctx: CommandContext, served: list[tuple[bytes, Any]]) -> Any:
     return [[k, entries] for k, entries in served]
 
 
-async def _wait(ctx: CommandContext, streams: list[tuple[bytes, bytes]], group_name: str,
-                consumer: str, count: int, noack: bool, block_ms: int) -> Any:
+async def _wait(ctx: CommandContext, ra: ReadArgs) -> Any:
     """BLOCK: wait for an append to any of the streams (BLOCK 0 = forever)."""
     notifier = ctx.server.notifier
-    deadline = None if block_ms == 0 else trio.current_time() + block_ms / 1000
+    deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
     while True:
         remaining = None if deadline is None else deadline - trio.current_time()
         if remaining is not None and remaining <= 0:
             return NULL_ARRAY
-        events = [notifier.event(key_name(k)) for k, _ in streams]  # before the read (notify Rule 1)
-        served = _serve(ctx, streams, group_name, consumer, count, noack)
+        events = [notifier.event(key_name(k)) for k in ra.keys]  # before the read (notify Rule 1)
+        served = _serve(ctx, ra)
         if served:
             return _reply(ctx, served)
         await wait_any(events, remaining)
@@ -438,7 +400,7 @@ def group_info(topic: Topic, g: eg.Group) -> dict[str, Any]:
         "name": g.name,
         "consumers": len(g.consumers),
         "pending": len(g.pel),
-        "last-delivered-id": fmt(g.last_ms, g.last_seq),
+        "last-delivered-id": ids.format_id(g.last_ms, g.last_seq),
         "entries-read": g.entries_read,
         "lag": eg.lag(topic, g),
     }
@@ -488,7 +450,7 @@ def _full_groups(ctx: CommandContext, topic: Topic, count: int) -> list[Any]:
                 "pending": [[delivery_id(d), d.time, d.count] for d in own],
             })
         out.append({
-            "name": g.name, "last-delivered-id": fmt(g.last_ms, g.last_seq),
+            "name": g.name, "last-delivered-id": ids.format_id(g.last_ms, g.last_seq),
             "entries-read": g.entries_read, "lag": eg.lag(topic, g), "pel-count": len(g.pel),
             "pending": [[delivery_id(d), d.consumer, d.time, d.count] for d in pel],
             "consumers": consumers,

@@ -12,7 +12,8 @@ from typing import Any
 
 from topicsrv.engine import groups as eg
 from topicsrv.resp import ids
-from topicsrv.resp.commands.base import SYNTAX, CommandContext, Err, Raw, parse_int
+from topicsrv.resp.args import Args
+from topicsrv.resp.commands.base import CommandContext, Err, Raw, parse_int
 from topicsrv.resp.commands.groups import command, delivery_id, group_or_nogroup, pel_range, text
 
 
@@ -30,41 +31,35 @@ def xclaim(ctx: CommandContext, args: list[bytes]) -> Any:
     topic, group = group_or_nogroup(ctx, args[0], args[1])
     min_idle = parse_int(args[3], "ERR Invalid min-idle-time argument for XCLAIM")
     seqs: list[int] = []
-    j = 4
-    while j < len(args):
+    a = Args(args, 4)
+    while a:  # IDs up to the first argument that is not one (Redis: the options start there)
         try:
-            seqs.append(ids.parse_id(args[j], 0).seq)
+            seqs.append(ids.parse_id(a.peek(), 0).seq)
         except Err:
             break
-        j += 1
+        a.next()
     now = ctx.engine.now()
     delivery_time: int | None = None
     retrycount: int | None = None
     force = justid = False
     last: tuple[int, int] | None = None
-    while j < len(args):
-        opt, more = args[j].upper(), len(args) - 1 - j
-        if opt == b"FORCE":
+    while a:
+        if a.flag(b"force"):
             force = True
-        elif opt == b"JUSTID":
+        elif a.flag(b"justid"):
             justid = True
-        elif opt == b"IDLE" and more:
-            j += 1
-            delivery_time = now - parse_int(args[j], "ERR Invalid IDLE option argument for XCLAIM")
-        elif opt == b"TIME" and more:
-            j += 1
-            delivery_time = parse_int(args[j], "ERR Invalid TIME option argument for XCLAIM")
-        elif opt == b"RETRYCOUNT" and more:
-            j += 1
-            retrycount = parse_int(args[j], "ERR Invalid RETRYCOUNT option argument for XCLAIM")
-        elif opt == b"LASTID" and more:
-            j += 1
-            sid = ids.parse_id(args[j], 0)
+        elif a.option(b"idle"):
+            delivery_time = now - a.next_int("ERR Invalid IDLE option argument for XCLAIM")
+        elif a.option(b"time"):
+            delivery_time = a.next_int("ERR Invalid TIME option argument for XCLAIM")
+        elif a.option(b"retrycount"):
+            retrycount = a.next_int("ERR Invalid RETRYCOUNT option argument for XCLAIM")
+        elif a.option(b"lastid"):
+            sid = a.next_id(0)
             pos = sid.seq if sid.seq > 0 or sid.ms == 0 else ids.time_floor(topic, sid.ms) - 1
             last = (sid.ms, pos)
         else:
-            raise Err(f"ERR Unrecognized XCLAIM option '{text(args[j])}'")
-        j += 1
+            raise Err(f"ERR Unrecognized XCLAIM option '{text(a.peek())}'")
     got = eg.claim(topic, group, text(args[2]), min_idle, [s for s in seqs if s > 0], now,
                    delivery_time=delivery_time, retrycount=retrycount, force=force,
                    justid=justid, last=last)
@@ -81,19 +76,16 @@ def xautoclaim(ctx: CommandContext, args: list[bytes]) -> Any:
     min_idle = parse_int(args[3], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
     start, _ = pel_range(group, args[4], b"+")
     count, justid = 100, False
-    j = 5
-    while j < len(args):
-        opt, more = args[j].upper(), len(args) - 1 - j
-        if opt == b"COUNT" and more:
-            count = parse_int(args[j + 1], "ERR COUNT must be > 0")
+    a = Args(args, 5)
+    while a:
+        if a.option(b"count"):
+            count = a.next_int("ERR COUNT must be > 0")
             if count < 1 or count > (1 << 63) // 10:
                 raise Err("ERR COUNT must be > 0")
-            j += 1
-        elif opt == b"JUSTID":
+        elif a.flag(b"justid"):
             justid = True
         else:
-            raise Err(SYNTAX)
-        j += 1
+            raise a.syntax_error()
     nxt, claimed, deleted = eg.autoclaim(topic, group, text(args[2]), min_idle, start, count,
                                          ctx.engine.now(), justid=justid)
     return [

@@ -16,15 +16,14 @@ from itertools import islice
 from typing import Any
 
 from topicsrv.engine.glob import PatternTooLong, compile_glob
+from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
-    SYNTAX,
     CommandContext,
     Err,
     Simple,
     command,
     committed,
     key_name,
-    parse_int,
 )
 
 
@@ -105,22 +104,19 @@ def scan(ctx: CommandContext, args: list[bytes]) -> Any:
     pattern: bytes | None = None
     count = 10
     kind: bytes | None = None
-    i = 1
-    while i < len(args):
-        opt = args[i].lower()
-        if i + 1 >= len(args):
-            raise Err(SYNTAX)
+    a = Args(args, 1)
+    while a:
+        opt = a.option(b"match", b"count", b"type")
         if opt == b"match":
-            pattern = args[i + 1]
+            pattern = a.next()
         elif opt == b"count":
-            count = parse_int(args[i + 1])
+            count = a.next_int()
             if count < 1:
-                raise Err(SYNTAX)
+                raise a.syntax_error()
         elif opt == b"type":
-            kind = args[i + 1].lower()
+            kind = a.next().lower()
         else:
-            raise Err(SYNTAX)
-        i += 2
+            raise a.syntax_error()
     after = _cursor_name(cursor)
     topics = ctx.engine.topics
     it = topics.irange(minimum=after, inclusive=(False, False)) if after is not None else iter(topics)

@@ -17,30 +17,28 @@ Rule 3: no reply exceeds client-output-limit: XRANGE/XREVRANGE past it are refus
 COUNT), XREAD delivers what fits (topicsrv/resp/replysize.py).
 
 Public helpers (stable; groups.py reuses them for XREADGROUP):
-  tombstone_entry(topic, tomb) -> Raw                  one encoded tombstone entry
   render_entries(topic, result) -> Raw                 the entry array of a ReadResult
   render_read(topic, key, result) -> list | None       `[key, entries]`, None when empty
   read_reply(ctx, items) -> Any                        RESP2 array / RESP3 map of items
-  parse_trim(args, i, xadd) -> (Trim | None, next i)   MAXLEN|MINID [=|~] thr [LIMIT c]
-  block_timeout(arg) -> float | None                   BLOCK ms (seconds; None = forever)
+Arguments are parsed by stream_args.py (XADD, XTRIM, XREAD, XREADGROUP) and args.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import trio
 
+from topicsrv.engine.groups import entries_added
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.engine.topic import Topic
 from topicsrv.notify import wait_any
 from topicsrv.resp import ids, replysize
+from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     HOOKS,
     NULL_ARRAY,
-    SYNTAX,
     CommandContext,
     Err,
     Raw,
@@ -49,37 +47,29 @@ from topicsrv.resp.commands.base import (
     container,
     key_name,
     parse_int,
-    wrong_args,
 )
 from topicsrv.resp.commands.base import command as _command
+from topicsrv.resp.commands.stream_args import (
+    ReadArgs,
+    Trim,
+    XAdd,
+    parse_read_args,
+    parse_xadd,
+    parse_xtrim,
+)
 
 XREAD_ALL = 1_000_000  # "no COUNT": examine up to this many slots per stream per call
 OFFLOAD_FIELDS = 4096  # an XADD with more field/value items is encoded off the event loop
 
 
-def _bulk(b: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(b), b)
-
-
 # ---- rendering ---------------------------------------------------------------------------
-
-
-def tombstone_entry(topic: Topic, tomb: dict[str, Any]) -> Raw:
-    earliest = int(tomb["earliest_seq"])
-    ts = topic.ts_of(earliest) if earliest <= topic.head_seq and topic.segs else topic.last_ts
-    fields = [b"$type", b"tombstone"]
-    for k in ("gap_from", "gap_to", "reason", "missed_estimate", "earliest_seq", "head_seq"):
-        fields += [k.encode(), str(tomb[k]).encode()]
-    body = b"".join([_bulk(f) for f in fields])
-    return Raw(b"*2\r\n" + _bulk(ids.format_id(ts, max(0, earliest - 1)))
-               + b"*%d\r\n" % len(fields) + body)
 
 
 def render_entries(topic: Topic, result: ReadResult) -> Raw:
     n = len(result.records)
     if result.tombstone is None:
         return Raw(b"*%d\r\n%b" % (n, b"".join(result.records)))
-    tomb = tombstone_entry(topic, result.tombstone)
+    tomb = result.tombstone.resp_entry()
     return Raw(b"*%d\r\n%b%b" % (n + 1, tomb, b"".join(result.records)))
 
 
@@ -96,71 +86,7 @@ def read_reply(ctx: CommandContext, items: list[list[Any]]) -> Any:
     return items
 
 
-# ---- argument parsing --------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Trim:
-    strategy: str  # "maxlen" | "minid"
-    threshold: int | ids.StreamId
-    approx: bool
-    limit: int
-
-
-def parse_trim(args: list[bytes], i: int, xadd: bool) -> tuple[Trim | None, int, dict[str, Any]]:
-    """Redis's streamParseAddOrTrimArgsOrReply from args[i]. Returns (trim, index of the
-    first unparsed argument (XADD: the ID), XADD extras {"nomkstream","node","tag"})."""
-    trim: Trim | None = None
-    limit: int | None = None
-    extra: dict[str, Any] = {"nomkstream": False, "node": None, "tag": None}
-    n = len(args)
-    while i < n:
-        more = n - 1 - i
-        opt = args[i].lower()
-        if xadd and opt == b"*":
-            break
-        if opt in (b"maxlen", b"minid") and more:
-            if trim is not None:
-                raise Err("ERR syntax error, MAXLEN and MINID options at the same time are not compatible")
-            approx = False
-            nxt = args[i + 1]
-            if more >= 2 and nxt in (b"~", b"="):
-                approx = nxt == b"~"
-                i += 1
-            if opt == b"maxlen":
-                value: int | ids.StreamId = parse_int(args[i + 1])
-                if value < 0:  # type: ignore[operator]
-                    raise Err("ERR The MAXLEN argument must be >= 0.")
-            else:
-                value = ids.parse_id(args[i + 1], 0)
-            trim = Trim(opt.decode(), value, approx, 0)
-            i += 2
-        elif opt == b"limit" and more:
-            limit = parse_int(args[i + 1])
-            if limit < 0:
-                raise Err("ERR The LIMIT argument must be >= 0.")
-            i += 2
-        elif xadd and opt == b"nomkstream":
-            extra["nomkstream"] = True
-            i += 1
-        elif xadd and opt in (b"node", b"tag") and more:
-            extra[opt.decode()] = args[i + 1].decode("utf-8", "surrogateescape")
-            i += 2
-        elif xadd:
-            ids.parse_id(args[i])  # a syntax error in the ID reads as Redis's invalid-ID error
-            raise Err("ERR IDs are assigned by the server: XADD accepts only '*' as the ID "
-                      "(topicsrv stream IDs are <ts>-<seq> positions)")
-        else:
-            raise Err(SYNTAX)
-    if limit and trim is None:
-        raise Err("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
-    if not xadd and trim is None:
-        raise Err("ERR syntax error, XTRIM must be called with a trimming strategy")
-    if limit is not None and (trim is None or not trim.approx):
-        raise Err("ERR syntax error, LIMIT cannot be used without the special ~ option")
-    if trim is not None:
-        trim.limit = limit or 0
-    return trim, i, extra
+# ---- trims -------------------------------------------------------------------------------
 
 
 def apply_trim(ctx: CommandContext, name: str, trim: Trim) -> tuple[int, Any]:
@@ -184,18 +110,6 @@ def apply_trim(ctx: CommandContext, name: str, trim: Trim) -> tuple[int, Any]:
     return ctx.engine.trim(name, minid_seq=bound)
 
 
-def block_timeout(arg: bytes) -> float | None:
-    ms = parse_int(arg, "ERR timeout is not an integer or out of range")
-    if ms < 0:
-        raise Err("ERR timeout is negative")
-    return None if ms == 0 else ms / 1000.0
-
-
-def _count(arg: bytes) -> int:
-    n = parse_int(arg)
-    return max(0, n)
-
-
 # ---- commands ----------------------------------------------------------------------------
 
 
@@ -211,37 +125,32 @@ def command(name: str, arity: int, flags: list[str], first: int, last: int, step
          "[(MAXLEN|MINID) [(=|~)] threshold:string [LIMIT:count:integer]] (*|id:string) "
          "(field:string value:string)...", complexity="O(1) when adding a new entry")
 def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
-    trim, i, extra = parse_trim(args, 1, xadd=True)
-    pairs = args[i + 1:]
-    if len(pairs) < 2 or len(pairs) % 2:
-        raise wrong_args("xadd")
-    name = key_name(args[0])
-    engine = ctx.engine
-    if extra["nomkstream"] and engine.find(name) is None:
+    x = parse_xadd(args)
+    name = key_name(x.key)
+    if x.nomkstream and ctx.engine.find(name) is None:
         return None
-    if len(pairs) > OFFLOAD_FIELDS:
-        return _xadd_offloaded(ctx, name, pairs, extra, trim)
-    return _append(ctx, name, prepare_fields(pairs, extra["node"], extra["tag"]), trim)
+    if len(x.pairs) > OFFLOAD_FIELDS:
+        return _xadd_offloaded(ctx, name, x)
+    return _append(ctx, name, prepare_fields(x.pairs, x.node, x.tag), x.trim)
 
 
 def _append(ctx: CommandContext, name: str, rec: PreparedRecord, trim: Trim | None) -> Any:
     result, token = ctx.engine.write(name, [rec])
-    reply = b"%d-%d" % (result["ts"], result["first_seq"])
+    reply = ids.format_id(result["ts"], result["first_seq"])
     if trim is not None:
         _, token2 = apply_trim(ctx, name, trim)
         token = token2 or token
     return committed(token, reply)
 
 
-async def _xadd_offloaded(ctx: CommandContext, name: str, pairs: list[bytes],
-                          extra: dict[str, Any], trim: Trim | None) -> Any:
+async def _xadd_offloaded(ctx: CommandContext, name: str, x: XAdd) -> Any:
     """A record of very many fields is validated and encoded (pure work, O(fields)) in a
     worker thread, so the event loop serves other clients meanwhile (1M fields: ~0.4 s of
     Python); the write itself stays on the loop, as every engine call does."""
-    rec = await trio.to_thread.run_sync(prepare_fields, pairs, extra["node"], extra["tag"])
-    if extra["nomkstream"] and ctx.engine.find(name) is None:
+    rec = await trio.to_thread.run_sync(prepare_fields, x.pairs, x.node, x.tag)
+    if x.nomkstream and ctx.engine.find(name) is None:
         return None
-    return _append(ctx, name, rec, trim)
+    return _append(ctx, name, rec, x.trim)
 
 
 def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
@@ -252,13 +161,11 @@ def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
     else:
         lo, hi = ids.range_bounds(topic, args[1], args[2])
     count = -1
-    j = 3
-    while j < len(args):
-        if args[j].lower() == b"count" and j + 1 < len(args):
-            count = _count(args[j + 1])
-            j += 2
-        else:
-            raise Err(SYNTAX)
+    a = Args(args, 3)
+    while a:
+        if not a.option(b"count"):
+            raise a.syntax_error()
+        count = max(0, a.next_int())
     if topic is None:
         return Raw(b"*0\r\n")
     if count == 0:  # Redis: COUNT 0 on an existing key is a null array
@@ -313,58 +220,12 @@ def xdel(ctx: CommandContext, args: list[bytes]) -> Any:
          "key:key (MAXLEN|MINID) [(=|~)] threshold:string [LIMIT:count:integer]",
          since="5.0.0", complexity="O(N)")
 def xtrim(ctx: CommandContext, args: list[bytes]) -> Any:
-    trim, i, _ = parse_trim(args, 1, xadd=False)
-    assert trim is not None
+    trim = parse_xtrim(args)
     n, token = apply_trim(ctx, key_name(args[0]), trim)
     return committed(token, n)
 
 
 # ---- XREAD -------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class ReadArgs:
-    count: int
-    timeout: float | None  # seconds; None = forever
-    block: bool
-    nodes: list[str] | None
-    keys: list[bytes]
-    ids: list[bytes]
-
-
-def parse_read_args(args: list[bytes], name: str = "XREAD", symbol: str = "$") -> ReadArgs:
-    count = 0
-    timeout: float | None = None
-    block = False
-    nodes: list[str] | None = None
-    n = len(args)
-    i = 0
-    while i < n:
-        more = n - 1 - i
-        opt = args[i].lower()
-        if opt == b"block" and more:
-            timeout = block_timeout(args[i + 1])
-            block = True
-            i += 2
-        elif opt == b"count" and more:
-            count = _count(args[i + 1])
-            i += 2
-        elif opt == b"node" and more:
-            nodes = (nodes or []) + [args[i + 1].decode("utf-8", "surrogateescape")]
-            i += 2
-        elif opt == b"streams" and more:
-            rest = args[i + 1:]
-            if len(rest) % 2:
-                raise Err(f"ERR Unbalanced {name} list of streams: for each stream key an ID "
-                          f"or '{symbol}' must be specified.")
-            half = len(rest) // 2
-            return ReadArgs(count, timeout, block, nodes, rest[:half], rest[half:])
-        elif opt in (b"group", b"noack") and (more >= 2 or opt == b"noack"):
-            raise Err(f"ERR The {opt.decode().upper()} option is only supported by XREADGROUP. "
-                      "You called XREAD instead.")
-        else:
-            raise Err(SYNTAX)
-    raise Err(SYNTAX)
 
 
 def _read_once(ctx: CommandContext, keys: list[bytes], cursors: list[int], count: int,
@@ -444,7 +305,7 @@ def stream_summary(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
         "radix-tree-nodes": max(1, len(topic.segs)) if topic.count else 1,
         "last-generated-id": last_id,
         "max-deleted-entry-id": b"0-0",
-        "entries-added": head - topic.seq_base + 1,
+        "entries-added": entries_added(topic),
         "recorded-first-entry-id": first_id,
     }
 

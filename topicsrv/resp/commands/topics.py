@@ -23,6 +23,7 @@ from topicsrv.engine.config import parse_config
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from topicsrv.engine.reads import FMT_RESP
 from topicsrv.resp import replysize
+from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     SYNTAX,
     CommandContext,
@@ -33,7 +34,6 @@ from topicsrv.resp.commands.base import (
     key_name,
     parse_int,
 )
-from topicsrv.resp.commands.streams import tombstone_entry
 
 _INT_FIELDS = {"ttl_ms", "cap_records", "cap_bytes", "idempotency_window_ms", "lease_ms",
                "max_deliveries", "claim_jitter_ms", "seq_base", "priority"}
@@ -67,9 +67,10 @@ def parse_options(args: list[bytes]) -> dict[str, Any]:
     if len(args) % 2:
         raise Err(SYNTAX)
     body: dict[str, Any] = {}
-    for i in range(0, len(args), 2):
-        field = args[i].decode("utf-8", "replace").lower()
-        body[field] = _value(field, args[i + 1])
+    a = Args(args)
+    while a:
+        field = a.next().decode("utf-8", "replace").lower()
+        body[field] = _value(field, a.next())
     return body
 
 
@@ -101,24 +102,18 @@ def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
         raise Err("ERR from_seq must be >= 0")
     limit = DEFAULT_READ_LIMIT
     nodes: list[str] | None = None
-    i = 2
-    while i < len(args):
-        opt = args[i].lower()
-        if opt == b"limit" and i + 1 < len(args):
-            limit = parse_int(args[i + 1])
+    a = Args(args, 2)
+    while a:
+        if a.option(b"limit"):
+            limit = a.next_int()
             if not 1 <= limit <= MAX_READ_LIMIT:
                 raise Err(f"ERR LIMIT must be between 1 and {MAX_READ_LIMIT}")
-            i += 2
-        elif opt == b"node" and i + 1 < len(args):
+        elif a.option(b"node"):  # NODE n [n ...]: the names up to the next keyword
             nodes = nodes or []
-            j = i + 1
-            while j < len(args) and args[j].lower() not in (b"limit", b"node"):
-                nodes.append(args[j].decode("utf-8", "surrogateescape"))
-                j += 1
-            i = j
+            while a and a.peek().lower() not in (b"limit", b"node"):
+                nodes.append(a.next_text())
         else:
-            raise Err(SYNTAX)
-    topic = ctx.engine.get(name)
+            raise a.syntax_error()
     result = ctx.engine.diff(name, from_seq, limit, nodes=nodes, fmt=FMT_RESP)
     result = replysize.capped(result, replysize.budget(ctx))  # at most the output limit
     tomb = result.tombstone
@@ -126,8 +121,8 @@ def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
         "topic": name,
         "records": Raw(b"*%d\r\n%b" % (len(result.records), b"".join(result.records))),
         "seqs": result.seqs,
-        "tombstone": None if tomb is None else {k: v for k, v in tomb.items() if k != "$seq"},
-        "tombstone_entry": None if tomb is None else tombstone_entry(topic, tomb),
+        "tombstone": None if tomb is None else tomb.to_json(),
+        "tombstone_entry": None if tomb is None else Raw(tomb.resp_entry()),
         "next_from_seq": result.next_from_seq,
         "head_seq": result.head_seq,
         "earliest_seq": result.earliest_seq,
@@ -141,24 +136,20 @@ def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
 def topic_delete(ctx: CommandContext, args: list[bytes]) -> Any:
     before: int | None = None
     match: deletes.Match | None = None
-    i = 1
-    while i < len(args):
-        opt = args[i].lower()
-        if opt == b"before" and i + 1 < len(args):
-            before = parse_int(args[i + 1])
-            i += 2
-        elif opt == b"match" and i + 2 < len(args):
-            kind = args[i + 1].lower()
-            pattern = args[i + 2].decode("utf-8", "surrogateescape")
+    a = Args(args, 1)
+    while a:
+        if a.option(b"before"):
+            before = a.next_int()
+        elif a.option(b"match", nargs=2):
+            kind, pattern = a.next().lower(), a.next_text()
             if kind == b"eq":
                 match = deletes.parse_match(["tag", "Eq", pattern])
             elif kind == b"glob":
                 match = deletes.parse_match(["tag", "Glob", pattern])
             else:
                 raise Err("ERR MATCH takes EQ or GLOB")
-            i += 3
         else:
-            raise Err(SYNTAX)
+            raise a.syntax_error()
     if before is None and match is None:
         raise Err("ERR TOPIC.DELETE needs BEFORE seq, MATCH EQ|GLOB pattern, or both")
     result, token = ctx.engine.delete_records(key_name(args[0]), before, match)

@@ -1,0 +1,43 @@
+"""The Tombstone value (engine/tombstone.py): one shape on every wire, reasons from one table."""
+
+from __future__ import annotations
+
+import pytest
+
+from topicsrv.engine import tombstone as tb
+from topicsrv.engine.entries import parse_entry
+from topicsrv.engine.tombstone import FIELDS, REASONS, Tombstone
+
+
+def make(reason: str = "cap") -> Tombstone:
+    return Tombstone(gap_from=4, gap_to=10, reason=reason, missed_estimate=7, earliest_seq=11,
+                     head_seq=13, ts=1700000000123)
+
+
+def test_json_and_resp_carry_the_same_fields_and_values() -> None:
+    t = make()
+    assert list(t.to_json()) == list(FIELDS)
+    ts, seq, pairs = parse_entry(t.resp_entry())
+    assert (ts, seq) == (t.ts, t.resume_after) == (1700000000123, 10)
+    assert pairs[:2] == [b"$type", b"tombstone"]
+    assert {pairs[i].decode(): pairs[i + 1].decode() for i in range(2, len(pairs), 2)} == {
+        k: str(v) for k, v in t.to_json().items()}
+
+
+def test_reasons_come_from_one_table() -> None:
+    assert set(REASONS) == {"cap", "ttl", "mixed", "recreated", "lost", "from_seq_too_old"}
+    with pytest.raises(ValueError, match="unknown tombstone reason"):
+        make("source_trim")  # not a reason until routers add its row
+
+
+def test_adding_a_reason_is_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(REASONS, "source_trim", tb.Reason("source_trim", False, "router"))
+    t = make("source_trim")
+    assert t.to_json()["reason"] == "source_trim" and t.at_connect() is t
+
+
+def test_only_capacity_loss_reads_as_from_seq_too_old_at_connect() -> None:
+    for name, row in REASONS.items():
+        t = make(name)
+        want = tb.FROM_SEQ_TOO_OLD if row.at_connect else name
+        assert t.at_connect().to_json() == {**t.to_json(), "reason": want}

@@ -1,0 +1,76 @@
+"""Stream entries as the engine stores them: `<ts>-<seq>` IDs and RESP entry blobs.
+
+A field/value record (XADD) is stored as its RESP stream entry `[<ts>-<seq>, [f, v, ...]]`,
+already encoded, so an XREAD is a join of stored bytes (records.py Rule 3). This module is the
+one place that writes and reads that layout; the RESP front's `resp/ids.py` builds positions
+(`-`, `+`, `$`, time positions) on top of `format_id` / `split_id`.
+
+Rule 1: an entry ID is `<ts>-<seq>`, both decimal, the ms part first (API.md section 9).
+Rule 2: a blob is canonical RESP2: `*2`, the ID as a bulk string, then one `*n` array of bulk
+  strings. `parse_entry` reads exactly what `encode_entry` writes (no general RESP parser,
+  no hiredis: the engine imports no protocol library).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def format_id(ts: int, seq: int) -> bytes:
+    """The entry ID `b"<ts>-<seq>"`."""
+    return b"%d-%d" % (ts, seq)
+
+
+def split_id(ident: bytes) -> tuple[int, int]:
+    """(ts, seq) of an ID this server wrote (a missing seq part reads as 0)."""
+    ts, _, seq = ident.partition(b"-")
+    return int(ts), int(seq or 0)
+
+
+def bulk(b: bytes) -> bytes:
+    """One RESP bulk string."""
+    return b"$%d\r\n%b\r\n" % (len(b), b)
+
+
+def bulks(items: Iterable[bytes]) -> bytes:
+    """A RESP array of bulk strings."""
+    parts = [bulk(x) for x in items]
+    return b"*%d\r\n%b" % (len(parts), b"".join(parts))
+
+
+def with_id(ts: int, seq: int, tail: bytes) -> bytes:
+    """An entry blob from its pre-encoded pairs array `tail` (the XADD hot path, so
+    format_id's one line is written out here)."""
+    ident = b"%d-%d" % (ts, seq)
+    return b"*2\r\n$%d\r\n%b\r\n%b" % (len(ident), ident, tail)
+
+
+def encode_entry(ts: int, seq: int, items: Iterable[bytes]) -> bytes:
+    """The entry blob `[<ts>-<seq>, [items...]]`."""
+    return with_id(ts, seq, bulks(items))
+
+
+def parse_entry(blob: bytes) -> tuple[int, int, list[bytes]]:
+    """(ts, seq, items) of an entry blob, items including any `$node`/`$tag` extras.
+
+    One loop with no call per item: this runs for every XADD-written record an HTTP diff or
+    SSE watch delivers (records.blob_to_json)."""
+    find = blob.index
+    end = find(b"\r\n", 5)  # b"*2\r\n$" precedes the ID's length
+    start = end + 2
+    stop = start + int(blob[5:end])
+    ident = blob[start:stop]
+    pos = stop + 3  # past b"\r\n*"
+    end = find(b"\r\n", pos)
+    n = int(blob[pos:end])
+    pos = end + 3  # past b"\r\n$"
+    items: list[bytes] = []
+    append = items.append
+    for _ in range(n):
+        end = find(b"\r\n", pos)
+        start = end + 2
+        stop = start + int(blob[pos:end])
+        append(blob[start:stop])
+        pos = stop + 3
+    ts, seq = split_id(ident)
+    return ts, seq, items

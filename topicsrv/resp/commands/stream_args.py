@@ -1,0 +1,182 @@
+"""The arguments of the stream commands, parsed once: XADD (also for the XADD coalescing of
+resp/batch.py), XTRIM, XREAD and XREADGROUP.
+
+Rule 1: each parser is redis-server's (streamParseAddOrTrimArgsOrReply, xreadCommand): the
+same option order, the same `moreargs` rules (topicsrv/resp/args.py), the same error texts,
+raised before anything is touched.
+Rule 2: topicsrv's additions are options of the same loops: `NODE`/`TAG` on XADD (the
+record's node and tag), `NODE` (repeatable) on XREAD and XREADGROUP (skip that node's records).
+Rule 3: IDs are server-assigned: XADD takes only `*` (an explicit ID is refused with its own
+error after Redis's ID syntax check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topicsrv.resp import ids
+from topicsrv.resp.args import Args
+from topicsrv.resp.commands.base import Err, parse_int, wrong_args
+
+UNBALANCED = ("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be "
+              "specified.")
+SERVER_IDS = ("ERR IDs are assigned by the server: XADD accepts only '*' as the ID "
+              "(topicsrv stream IDs are <ts>-<seq> positions)")
+
+
+@dataclass(slots=True)
+class Trim:
+    strategy: str  # "maxlen" | "minid"
+    threshold: int | ids.StreamId
+    approx: bool
+    limit: int
+
+
+@dataclass(slots=True)
+class XAdd:
+    key: bytes
+    pairs: list[bytes]
+    trim: Trim | None = None
+    nomkstream: bool = False
+    node: str | None = None
+    tag: str | None = None
+
+
+
+def plain_pairs(args: list[bytes], start: int = 0) -> list[bytes] | None:
+    """The field/value pairs of the common form `key * field value ...` at args[start] (Redis's
+    own fast path), or None: the full parser decides. batch.py coalesces exactly this form."""
+    n = len(args) - start
+    if n >= 4 and n % 2 == 0 and args[start + 1] == b"*":
+        return args[start + 2:]
+    return None
+
+
+def parse_xadd(args: list[bytes]) -> XAdd:
+    """`key [NOMKSTREAM] [NODE n] [TAG t] [MAXLEN|MINID [=|~] thr [LIMIT c]] * field value ...`"""
+    pairs = plain_pairs(args)
+    if pairs is not None:
+        return XAdd(args[0], pairs)
+    out = XAdd(args[0], [])
+    a = Args(args, 1)
+    out.trim = _trim_options(a, out)
+    out.pairs = a.rest()[1:]  # after the `*`
+    if len(out.pairs) < 2 or len(out.pairs) % 2:
+        raise wrong_args("xadd")
+    return out
+
+
+def parse_xtrim(args: list[bytes]) -> Trim:
+    """`key MAXLEN|MINID [=|~] threshold [LIMIT count]`"""
+    trim = _trim_options(Args(args, 1), None)
+    assert trim is not None
+    return trim
+
+
+def _trim_options(a: Args, xadd: XAdd | None) -> Trim | None:
+    """Redis's streamParseAddOrTrimArgsOrReply; XADD extras go into `xadd`, which stops at `*`."""
+    trim: Trim | None = None
+    limit: int | None = None
+    while a:
+        if xadd is not None and a.peek() == b"*":
+            break
+        strategy = a.option(b"maxlen", b"minid")
+        if strategy:
+            if trim is not None:
+                raise Err("ERR syntax error, MAXLEN and MINID options at the same time are "
+                          "not compatible")
+            approx = False
+            if a.remaining >= 2 and a.peek() in (b"~", b"="):
+                approx = a.next() == b"~"
+            threshold: int | ids.StreamId
+            if strategy == b"maxlen":
+                threshold = a.next_int()
+                if threshold < 0:
+                    raise Err("ERR The MAXLEN argument must be >= 0.")
+            else:
+                threshold = a.next_id(0)
+            trim = Trim(strategy.decode(), threshold, approx, 0)
+        elif a.option(b"limit"):
+            limit = a.next_int()
+            if limit < 0:
+                raise Err("ERR The LIMIT argument must be >= 0.")
+        elif xadd is None:
+            raise a.syntax_error()
+        elif a.flag(b"nomkstream"):
+            xadd.nomkstream = True
+        elif label := a.option(b"node", b"tag"):
+            if label == b"node":
+                xadd.node = a.next_text()
+            else:
+                xadd.tag = a.next_text()
+        else:
+            ids.parse_id(a.peek())  # a syntax error in the ID reads as Redis's invalid-ID error
+            raise Err(SERVER_IDS)
+    if limit and trim is None:
+        raise Err("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
+    if xadd is None and trim is None:
+        raise Err("ERR syntax error, XTRIM must be called with a trimming strategy")
+    if limit is not None and (trim is None or not trim.approx):
+        raise Err("ERR syntax error, LIMIT cannot be used without the special ~ option")
+    if trim is not None:
+        trim.limit = limit or 0
+    return trim
+
+
+def block_timeout(arg: bytes) -> float | None:
+    """BLOCK ms in seconds; None = forever (`BLOCK 0`)."""
+    ms = parse_int(arg, "ERR timeout is not an integer or out of range")
+    if ms < 0:
+        raise Err("ERR timeout is negative")
+    return None if ms == 0 else ms / 1000.0
+
+
+@dataclass(slots=True)
+class ReadArgs:
+    count: int  # 0 = no COUNT
+    timeout: float | None  # seconds; None = forever (with block)
+    block: bool
+    nodes: list[str] | None
+    keys: list[bytes]
+    ids: list[bytes]
+    group: str | None = None  # XREADGROUP
+    consumer: str | None = None
+    noack: bool = False
+
+
+def parse_read_args(args: list[bytes], group: bool = False) -> ReadArgs:
+    """XREAD `[COUNT n] [BLOCK ms] [NODE n]... STREAMS key... id...`; with `group`, XREADGROUP
+    `GROUP g c [COUNT n] [BLOCK ms] [NOACK] [NODE n]... STREAMS key... id...` (xreadCommand)."""
+    out = ReadArgs(0, None, False, None, [], [])
+    a = Args(args)
+    while a:
+        if a.option(b"block"):
+            out.timeout, out.block = block_timeout(a.next()), True
+        elif a.option(b"count"):
+            out.count = max(0, a.next_int())
+        elif a.option(b"node"):
+            out.nodes = (out.nodes or []) + [a.next_text()]
+        elif a.option(b"streams"):
+            rest = a.rest()
+            if len(rest) % 2:
+                raise Err(UNBALANCED)
+            half = len(rest) // 2
+            out.keys, out.ids = rest[:half], rest[half:]
+            break
+        elif a.option(b"group", nargs=2):
+            if not group:
+                raise Err("ERR The GROUP option is only supported by XREADGROUP. You called "
+                          "XREAD instead.")
+            out.group, out.consumer = a.next_text(), a.next_text()
+        elif a.flag(b"noack"):
+            if not group:
+                raise Err("ERR The NOACK option is only supported by XREADGROUP. You called "
+                          "XREAD instead.")
+            out.noack = True
+        else:
+            raise a.syntax_error()
+    else:
+        raise a.syntax_error()  # STREAMS is mandatory
+    if group and out.group is None:
+        raise Err("ERR Missing GROUP option for XREADGROUP")
+    return out
