@@ -5,10 +5,10 @@ of its connections must wait.
 Everything a RESP connection means lives in the sans-IO session (topicsrv/resp/session.py);
 this module only reads, sends and waits, as the session's outcomes say.
 
-Rule 1: `drive` acts on the outcomes and nothing else: NEED_DATA reads (or, for the reactor,
-returns the idle socket), FLUSH sends all the output, WAIT_COMMIT awaits the commits and then
-sends, WAIT_COMMAND awaits the command while reading input into the session for as long as it
-wants input (EOF cancels the wait), YIELD is a checkpoint, CLOSE returns.
+Rule 1: `drive` acts on the outcomes and nothing else: it awaits the commits (WAIT_COMMIT),
+sends all the output, then NEED_DATA reads (or, for the reactor, returns the idle socket),
+WAIT_COMMAND awaits the command while reading input into the session for as long as it wants
+input (EOF cancels the wait), YIELD is a checkpoint, CLOSE returns.
 Rule 2: every read and every send is a trio checkpoint, so a busy client never holds the loop.
 Rule 3: CLIENT KILL (`client.kill`) cancels the connection's scope: a read, a send or a wait
 ends at once and the socket closes.
@@ -26,7 +26,7 @@ import trio
 from topicsrv.context import ServerContext
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.session import (
-    FLUSH,
+    CLOSE,
     NEED_DATA,
     WAIT_COMMAND,
     WAIT_COMMIT,
@@ -53,20 +53,19 @@ async def drive(s: Session, sock: trio.socket.SocketType, r: Outcome, *,
     """Serve session `s` on `sock` from outcome `r` on. Returns True when it is idle (only
     with `until_idle`: the caller takes the socket back), False when it must close."""
     while True:
+        if r is WAIT_COMMIT:
+            await s.wait_commits()
+        if s.out:
+            await _send(s, sock)
         if r is NEED_DATA:
             if until_idle:
                 return True
             s.receive_data(await sock.recv(READ_SIZE))
-        elif r is FLUSH:
-            await _send(s, sock)
-        elif r is WAIT_COMMIT:
-            await s.wait_commits()
-            await _send(s, sock)
         elif r is WAIT_COMMAND:
             await _wait_command(s, sock)
         elif r is YIELD:
             await trio.lowlevel.checkpoint()
-        else:
+        elif r is CLOSE:
             return False
         r = s.step()
 

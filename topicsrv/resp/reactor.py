@@ -7,10 +7,11 @@ ONE trio task owns an epoll set of every idle RESP socket. It awaits the epoll f
 costs none (docs/performance.md). All session behaviour is in session.py; this module owns
 only the sockets, the epoll set and the hand-offs.
 
-Rule 1: the reactor acts on NEED_DATA (the socket stays in the epoll set), FLUSH (a send that
-completes at once), and CLOSE. Any other outcome, or a send that would block, hands the
-connection to a task of its own, which runs `connection.drive` from that outcome until the
-session is idle again, then gives the socket back to the epoll set.
+Rule 1: the reactor sends the output when a send completes at once, and acts on NEED_DATA
+(the socket stays in the epoll set), FLUSH (step again) and CLOSE. Any other outcome, or a
+send that would block, hands the connection to a task of its own, which runs
+`connection.drive` from that outcome until the session is idle again, then gives the socket
+back to the epoll set.
 Rule 2 (ownership): the reactor runs only synchronous code between two awaits of the epoll
 fd, and a socket is either in the epoll set (reactor-owned) or has a task (`_Conn.task`),
 never both, so a session is never driven by two tasks at once.
@@ -31,7 +32,7 @@ import trio
 from topicsrv.context import ServerContext
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.connection import READ_SIZE, drive, sock_addr
-from topicsrv.resp.session import CLOSE, FLUSH, NEED_DATA, Outcome, Session
+from topicsrv.resp.session import CLOSE, FLUSH, NEED_DATA, WAIT_COMMIT, Outcome, Session
 
 log = logging.getLogger("topicsrv.resp")
 
@@ -144,22 +145,25 @@ class Reactor:
             data = b""
         s.receive_data(data)
         r = s.step()
-        while r is FLUSH:
-            try:
-                n = sock.send(s.out)
-            except BlockingIOError:
-                n = 0
-            except OSError as e:
-                log.debug("client %d: %s", s.client.id, e)
-                self._close(c)
-                return
-            s.sent(n)
+        while r is not WAIT_COMMIT:
             if s.out:
-                break  # the socket buffer is full: a task waits until it is writable
+                try:
+                    n = sock.send(s.out)
+                except BlockingIOError:
+                    n = 0
+                except OSError as e:
+                    log.debug("client %d: %s", s.client.id, e)
+                    self._close(c)
+                    return
+                s.sent(n)
+                if s.out:
+                    break  # the socket buffer is full: a task waits until it is writable
+            if r is NEED_DATA:
+                return
+            if r is not FLUSH:
+                break
             r = s.step()
-        if r is NEED_DATA:
-            return
-        if r is CLOSE:
+        if r is CLOSE and not s.out:
             self._close(c)
             return
         self._hand_off(c, r)

@@ -7,20 +7,22 @@ sockets and the tasks; this module owns what a RESP connection means: framing
 buffer, output limits, protocol errors, QUIT / POST / CLIENT KILL of itself, the input kept
 while a command blocks, EOF, and the client's bookkeeping shown by CLIENT LIST and INFO.
 
-An adapter's loop (`step()` says what must happen before it is called again):
+An adapter's loop: `r = step()`; if r is WAIT_COMMIT, `await wait_commits()`; then send all
+of `out` (reporting each send with `sent(n)`), then act on r and call `step()` again:
 
-    NEED_DATA     read, then `receive_data(data)` (b"" is EOF)
-    FLUSH         send `out`, reporting each send with `sent(n)`, until `out` is empty
-    WAIT_COMMIT   `await wait_commits()`, then as FLUSH
+    NEED_DATA     the session is idle: read, then `receive_data(data)` (b"" is EOF)
+    FLUSH         nothing more (the output had to go out before the rest of the batch)
+    WAIT_COMMIT   nothing more (the replies waited for their commit tokens first)
     WAIT_COMMAND  `aw = start_wait()`; await it while reading into `receive_data` for as
                   long as `wants_input()`; then `end_wait(result)` (`abandon_wait()` if the
                   wait was cancelled)
     YIELD         give the other connections a turn (a checkpoint)
-    CLOSE         close the socket (nothing is left to send), then `close()`
+    CLOSE         close the socket, then `close()`
 
 Rule 1 (pipelining): every complete frame of a read is executed in order before more input
-is taken. Replies gather in `out`; a flush is asked for when the batch is done, when `out`
-passes FLUSH_AT, and before a command waits.
+is taken. Replies gather in `out`, which goes out when the batch is done (with NEED_DATA or
+CLOSE, so the idle path is one step() per read), when it passes FLUSH_AT, and before a
+command waits (then `out` is empty with WAIT_COMMAND and YIELD).
 Rule 2 (bounded output): a single reply larger than `client_output_limit` is replaced by an
 error (`emit`, topicsrv/resp/replysize.py); output that still outgrows the limit when a flush
 is due is CLOSE (counted in output_limit_disconnects), never more server memory. No input is
@@ -43,8 +45,8 @@ output is out.
 Rule 7: a run of plain `XADD key * ...` to one key in a batch is one engine write (batch.py),
 each command still answered on its own.
 Rule 8: nothing here touches a socket or imports an I/O library; the only awaits are the
-commit tokens (`wait_commits`). The hot path (NEED_DATA -> receive_data -> step -> FLUSH ->
-sent -> step) allocates nothing per command beyond the parse and the reply itself.
+commit tokens (`wait_commits`). The hot path (receive_data -> step -> NEED_DATA -> send -> sent)
+allocates nothing per command beyond the parse and the reply itself.
 """
 
 from __future__ import annotations
@@ -215,14 +217,14 @@ class Session:
                         log.info("client %d (%s): %s; closing", client.id, client.addr, self.err)
                         self._drop_rest()
                     self.err = None
-            if out:
-                if marks or len(out) > self.limit:
-                    return self._output()
-                return FLUSH
+            if out and (marks or len(out) > self.limit):
+                return self._output()
             if self.closing or self.eof:
                 return CLOSE
             if not self.stash:
                 return NEED_DATA
+            if out:
+                return FLUSH  # the replies go out before the input kept meanwhile runs
             data = b"".join(self.stash)
             self.stash.clear()
             self.stash_size = 0
