@@ -297,7 +297,7 @@ class Session:
     def abandon_wait(self) -> None:
         """The wait was cancelled (CLIENT KILL, shutdown): the session is over."""
         self.client.blocked = False
-        self.hold = None
+        self._discard_hold()
         self._drop_rest()
 
     # ---- output ------------------------------------------------------------------------
