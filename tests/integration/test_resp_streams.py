@@ -291,16 +291,15 @@ def test_redis_benchmark_runs(server: Any) -> None:
 
 def test_fuzz_against_the_real_process(server: Any) -> None:
     from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
 
-    from tests.resp.test_connection import _check_fuzz, _garbage
+    from tests.resp.test_fuzz import WORDS, _check_over_socket, _chunks
 
-    witness = [socket.create_connection(("127.0.0.1", server.resp_port), timeout=5)]
+    witness = socket.create_connection(("127.0.0.1", server.resp_port), timeout=5)
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(st.lists(_garbage, min_size=1, max_size=6))
+    @given(_chunks(WORDS))
     def run(chunks: list[bytes]) -> None:
-        _check_fuzz(server.resp_port, chunks, witness)
+        _check_over_socket(server.resp_port, chunks, witness)
 
     run()
     assert r_(server).ping() is True

@@ -6,7 +6,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,27 @@ def read_until(sock: socket.socket, want: bytes, timeout: float = 5.0) -> bytes:
             break
         buf += chunk
     return buf
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll `pred` until it holds (the server works in another thread); fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+def info_field(srv: InProc, name: str) -> int:
+    """One `INFO clients` field, read over a fresh connection."""
+    w = srv.connect()
+    try:
+        w.sendall(frame(b"INFO", b"clients"))
+        text = read_until(w, b"\r\n\r\n").decode()
+    finally:
+        w.close()
+    line = next(x for x in text.splitlines() if x.startswith(name + ":"))
+    return int(line.split(":")[1])
 
 
 def read_to_eof(sock: socket.socket, timeout: float = 5.0) -> bytes:

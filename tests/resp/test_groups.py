@@ -13,7 +13,7 @@ import redis
 
 from topicsrv.clock import FakeClock
 
-from .conftest import InProc, start_inproc
+from .conftest import InProc, start_inproc, wait_for
 
 
 @pytest.fixture
@@ -125,11 +125,8 @@ def test_blocked_readgroup_wakes_on_append_and_times_out(srv: tuple[InProc, Fake
 
     th = threading.Thread(target=reader)
     th.start()
-    deadline = time.monotonic() + 10
-    while w.info("clients")["blocked_clients"] != 1:  # BLOCK 0 waits: the reader is parked
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
-    assert th.is_alive()
+    wait_for(lambda: w.info("clients")["blocked_clients"] == 1)
+    assert th.is_alive()  # BLOCK 0 waits
     ident = w.xadd("b", {"x": "1"})
     th.join(5)
     assert not th.is_alive()

@@ -1,36 +1,14 @@
 """The RESP front's two I/O paths (reactor and task per connection, see conftest.RESP_IO)
-through real sockets against an in-process server: a connection that blocks is handed to a
-task and back, disconnects and CLIENT KILL while blocked or idle, QUIT, AUTH, many clients
-pipelining at once, half-closed clients."""
+end to end through real sockets: a connection that blocks is handed to a task and back,
+disconnects and CLIENT KILL while blocked or idle, many clients pipelining at once,
+half-closed clients. QUIT, AUTH and the rest of the session's rules are tested in memory
+(test_session.py)."""
 
 from __future__ import annotations
 
 import socket
-import time
 
-import pytest
-
-from tests.resp.conftest import RESP_IO, InProc, frame, read_to_eof, read_until, start_inproc
-
-
-def info_field(srv: InProc, name: str) -> int:
-    w = srv.connect()
-    try:
-        w.sendall(frame(b"INFO", b"clients"))
-        text = read_until(w, b"\r\n\r\n").decode()
-    finally:
-        w.close()
-    line = next(x for x in text.splitlines() if x.startswith(name + ":"))
-    return int(line.split(":")[1])
-
-
-def wait_for(pred: object, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():  # type: ignore[operator]
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
+from tests.resp.conftest import InProc, frame, info_field, read_to_eof, read_until, wait_for
 
 
 def test_the_configured_io_path_is_used(inproc: InProc) -> None:
@@ -80,28 +58,6 @@ def test_client_kill_ends_idle_and_blocked_connections(inproc: InProc) -> None:
     assert info_field(inproc, "blocked_clients") == 0
     killer.sendall(frame(b"PING"))
     assert read_until(killer, b"\r\n") == b"+PONG\r\n"
-
-
-def test_quit_replies_then_closes_and_drops_the_rest(inproc: InProc) -> None:
-    s = inproc.connect()
-    s.sendall(frame(b"PING") + frame(b"QUIT") + frame(b"XADD", b"q", b"*", b"f", b"v"))
-    assert read_to_eof(s) == b"+PONG\r\n+OK\r\n"
-    w = inproc.connect()
-    w.sendall(frame(b"XLEN", b"q"))
-    assert read_until(w, b"\r\n") == b":0\r\n"
-
-
-@pytest.mark.parametrize("io", RESP_IO)
-def test_requirepass_noauth_then_auth_on_both_paths(io: str) -> None:
-    srv, stop = start_inproc(requirepass="pw", resp_io=io)
-    try:
-        s = srv.connect()
-        s.sendall(frame(b"XADD", b"a", b"*", b"f", b"v") * 2 + frame(b"AUTH", b"pw")
-                  + frame(b"XADD", b"a", b"*", b"f", b"v") * 2 + frame(b"XLEN", b"a"))
-        out = read_until(s, b":2\r\n")
-        assert out.startswith(b"-NOAUTH Authentication required.\r\n" * 2 + b"+OK\r\n$")
-    finally:
-        stop()
 
 
 def test_many_clients_pipelining_concurrently_all_get_their_replies(inproc: InProc) -> None:

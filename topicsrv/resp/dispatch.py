@@ -1,4 +1,7 @@
-"""Command dispatch: one argv -> one reply value (or a coroutine for a blocking command).
+"""Command dispatch: one argv -> one reply value (or an awaitable for a blocking command).
+
+Sans-IO: the session (topicsrv/resp/session.py) calls `execute` for each command and
+encodes what it returns; nothing here encodes, sends or waits.
 
 Rule 1: checks run in redis-server's order: POST/Host: (Rule 3), unknown command,
 authentication (NOAUTH), unknown subcommand, arity; then the handler parses its own arguments.
@@ -10,11 +13,10 @@ Rule 3 (cross-protocol scripting, as redis-server's processCommand): a command n
 or `Host:` (any case) is an HTTP request sent to the RESP port: it is not answered, nothing
 after it runs, the connection closes, and a warning is logged (at most once a minute).
 Rule 4 (no reply past the output limit): a single reply larger than `client_output_limit`
-is replaced by an `-ERR` saying so (the connection stays open); the commands that can produce
-one bound their output first (topicsrv/resp/replysize.py), so this is the backstop.
-Rule 5 (fairness): a command with more than BIG_ARGV arguments runs as a task step of its
-own, with a scheduler checkpoint before and after, so the clients served by the same loop get
-their turn between its parse, its execution and its reply.
+is replaced by an `-ERR` saying so, the connection staying open (`emit` in session.py); the
+commands that can produce one bound their output first (replysize.py): this is the backstop.
+Rule 5 (fairness): a command with more than BIG_ARGV arguments gets scheduler turns of its
+own before it runs and before its reply is encoded (topicsrv/resp/session.py Rule 5).
 Rule 6: over `--max-memory`, a command flagged `denyoom` is refused after the arity check with
 Redis's `-OOM` text, before its handler runs (topicsrv/memory.py); a MemoryError is `-OOM` too.
 """
@@ -27,8 +29,6 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-import trio
-
 from topicsrv.errors import TopicsError
 from topicsrv.memory import oom_error
 from topicsrv.resp.commands.base import (
@@ -36,14 +36,11 @@ from topicsrv.resp.commands.base import (
     CommandContext,
     Err,
     Front,
-    Pending,
     lookup,
     quote_bytes,
     unknown_subcommand,
     wrong_args,
 )
-from topicsrv.resp.encoder import encode, encode_error
-from topicsrv.resp.replysize import too_big
 
 log = logging.getLogger("topicsrv.resp")
 
@@ -106,25 +103,14 @@ def unknown_command(argv: list[bytes]) -> Err:
 
 
 def execute(ctx: CommandContext, argv: list[bytes]) -> Any:
-    """Run one command; returns a reply value or an awaitable (async handlers, big commands).
+    """Run one command; returns a reply value or an awaitable (async handlers).
     Never raises (Rule 2)."""
     try:
         if 4 <= len(argv[0]) <= 5 and argv[0].lower() in SECURITY_WORDS:
             return _security_warning(ctx)
-        if len(argv) > BIG_ARGV:
-            return _guard(_big(ctx, argv), ctx)
         return _execute(ctx, argv)
     except Exception:
         return internal_error(ctx.front, f"command {_text(argv[0][:64])!r}")
-
-
-async def _big(ctx: CommandContext, argv: list[bytes]) -> Any:
-    await trio.lowlevel.checkpoint()  # others get a turn between the parse and the execution
-    reply = _execute(ctx, argv)
-    if inspect.isawaitable(reply):
-        reply = await reply
-    await trio.lowlevel.checkpoint()  # and between the execution and the encoding
-    return reply
 
 
 def _execute(ctx: CommandContext, argv: list[bytes]) -> Any:
@@ -174,55 +160,3 @@ async def _guard(aw: Awaitable[Any], ctx: CommandContext) -> Any:
         return error_reply(e)
     except Exception:
         return internal_error(ctx.front, "blocking command")
-
-
-async def settle(marks: list[tuple[Any, int, int]], out: bytearray, front: Front) -> None:
-    """Wait for the commit tokens of the writes whose replies sit in `out` (each mark is
-    (token, start, end) of its reply); a failed one's reply becomes the error, spliced in
-    place, last first so earlier offsets stay valid. Shared by both I/O paths."""
-    failed: list[tuple[int, int, str]] = []
-    for token, start, end in marks:
-        try:
-            await token.wait()
-        except TopicsError as e:
-            failed.append((start, end, e.resp_line()))
-        except Exception:
-            failed.append((start, end, internal_error(front, "a commit wait").text))
-    for start, end, text in reversed(failed):
-        err = bytearray()
-        encode_error(err, text)
-        out[start:end] = err
-
-
-def emit(out: bytearray, marks: list[tuple[Any, int, int]], reply: Any, resp3: bool,
-         ctx: CommandContext) -> None:
-    """Encode `reply` into `out`; a write waiting for its commit (Pending) leaves a mark so
-    `settle` can wait for it and swap in the error if the commit fails. A reply that cannot
-    be encoded (a bug) or is over the output limit is replaced by an error (Rules 2 and 4)."""
-    start = len(out)
-    pending = type(reply) is Pending
-    try:
-        encode(out, reply.reply if pending else reply, resp3)
-    except Exception:
-        del out[start:]
-        encode_error(out, internal_error(ctx.front, "encoding a reply").text)
-        return
-    size = len(out) - start
-    limit = ctx.server.config.client_output_limit
-    if size > limit:
-        del out[start:]
-        encode_error(out, too_big(ctx, f"{size} bytes"))
-        return
-    if pending:
-        marks.append((reply.token, start, len(out)))
-
-
-def over_output_limit(stats: Any, client: Any, pending: int, limit: int) -> bool:
-    """True (counted and logged) when a client's pending replies exceed its output limit:
-    the connection is then closed instead of growing server memory."""
-    if pending <= limit:
-        return False
-    stats.output_limit_disconnects += 1
-    log.warning("client %d (%s) closed: %d bytes of pending output exceed client_output_limit %d",
-                client.id, client.addr, pending, limit)
-    return True

@@ -1,0 +1,383 @@
+"""One RESP session, sans-IO: bytes in, replies out, and what the I/O adapter must wait for.
+
+In the spirit of h11's `Connection`: the two I/O adapters (topicsrv/resp/reactor.py, one
+epoll for every idle socket, and topicsrv/resp/connection.py, a task per connection) own the
+sockets and the tasks; this module owns what a RESP connection means: framing
+(RequestParser), execution (dispatch.execute, batch.run_xadds), encoding into one output
+buffer, output limits, protocol errors, QUIT / POST / CLIENT KILL of itself, the input kept
+while a command blocks, EOF, and the client's bookkeeping shown by CLIENT LIST and INFO.
+
+An adapter's loop: `r = step()`; if r is WAIT_COMMIT, `await wait_commits()`; then send all
+of `out` (reporting each send with `sent(n)`), then act on r and call `step()` again:
+
+    NEED_DATA     the session is idle: read, then `receive_data(data)` (b"" is EOF)
+    FLUSH         nothing more (the output had to go out before the rest of the batch)
+    WAIT_COMMIT   nothing more (the replies waited for their commit tokens first)
+    WAIT_COMMAND  `aw = start_wait()`; await it while reading into `receive_data` for as
+                  long as `wants_input()`; then `end_wait(result)` (`abandon_wait()` if the
+                  wait was cancelled)
+    YIELD         give the other connections a turn (a checkpoint)
+    CLOSE         close the socket, then `close()`
+
+Rule 1 (pipelining): every complete frame of a read is executed in order before more input
+is taken. Replies gather in `out`, which goes out when the batch is done (with NEED_DATA or
+CLOSE, so the idle path is one step() per read), when it passes FLUSH_AT, and before a
+command waits (then `out` is empty with WAIT_COMMAND and YIELD).
+Rule 2 (bounded output): a single reply larger than `client_output_limit` is replaced by an
+error (`emit`, topicsrv/resp/replysize.py); output that still outgrows the limit when a flush
+is due is CLOSE (counted in output_limit_disconnects), never more server memory. No input is
+taken while output is pending, so a client that does not read is paused by TCP.
+Rule 3 (blocking): a command that returns an awaitable (XREAD BLOCK ...) is WAIT_COMMAND once
+the replies before it are out. Input that arrives meanwhile is kept, up to STASH_MAX (then
+`wants_input()` is False), and parsed after the wait; EOF during the wait drops the rest and
+closes; a wait ended by CLIENT KILL is abandoned.
+Rule 4 (durability): a reply that waits for its commit token (`Pending`) is encoded with a
+mark; a flush with marks is WAIT_COMMIT: the tokens are awaited once per flush, and a failed
+commit's reply is replaced in place by its error.
+Rule 5 (fairness): a command with more than dispatch.BIG_ARGV arguments gets turns of its
+own: YIELD before it runs (after the replies before it are out) and YIELD before its reply is
+encoded, so the clients served by the same loop run between its parse, its execution and its
+reply.
+Rule 6: a protocol error replies `-ERR Protocol error: ...` after the replies of the commands
+before it, then CLOSE, like redis-server. QUIT, a POST / Host: command (dispatch Rule 3) and a
+CLIENT KILL of itself (`close_after_reply`) drop the rest of the input and close once the
+output is out.
+Rule 7: a run of plain `XADD key * ...` to one key in a batch is one engine write (batch.py),
+each command still answered on its own.
+Rule 8: nothing here touches a socket or imports an I/O library; the only awaits are the
+commit tokens (`wait_commits`). The hot path (receive_data -> step -> NEED_DATA -> send -> sent)
+allocates nothing per command beyond the parse and the reply itself.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from topicsrv.context import ServerContext
+from topicsrv.errors import TopicsError
+from topicsrv.resp.batch import run_xadds
+from topicsrv.resp.commands.base import CommandContext, Front, Pending
+from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
+from topicsrv.resp.encoder import encode, encode_error
+from topicsrv.resp.protocol import RequestParser
+from topicsrv.resp.replysize import too_big
+
+log = logging.getLogger("topicsrv.resp")
+
+FLUSH_AT = 64 * 1024  # pending output that is sent before more commands run
+STASH_MAX = 1 << 20  # input kept while a command blocks; beyond it the client is paused
+
+Mark = tuple[Any, int, int]  # (commit token, reply start, reply end) in `out`
+
+
+class Outcome(enum.Enum):
+    """What the adapter must do before the next `step()` (see the module docstring)."""
+
+    NEED_DATA = "need data"
+    FLUSH = "flush"
+    WAIT_COMMIT = "wait commit"
+    WAIT_COMMAND = "wait command"
+    YIELD = "yield"
+    CLOSE = "close"
+
+
+NEED_DATA = Outcome.NEED_DATA
+FLUSH = Outcome.FLUSH
+WAIT_COMMIT = Outcome.WAIT_COMMIT
+WAIT_COMMAND = Outcome.WAIT_COMMAND
+YIELD = Outcome.YIELD
+CLOSE = Outcome.CLOSE
+
+_NO_CMDS: list[list[bytes]] = []  # "no batch in progress"; never mutated
+
+
+class _Held:
+    """A reply computed but not yet encoded (after a wait, or across a Rule 5 turn)."""
+
+    __slots__ = ("reply",)
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+
+class Session:
+    __slots__ = ("client", "front", "ctx", "parser", "limit", "out", "sent_off", "marks",
+                 "cmds", "pos", "err", "stash", "stash_size", "eof", "closing", "hold",
+                 "turned")
+
+    def __init__(self, server: ServerContext, front: Front, addr: str = "?:0",
+                 laddr: str = "?:0", fd: int = -1) -> None:
+        client = front.new_client(addr, laddr)
+        client.fd = fd
+        client.authenticated = not server.config.requirepass
+        self.client = client
+        self.front = front
+        self.ctx = CommandContext(server, client, front)
+        self.parser = RequestParser(server.config.proto_max_bulk_len, client.authenticated)
+        self.limit = server.config.client_output_limit
+        self.out = bytearray()  # replies not yet sent; out[:sent_off] already went out
+        self.sent_off = 0
+        self.marks: list[Mark] = []
+        self.cmds = _NO_CMDS  # the batch being executed, from cmds[pos]
+        self.pos = 0
+        self.err: str | None = None  # protocol error to answer once the batch is done
+        self.stash: list[bytes] = []  # input kept while busy (Rule 3)
+        self.stash_size = 0
+        self.eof = False
+        self.closing = False  # close once the output is out (Rule 6)
+        self.hold: Any = None  # an awaitable to wait for, or a _Held reply to encode
+        self.turned = False  # the big command at cmds[pos] had its turn (Rule 5)
+
+    # ---- input -------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes read from the client; b"" is EOF."""
+        if not data:
+            self.eof = True
+            return
+        self.front.stats.net_input_bytes += len(data)
+        if self.hold is not None or self.stash or self.pos < len(self.cmds):
+            self.stash.append(data)  # busy: parsed when the batch and any wait are done
+            self.stash_size += len(data)
+            return
+        self._parse(data)
+
+    def wants_input(self) -> bool:
+        """False once EOF was seen or the input kept during a wait reached STASH_MAX."""
+        return not self.eof and self.stash_size < STASH_MAX
+
+    def _parse(self, data: bytes) -> None:
+        cmds, err = self.parser.feed(data)
+        if cmds:
+            self.client.last_interaction = time.monotonic()
+        self.cmds, self.pos, self.err = cmds, 0, err
+
+    # ---- execution ---------------------------------------------------------------------
+
+    def step(self) -> Outcome:
+        """Run what can run now; the outcome says what the adapter must do next."""
+        out = self.out
+        client, ctx, marks = self.client, self.ctx, self.marks
+        hold = self.hold
+        if hold is not None:
+            if type(hold) is not _Held:  # a command waits once the output before it is out
+                return self._output() if out else WAIT_COMMAND
+            self.hold = None
+            emit(out, marks, hold.reply, client.protocol == 3, ctx)
+            if client.close_after_reply:
+                self._drop_rest()
+            elif len(out) >= FLUSH_AT:
+                return self._output()
+        while True:
+            cmds = self.cmds
+            n = len(cmds)
+            pos = self.pos
+            while pos < n:
+                argv = cmds[pos]
+                k = len(argv)
+                if k >= 5:
+                    if k > BIG_ARGV:
+                        self.pos = pos
+                        return self._big(argv)
+                    if argv[2] == b"*" and n - pos > 1:
+                        replies = run_xadds(ctx, cmds, pos)
+                        if replies is not None:
+                            pos += len(replies)
+                            resp3 = client.protocol == 3
+                            for reply in replies:
+                                emit(out, marks, reply, resp3, ctx)
+                            if len(out) >= FLUSH_AT:
+                                self.pos = pos
+                                return self._output()
+                            continue
+                pos += 1
+                reply = execute(ctx, argv)
+                if inspect.isawaitable(reply):
+                    self.pos = pos
+                    self.hold = reply
+                    return self._output() if out else WAIT_COMMAND
+                emit(out, marks, reply, client.protocol == 3, ctx)
+                if client.close_after_reply:
+                    self._drop_rest()
+                    break
+                if len(out) >= FLUSH_AT:
+                    self.pos = pos
+                    return self._output()
+            if cmds is not _NO_CMDS:  # the batch is done
+                self.cmds, self.pos = _NO_CMDS, 0
+                self.parser.authenticated = client.authenticated
+                if self.err is not None:
+                    if not self.closing:
+                        encode_error(out, f"ERR {self.err}")
+                        log.info("client %d (%s): %s; closing", client.id, client.addr, self.err)
+                        self._drop_rest()
+                    self.err = None
+            if out and (marks or len(out) > self.limit):
+                return self._output()
+            if self.closing or self.eof:
+                return CLOSE
+            if not self.stash:
+                return NEED_DATA
+            if out:
+                return FLUSH  # the replies go out before the input kept meanwhile runs
+            data = b"".join(self.stash)
+            self.stash.clear()
+            self.stash_size = 0
+            self._parse(data)
+
+    def _big(self, argv: list[bytes]) -> Outcome:
+        """Rule 5: cmds[pos] has more than BIG_ARGV arguments."""
+        if not self.turned:
+            if self.out:
+                return self._output()
+            self.turned = True
+            return YIELD
+        self.turned = False
+        self.pos += 1
+        reply = execute(self.ctx, argv)
+        if inspect.isawaitable(reply):
+            self.hold = reply
+            return WAIT_COMMAND
+        self.hold = _Held(reply)
+        return YIELD
+
+    def _output(self) -> Outcome:
+        """Output is due: FLUSH, WAIT_COMMIT when replies wait for commits, or CLOSE past
+        the output limit (Rule 2)."""
+        if over_output_limit(self.front.stats, self.client, len(self.out) - self.sent_off,
+                             self.limit):
+            self._drop_rest()
+            self._discard_hold()
+            self.out.clear()
+            self.sent_off = 0
+            self.marks.clear()
+            return CLOSE
+        return WAIT_COMMIT if self.marks else FLUSH
+
+    def _drop_rest(self) -> None:
+        """Rule 6: nothing after this point runs; CLOSE once the output is out."""
+        self.closing = True
+        self.pos = len(self.cmds)
+        self.stash.clear()
+        self.stash_size = 0
+
+    def _discard_hold(self) -> None:
+        hold, self.hold = self.hold, None
+        if inspect.iscoroutine(hold):
+            hold.close()  # never awaited: no "was never awaited" warning
+
+    # ---- waits -------------------------------------------------------------------------
+
+    async def wait_commits(self) -> None:
+        """WAIT_COMMIT: wait for the commit tokens of the replies in `out` (Rule 4)."""
+        marks, self.marks = self.marks, []
+        await settle(marks, self.out, self.front)
+
+    def start_wait(self) -> Awaitable[Any]:
+        """WAIT_COMMAND: the awaitable to wait for; the client shows as blocked meanwhile."""
+        assert self.hold is not None and type(self.hold) is not _Held
+        self.client.blocked = True
+        aw: Awaitable[Any] = self.hold
+        return aw
+
+    def end_wait(self, result: Any) -> None:
+        """The awaitable of start_wait() returned `result` (ignored after EOF: Rule 3)."""
+        self.client.blocked = False
+        self.hold = None
+        if self.eof:
+            self._drop_rest()
+        else:
+            self.hold = _Held(result)
+
+    def abandon_wait(self) -> None:
+        """The wait was cancelled (CLIENT KILL, shutdown): the session is over."""
+        self.client.blocked = False
+        self._discard_hold()
+        self._drop_rest()
+
+    # ---- output ------------------------------------------------------------------------
+
+    def sent(self, n: int) -> None:
+        """The adapter sent the next `n` bytes of `out` (from `sent_off`)."""
+        client = self.client
+        self.front.stats.net_output_bytes += n
+        done = self.sent_off + n
+        left = len(self.out) - done
+        if left <= 0:
+            self.out.clear()
+            self.sent_off = 0
+            if client.paused:
+                client.paused = False
+                client.out_pending = 0
+            return
+        self.sent_off = done
+        client.paused = True  # waiting to write: events=w in CLIENT LIST
+        client.out_pending = left
+
+    def data_to_send(self) -> bytes:
+        """All pending output, as sent (for adapters that send a copy, and tests)."""
+        data = bytes(self.out[self.sent_off:])
+        self.sent(len(data))
+        return data
+
+    def close(self) -> None:
+        """The adapter closed the socket: the client is gone from CLIENT LIST and INFO."""
+        self.front.clients.pop(self.client.id, None)
+        self.client.blocked = False
+        self._discard_hold()
+
+
+def emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
+         ctx: CommandContext) -> None:
+    """Encode `reply` into `out`; a write waiting for its commit (Pending) leaves a mark so
+    `settle` can wait for it and swap in the error if the commit fails. A reply that cannot
+    be encoded (a bug) or is over the output limit is replaced by an error (dispatch Rule 2,
+    Rule 2 here)."""
+    start = len(out)
+    pending = type(reply) is Pending
+    try:
+        encode(out, reply.reply if pending else reply, resp3)
+    except Exception:
+        del out[start:]
+        encode_error(out, internal_error(ctx.front, "encoding a reply").text)
+        return
+    size = len(out) - start
+    limit = ctx.server.config.client_output_limit
+    if size > limit:
+        del out[start:]
+        encode_error(out, too_big(ctx, f"{size} bytes"))
+        return
+    if pending:
+        marks.append((reply.token, start, len(out)))
+
+
+async def settle(marks: list[Mark], out: bytearray, front: Front) -> None:
+    """Wait for the commit tokens of the writes whose replies sit in `out`; a failed one's
+    reply becomes the error, spliced in place, last first so earlier offsets stay valid."""
+    failed: list[tuple[int, int, str]] = []
+    for token, start, end in marks:
+        try:
+            await token.wait()
+        except TopicsError as e:
+            failed.append((start, end, e.resp_line()))
+        except Exception:
+            failed.append((start, end, internal_error(front, "a commit wait").text))
+    for start, end, text in reversed(failed):
+        err = bytearray()
+        encode_error(err, text)
+        out[start:end] = err
+
+
+def over_output_limit(stats: Any, client: Any, pending: int, limit: int) -> bool:
+    """True (counted and logged) when a client's pending replies exceed its output limit."""
+    if pending <= limit:
+        return False
+    stats.output_limit_disconnects += 1
+    log.warning("client %d (%s) closed: %d bytes of pending output exceed client_output_limit %d",
+                client.id, client.addr, pending, limit)
+    return True
