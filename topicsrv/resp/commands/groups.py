@@ -16,7 +16,6 @@ from typing import Any
 
 import trio
 
-from topicsrv.engine import groupops
 from topicsrv.engine import groups as eg
 from topicsrv.engine.topic import Topic
 from topicsrv.notify import wait_any
@@ -199,10 +198,10 @@ def xgroup_create(ctx: CommandContext, args: list[bytes]) -> Any:
             raise Err(NO_KEY)
         topic = ctx.engine.put_topic(key_name(key), {})[0]
     last_seq, last_ms = group_position(topic, raw_id)
-    group = eg.create(topic, text(name), last_seq, last_ms, entries_read, ctx.engine.now())
+    group, token = ctx.engine.group_create(topic, text(name), last_seq, last_ms, entries_read)
     if group is None:
         raise Err(BUSYGROUP)
-    return committed(ctx.engine.groups_changed(topic, groupops.created(group)), Simple("OK"))
+    return committed(token, Simple("OK"))
 
 
 @command("xgroup|setid", -5, ["write"], 2, 2, 1, "Sets the last-delivered ID of a consumer group.",
@@ -218,8 +217,8 @@ def xgroup_setid(ctx: CommandContext, args: list[bytes]) -> Any:
     if raw_id != b"$":
         ids.parse_id(raw_id, 0)
     last_seq, last_ms = group_position(topic, raw_id)
-    eg.setid(group, last_seq, last_ms, entries_read)
-    return committed(ctx.engine.groups_changed(topic, groupops.id_set(group)), Simple("OK"))
+    token = ctx.engine.group_setid(topic, group, last_seq, last_ms, entries_read)
+    return committed(token, Simple("OK"))
 
 
 def _existing_group(ctx: CommandContext, key: bytes, name: bytes) -> tuple[Topic, eg.Group]:
@@ -238,27 +237,28 @@ def xgroup_destroy(ctx: CommandContext, args: list[bytes]) -> Any:
     topic = stream(ctx, args[0])
     if topic is None:
         raise Err(NO_KEY)
-    if not eg.destroy(topic, text(args[1])):
+    ok, token = ctx.engine.group_destroy(topic, text(args[1]))
+    if not ok:
         return 0
-    return committed(ctx.engine.groups_changed(topic, groupops.destroyed(text(args[1]))), 1)
+    return committed(token, 1)
 
 
 @command("xgroup|createconsumer", 5, ["write", "denyoom"], 2, 2, 1,
          "Creates a consumer in a consumer group.", "key:key group:string consumer:string", "6.2.0")
 def xgroup_createconsumer(ctx: CommandContext, args: list[bytes]) -> Any:
     topic, group = _existing_group(ctx, args[0], args[1])
-    now = ctx.engine.now()
-    if not eg.create_consumer(group, text(args[2]), now):
+    ok, token = ctx.engine.group_create_consumer(topic, group, text(args[2]))
+    if not ok:
         return 0
-    return committed(ctx.engine.groups_changed(topic, groupops.consumer_created(group, text(args[2]), now)), 1)
+    return committed(token, 1)
 
 
 @command("xgroup|delconsumer", 5, ["write"], 2, 2, 1, "Deletes a consumer from a consumer group.",
          "key:key group:string consumer:string")
 def xgroup_delconsumer(ctx: CommandContext, args: list[bytes]) -> Any:
     topic, group = _existing_group(ctx, args[0], args[1])
-    pending = eg.delete_consumer(group, text(args[2]))
-    return committed(ctx.engine.groups_changed(topic, groupops.consumer_deleted(group, text(args[2]))), pending)
+    pending, token = ctx.engine.group_delete_consumer(topic, group, text(args[2]))
+    return committed(token, pending)
 
 
 @command("xgroup|help", 2, ["loading", "stale"], 0, 0, 0,
