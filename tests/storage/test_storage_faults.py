@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,15 @@ from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.walread import wal_files
 
 from .harness import live, running, write
+
+
+async def eventually(cond: Callable[[], bool], what: str, tries: int, interval: float) -> None:
+    """Poll `cond` until it holds; fail the test naming `what` if it never does."""
+    for _ in range(tries):
+        if cond():
+            return
+        await trio.sleep(interval)
+    pytest.fail(f"{what} did not happen within {tries * interval:g}s")
 
 
 class FaultyOps(OsOps):
@@ -162,10 +171,7 @@ async def test_enospc_fails_the_write_with_507_and_writes_resume(tmp_path: Path,
         res = e.diff("n", ok["last_seq"], 10)
         assert res.tombstone is None and res.records == [] and res.caught_up
         assert e.diff("n", 0, 10).records[0].endswith(b'"data":"before"}')
-        for _ in range(100):
-            if st.stats()["writable"]:
-                break
-            await trio.sleep(0.05)
+        await eventually(lambda: st.stats()["writable"], "the store becoming writable again", 100, 0.05)
         after = await write(e, "n", ["after"])
         assert after["first_seq"] == ok["last_seq"] + 2
     async with running(tmp_path) as (e, _):
@@ -181,26 +187,20 @@ async def test_a_failed_disk_batch_reports_its_acknowledged_records_lost(tmp_pat
     async with running(tmp_path, ops=ops, crash=True) as (e, st):
         e.put_topic("d", {"durable": False})
         before = await write(e, "d", ["before"])
-        for _ in range(100):  # let the first batch become durable
-            if e.get("d").head_seq == before["last_seq"] and not st.shards[0].batch.frames:
-                break
-            await trio.sleep(0.01)
+        await eventually(  # let the first batch become durable
+            lambda: e.get("d").head_seq == before["last_seq"] and not st.shards[0].batch.frames,
+            "the first batch being flushed", 100, 0.01)
         await trio.sleep(0.05)
         ops.failing.add("fdatasync")
         doomed = await write(e, "d", ["doomed"])  # acknowledged on enqueue
         assert e.diff("d", before["last_seq"], 10).seqs == [doomed["first_seq"]]  # seen by readers
-        for _ in range(200):
-            if not st.stats()["writable"]:
-                break
-            await trio.sleep(0.01)
+        await eventually(lambda: not st.stats()["writable"], "the failed fdatasync marking the store unwritable",
+                         200, 0.01)
         ops.failing.clear()
         res = e.diff("d", before["last_seq"], 10)
         assert res.tombstone is not None and res.tombstone.reason == "lost"
         assert res.tombstone.gap_from <= doomed["first_seq"] <= res.tombstone.gap_to
-        for _ in range(100):
-            if st.stats()["writable"]:
-                break
-            await trio.sleep(0.05)
+        await eventually(lambda: st.stats()["writable"], "the store becoming writable again", 100, 0.05)
 
 
 async def test_check_tells_an_unfinished_segment_append_from_damage(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from topicsrv.engine import groupops, groups
+from topicsrv.engine import groups
 from topicsrv.engine.records import prepare_fields
 from topicsrv.storage.walread import wal_files
 
@@ -20,8 +20,7 @@ def _wal_bytes(d: Path) -> int:
     return sum(p.stat().st_size for _, _, p in wal_files(d / "wal"))
 
 
-async def _changed(e: Any, topic: Any, change: dict[str, Any]) -> None:
-    token = e.groups_changed(topic, change)
+async def _durable(token: Any) -> None:
     if token is not None:
         await token.wait()
 
@@ -35,28 +34,30 @@ async def test_definition_changes_replay_over_a_checkpointed_pel(tmp_path: Path)
                 await token.wait()
         t = e.get("s")
         for name in ("g", "h", "x"):
-            g = groups.create(t, name, 0, 0, None, e.now())
+            g, token = e.group_create(t, name, 0, 0, None)
             assert g is not None
-            await _changed(e, t, groupops.created(g))
+            await _durable(token)
         g = groups.find(t, "g")
         assert g is not None
         groups.read_new(t, g, "c1", n, e.now())
         assert len(g.pel) == n
         await st.checkpoint()  # the PEL is persisted here (delivery progress: checkpoints only)
         before = _wal_bytes(tmp_path)
-        assert groups.create_consumer(g, "c2", e.now())
-        await _changed(e, t, groupops.consumer_created(g, "c2", e.now()))
+        ok, token = e.group_create_consumer(t, g, "c2")
+        assert ok
+        await _durable(token)
         grew = _wal_bytes(tmp_path) - before
         assert 0 < grew < 512, f"CREATECONSUMER wrote {grew} bytes"
-        assert groups.destroy(t, "x")
-        await _changed(e, t, groupops.destroyed("x"))
+        ok, token = e.group_destroy(t, "x")
+        assert ok
+        await _durable(token)
         h = groups.find(t, "h")
         assert h is not None
-        groups.setid(h, 7, 0, 7)
-        await _changed(e, t, groupops.id_set(h))
+        await _durable(e.group_setid(t, h, 7, 0, 7))
         groups.read_new(t, g, "c3", 5, e.now())  # not logged: re-delivered after a crash
-        assert groups.delete_consumer(g, "c3") == 0  # c3's entries came from beyond the cursor
-        await _changed(e, t, groupops.consumer_deleted(g, "c3"))
+        pending, token = e.group_delete_consumer(t, g, "c3")
+        assert pending == 0  # c3's entries came from beyond the cursor
+        await _durable(token)
     async with running(tmp_path, shards=1) as (e, _):
         t = e.get("s")
         gs = groups.groups_of(t)

@@ -305,16 +305,10 @@ class Engine:
             self._notify(name)
         return deleted, token
 
-    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> CommitToken | None:
-        """A topic's consumer-group definitions changed (create, setid, destroy, consumers;
-        `change` from engine/groupops.py): storage logs the change at once, so a group a client
-        was told exists survives a crash (delivery progress and pending entries are persisted
-        at checkpoints). Fronts should prefer the `group_*` operations below, which make the
-        change and log it in one step."""
-        return self.journal.groups_changed(topic, change)
-
     # ---- consumer-group definitions: change + journal in one step (Rule 2: the journal's
-    # check_writable runs before anything changes) ----------------------------------------
+    # check_writable runs before anything changes). Storage logs each definition change at
+    # once (engine/groupops.py), so a group a client was told exists survives a crash;
+    # delivery progress and pending entries are persisted at checkpoints. ------------------
 
     def group_create(
         self, topic: Topic, name: str, last_seq: int, last_ms: int, entries_read: int | None

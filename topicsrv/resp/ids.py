@@ -12,7 +12,7 @@ Rule 3: `-`/`+` are the ends of the log, `$` is head_seq at the time of the call
 Rule 4: syntax and the exclusive `(` ranges are exactly Redis 7's (same errors, `(-`/`(+`
   invalid, `(` of the largest/smallest ID -> "invalid start/end ID for the interval").
 
-Public helpers (stable; XREADGROUP/XGROUP/XACK/XCLAIM in groups.py use them):
+Public helpers (stable; XGROUP/XREADGROUP/XACK/XCLAIM in the groups*.py families use them):
   parse_id(arg, missing_seq=0) -> StreamId    syntax only, raises Err(INVALID_ID)
   format_id(ts, seq) -> bytes                 `b"<ts>-<seq>"` (engine/entries.py: the one
                                               definition, shared with the stored entries)

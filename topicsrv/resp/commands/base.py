@@ -33,14 +33,14 @@ calling the handler and replies `wrong_args(name)`.
 Rule 3: key names are bytes on the wire; `key_name(b)` turns one into the engine's `str`
 topic name (latin-1, so any byte string round-trips; the engine validates the name).
 
-Decision on XINFO (shared between streams.py and groups.py): the container `xinfo` is shared.
-streams.py registers `xinfo|stream` and `xinfo|help`; groups.py registers `xinfo|groups` and
-`xinfo|consumers`. `XINFO STREAM` asks the hooks below for group data, so groups.py extends it
+Decision on XINFO (shared between streams.py and groups_info.py): the container `xinfo` is shared.
+streams.py registers `xinfo|stream` and `xinfo|help`; groups_info.py registers `xinfo|groups` and
+`xinfo|consumers`. `XINFO STREAM` asks the hooks below for group data, so groups_info.py extends it
 without editing streams.py:
   HOOKS["xinfo_stream_groups_count"](ctx, topic) -> int            (non-FULL "groups" field)
   HOOKS["xinfo_stream_full_groups"](ctx, topic, count) -> list      (FULL "groups" array;
         each element a dict reply value exactly as Redis's XINFO STREAM FULL group entry)
-Defaults answer 0 and [] until groups.py installs its functions (assign into HOOKS at import).
+Defaults answer 0 and [] until groups_info.py installs its functions (assign into HOOKS at import).
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ class CommandSpec:
 
 REGISTRY: dict[str, CommandSpec] = {}
 
-# Extension points (see the module docstring); groups.py assigns its own functions.
+# Extension points (see the module docstring); groups_info.py assigns its own functions.
 HOOKS: dict[str, Callable[..., Any]] = {
     "xinfo_stream_groups_count": lambda ctx, topic: 0,
     "xinfo_stream_full_groups": lambda ctx, topic, count: [],

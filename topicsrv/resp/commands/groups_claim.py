@@ -14,7 +14,13 @@ from topicsrv.engine import groups as eg
 from topicsrv.resp import ids
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import CommandContext, Err, Raw, parse_int
-from topicsrv.resp.commands.groups import command, delivery_id, group_or_nogroup, pel_range, text
+from topicsrv.resp.commands.group_args import (
+    command,
+    delivery_id,
+    group_or_nogroup,
+    pel_range,
+    text,
+)
 
 
 def _claimed(c: eg.Claimed) -> Any:

@@ -16,7 +16,7 @@ last ts), so ids stay increasing and resuming after it is exact.
 Rule 3: no reply exceeds client-output-limit: XRANGE/XREVRANGE past it are refused (use
 COUNT), XREAD delivers what fits (topicsrv/resp/replysize.py).
 
-Public helpers (stable; groups.py reuses them for XREADGROUP):
+Public helpers (stable; groups_ack.py reuses them for XREADGROUP):
   render_entries(topic, result) -> Raw                 the entry array of a ReadResult
   render_read(topic, key, result) -> list | None       `[key, entries]`, None when empty
   read_reply(ctx, items) -> Any                        RESP2 array / RESP3 map of items

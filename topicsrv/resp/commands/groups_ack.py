@@ -1,0 +1,167 @@
+"""Delivery to a consumer group and its pending entries list: XREADGROUP, XACK, XPENDING.
+
+Rule 1: every argument is parsed (redis-server's order and error texts) before state is
+touched; delivery and acknowledgement are calls into `topicsrv.engine.groups`.
+Rule 2: `XREADGROUP ... >` reads through the engine's read pipeline, so a group behind the
+evict floor gets the tombstone entry first, exactly like XREAD; its arguments are XREAD's
+parser's (stream_args.py), so `NODE n` skips that node's records as in XREAD.
+Rule 3: positions and PEL intervals follow group_args.py Rules 1-2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from topicsrv.engine import groups as eg
+from topicsrv.notify import wait_any
+from topicsrv.resp import ids, replysize
+from topicsrv.resp.commands.base import (
+    NULL_ARRAY,
+    SYNTAX,
+    CommandContext,
+    Err,
+    Raw,
+    key_name,
+    parse_int,
+)
+from topicsrv.resp.commands.group_args import (
+    command,
+    delivery_id,
+    group_or_nogroup,
+    history_after,
+    pel_range,
+    stream,
+    text,
+)
+from topicsrv.resp.commands.stream_args import ReadArgs, parse_read_args
+from topicsrv.resp.commands.streams import render_entries
+
+DOLLAR_IN_GROUP = ("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read "
+                   "the history of this consumer by specifying a proper ID, or use the > ID to "
+                   "get new messages. The $ ID would just return an empty result set.")
+
+# ---- XREADGROUP -----------------------------------------------------------------------------
+
+
+def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
+    """One non-blocking pass: [(key, entries)] for the streams that have something."""
+    assert ra.group is not None and ra.consumer is not None
+    group_name, consumer, count = ra.group, ra.consumer, ra.count
+    now = ctx.engine.now()
+    out: list[tuple[bytes, Any]] = []
+    room = replysize.budget(ctx)  # entries are sized before delivery (replysize Rule 2)
+    for key, raw in zip(ra.keys, ra.ids, strict=True):
+        topic, group = group_or_nogroup(ctx, key, group_name.encode("utf-8", "surrogateescape"),
+                                        " in XREADGROUP with GROUP option")
+        if raw == b">":
+            if group.last_seq >= topic.head_seq and group.cursor >= topic.head_seq:
+                group.touch(consumer, now)
+                continue
+            if room <= 0:  # the reply is full: this stream is served by the next read
+                continue
+            window = replysize.group_window(ctx, topic, group.cursor, count, room)
+            res = eg.read_new(topic, group, consumer, window, now, noack=ra.noack, nodes=ra.nodes)
+            if ra.nodes and not res.records and res.tombstone is None:
+                continue  # only that node's records were new: nothing for this reader (as XREAD)
+            room -= sum(map(len, res.records)) + len(key)
+            out.append((key, render_entries(topic, res)))
+        else:
+            hist = eg.read_history(topic, group, consumer, history_after(topic, raw), count, now)
+            out.append((key, [Raw(b) if b is not None else [delivery_id(d), NULL_ARRAY] for d, b in hist]))
+    return out
+
+
+@command("xreadgroup", -7, ["write", "blocking", "movablekeys"], 0, 0, 0,
+         "Returns new or historical messages from a stream for a consumer in a group. Blocks "
+         "until a message is available otherwise.",
+         "GROUP group:string consumer:string [COUNT:count:integer] [BLOCK:milliseconds:integer] "
+         "[NOACK] [NODE:node:string]... STREAMS key:key... id:string...")
+def xreadgroup(ctx: CommandContext, args: list[bytes]) -> Any:
+    ra = parse_read_args(args, group=True)
+    assert ra.group is not None
+    group_name = ra.group.encode("utf-8", "surrogateescape")
+    for key, raw in zip(ra.keys, ra.ids, strict=True):
+        group_or_nogroup(ctx, key, group_name, " in XREADGROUP with GROUP option")
+        if raw == b"$":
+            raise Err(DOLLAR_IN_GROUP)
+        if raw != b">":
+            ids.parse_id(raw, 0)
+    served = _serve(ctx, ra)
+    if served:
+        return _reply(ctx, served)
+    if not ra.block or not all(raw == b">" for raw in ra.ids):
+        return NULL_ARRAY
+    return _wait(ctx, ra)
+
+
+def _reply(ctx: CommandContext, served: list[tuple[bytes, Any]]) -> Any:
+    if ctx.resp3:
+        return {k: entries for k, entries in served}
+    return [[k, entries] for k, entries in served]
+
+
+async def _wait(ctx: CommandContext, ra: ReadArgs) -> Any:
+    """BLOCK: wait for an append to any of the streams (BLOCK 0 = forever)."""
+    notifier = ctx.server.notifier
+    deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
+    while True:
+        remaining = None if deadline is None else deadline - trio.current_time()
+        if remaining is not None and remaining <= 0:
+            return NULL_ARRAY
+        events = [notifier.event(key_name(k)) for k in ra.keys]  # before the read (notify Rule 1)
+        served = _serve(ctx, ra)
+        if served:
+            return _reply(ctx, served)
+        await wait_any(events, remaining)
+
+
+# ---- XACK, XPENDING ---------------------------------------------------------------------------
+
+
+@command("xack", -4, ["write", "fast"], 1, 1, 1,
+         "Returns the number of messages that were successfully acknowledged by the consumer "
+         "group member of a stream.", "key:key group:string id:string...")
+def xack(ctx: CommandContext, args: list[bytes]) -> Any:
+    seqs = [ids.parse_id(a, 0).seq for a in args[2:]]
+    topic = stream(ctx, args[0])
+    group = eg.find(topic, text(args[1]))
+    if group is None:
+        return 0
+    return eg.ack(group, [s for s in seqs if s > 0])
+
+
+@command("xpending", -3, ["readonly"], 1, 1, 1,
+         "Returns the information and entries from a stream consumer group's pending entries "
+         "list.", "key:key group:string [[IDLE:min-idle-time:integer] start:string end:string "
+         "count:integer [consumer:string]]")
+def xpending(ctx: CommandContext, args: list[bytes]) -> Any:
+    argc = len(args) + 1
+    if argc != 3 and (argc < 6 or argc > 9):
+        raise Err(SYNTAX)
+    min_idle, consumer = 0, None
+    if argc >= 6:
+        at = 2
+        if args[2].upper() == b"IDLE":
+            min_idle = parse_int(args[3])
+            if argc < 8:
+                raise Err(SYNTAX)
+            at += 2
+        count = max(0, parse_int(args[at + 2]))
+        start, end = args[at], args[at + 1]
+        ids.range_bounds(None, start, end)
+        if at + 3 < len(args):
+            consumer = text(args[at + 3])
+    topic, group = group_or_nogroup(ctx, args[0], args[1])
+    now = ctx.engine.now()
+    if argc != 3:
+        lo, hi = pel_range(group, start, end)
+    if argc == 3:
+        n, first, last, per = eg.pending_summary(group)
+        if not n:
+            return [0, None, None, NULL_ARRAY]
+        assert first is not None and last is not None
+        return [n, delivery_id(first), delivery_id(last), [[c, str(k)] for c, k in per]]
+    rows = eg.pending_range(group, lo, hi, count, now, consumer, min_idle)
+    return [[delivery_id(d), d.consumer, d.idle(now), d.count] for d in rows]
