@@ -42,3 +42,21 @@ def test_total_commands_count_every_coalesced_xadd(inproc: InProc) -> None:
     s.sendall(frame(b"XADD", b"t", b"*", b"f", b"v") * 10 + frame(b"PING"))
     read_until(s, b"+PONG\r\n")
     assert stats.total_commands - before == 11
+
+
+def test_a_memory_limit_keeps_coalescing_and_refuses_each_xadd_past_it() -> None:
+    from tests.resp.conftest import start_inproc
+
+    srv, stop = start_inproc(max_memory=1 << 40)  # a limit far away: runs still coalesce
+    try:
+        writes = srv.ctx.engine.stats["writes"]
+        s = srv.connect()
+        s.sendall(frame(b"XADD", b"m", b"*", b"f", b"v") * 10 + frame(b"PING"))
+        read_until(s, b"+PONG\r\n")
+        assert srv.ctx.engine.stats["writes"] - writes == 1  # one engine write for the run
+        srv.ctx.memory.limit = 1  # now every XADD is over it
+        s.sendall(frame(b"XADD", b"m", b"*", b"f", b"v") * 3 + frame(b"XLEN", b"m"))
+        oom = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
+        assert read_until(s, b":10\r\n") == oom * 3 + b":10\r\n"
+    finally:
+        stop()

@@ -16,6 +16,8 @@ unauthenticated client never coalesces).
 Rule 5: an XADD with more than dispatch.BIG_ARGV arguments never coalesces (it takes the
 dispatcher's fair path); an unexpected exception answers every command of the run with
 `ERR internal error (logged)`, as the dispatcher would (dispatch Rule 2).
+Rule 6: under --max-memory the run is admitted as a whole (its bytes counted once); over the
+limit it does not coalesce, so each XADD is refused on its own with -OOM.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
 def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
     """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
     first = cmds[i]
-    if len(first) < 5 or not ctx.client.authenticated or ctx.server.memory.limit:
-        return None  # (under a memory limit every XADD is admitted on its own)
+    if len(first) < 5 or not ctx.client.authenticated:
+        return None
     key = first[1]
     end = min(len(cmds), i + MAX_RUN)
     run: list[list[bytes]] = []
@@ -55,6 +57,9 @@ def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
         run.append(pairs)
     if len(run) < 2:
         return None
+    memory = ctx.server.memory
+    if memory.limit and memory.over(sum(len(a) for argv in cmds[i:i + len(run)] for a in argv)):
+        return None  # over --max-memory: each XADD is refused on its own (-OOM)
     try:
         return _run(ctx, key, run, cmds[i:i + len(run)])
     except Exception:
