@@ -13,7 +13,7 @@ import signal
 
 import trio
 
-from topicsrv.admission import size_maxclients
+from topicsrv.admission import is_loopback, size_maxclients
 from topicsrv.clock import Clock
 from topicsrv.context import ServerConfig, ServerContext, make_context
 
@@ -24,8 +24,6 @@ log = logging.getLogger("topicsrv")
 
 def _warn_exposed(config: ServerConfig) -> None:
     """Say at startup what protected mode will refuse (or that it is off) on a non-loopback bind."""
-    from topicsrv.admission import is_loopback
-
     if is_loopback(config.bind):
         return
     if not config.protected_mode:

@@ -19,7 +19,7 @@ from typing import Any
 
 from topicsrv import __version__ as topicsrv_version
 from topicsrv.engine.glob import PatternTooLong, compile_glob
-from topicsrv.memory import parse_size
+from topicsrv.memory import parse_size, rss_bytes
 from topicsrv.resp.commands.base import (
     REGISTRY,
     SYNTAX,
@@ -165,14 +165,6 @@ def command_help(ctx: CommandContext, args: list[bytes]) -> Any:
 # ---- INFO --------------------------------------------------------------------------------
 
 
-def _rss() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _human(n: int) -> str:
     for unit in ("B", "K", "M", "G"):
         if n < 1024 or unit == "G":
@@ -186,7 +178,7 @@ def info_sections(ctx: CommandContext) -> dict[str, list[tuple[str, Any]]]:
     st = front.stats
     uptime = int(time.time() - ctx.server.started_at)
     data_bytes = sum(t.bytes for t in engine.topics.values())
-    rss = _rss()
+    rss = rss_bytes()
     ru = resource.getrusage(resource.RUSAGE_SELF)
     clients = front.clients.values()
     return {
