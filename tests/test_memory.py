@@ -121,3 +121,13 @@ def test_max_memory_flag_reaches_both_fronts(server_factory) -> None:
     assert status == 507 and body["error"]["message"] == OOM
     assert r.exists("k") == 0 and _http(f"{srv.http_url}/v0/topics/k")[0] == 404
     assert r.ping() and _http(f"{srv.http_url}/v0/topics")[0] == 200
+
+
+def test_config_set_maxmemory_applies_all_or_nothing(server_factory) -> None:
+    r = redis.Redis(port=server_factory("--max-memory", "0").resp_port)
+    assert r.config_set("maxmemory", "100mb")
+    with pytest.raises(redis.exceptions.ResponseError, match="must be a memory value"):
+        r.config_set("maxmemory", "lots")
+    with pytest.raises(redis.exceptions.ResponseError, match="can't set immutable config"):
+        r.execute_command("CONFIG", "SET", "maxmemory", "1mb", "bind", "0.0.0.0")
+    assert r.config_get("maxmemory") == {"maxmemory": str(100 << 20)}

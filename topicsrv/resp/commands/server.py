@@ -297,15 +297,22 @@ def config_get(ctx: CommandContext, args: list[bytes]) -> Any:
     return out
 
 
-def _set_maxmemory(ctx: CommandContext, value: str) -> None:
+def _parse_memory(value: str) -> int:
     size = parse_size(value)
     if size is None:
         raise ValueError("argument must be a memory value")
+    return size
+
+
+def _set_maxmemory(ctx: CommandContext, size: int) -> None:
     ctx.server.memory.limit = size
 
 
-# CONFIG SET parameters that can change at run time; everything else is set on the command line
-SETTERS: dict[str, Callable[[CommandContext, str], None]] = {"maxmemory": _set_maxmemory}
+# CONFIG SET parameters that can change at run time (name -> parse, apply); everything else
+# is set on the command line
+SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], None]]] = {
+    "maxmemory": (_parse_memory, _set_maxmemory),
+}
 
 
 @command("config|set", -4, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
@@ -314,24 +321,23 @@ SETTERS: dict[str, Callable[[CommandContext, str], None]] = {"maxmemory": _set_m
 def config_set(ctx: CommandContext, args: list[bytes]) -> Any:
     if len(args) % 2:
         raise wrong_args("config|set")
-    pairs = [(args[i].decode("latin-1"), args[i + 1].decode("latin-1"))
-             for i in range(0, len(args), 2)]
     known = config_values(ctx)
-    for name, _ in pairs:  # validate every name first: a CONFIG SET applies all or nothing
-        if name.lower() in SETTERS:
-            continue
-        if name.lower() in known:
-            raise Err(f"ERR CONFIG SET failed (possibly related to argument '{name}') - "
-                      "can't set immutable config")
-        raise Err(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
-    before = ctx.server.memory.limit
-    for name, value in pairs:
+    parsed: list[tuple[str, Any]] = []
+    for i in range(0, len(args), 2):  # parse every pair first: a CONFIG SET applies all or none
+        name, value = args[i].decode("latin-1"), args[i + 1].decode("latin-1")
+        setter = SETTERS.get(name.lower())
+        if setter is None:
+            if name.lower() in known:
+                raise Err(f"ERR CONFIG SET failed (possibly related to argument '{name}') - "
+                          "can't set immutable config")
+            raise Err(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
         try:
-            SETTERS[name.lower()](ctx, value)
+            parsed.append((name.lower(), setter[0](value)))
         except ValueError as e:
-            ctx.server.memory.limit = before
             raise Err(f"ERR CONFIG SET failed (possibly related to argument '{name}') - {e}") \
                 from None
+    for name, value in parsed:
+        SETTERS[name][1](ctx, value)
     return Simple("OK")
 
 
