@@ -20,16 +20,6 @@ from topicsrv.engine.segments import SEGMENT_RECORDS
 from topicsrv.errors import TopicsError
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def eng(clock: FakeClock) -> Engine:
-    return Engine(clock=clock)
-
-
 def put(eng: Engine, topic: str, *datas: object, **fields: object) -> dict:
     recs = [prepare_json({"data": d, **fields}) for d in datas]
     return eng.write(topic, recs)[0]

@@ -12,16 +12,6 @@ from topicsrv.engine.topic import Topic
 from topicsrv.errors import TopicsError
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def eng(clock: FakeClock) -> Engine:
-    return Engine(clock=clock)
-
-
 def add(eng: Engine, name: str, n: int, node: str | None = None) -> list[int]:
     res, _ = eng.write(name, [prepare_fields([b"i", str(i).encode()], node=node) for i in range(n)])
     return list(res["seqs"])

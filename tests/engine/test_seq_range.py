@@ -19,16 +19,6 @@ from topicsrv.errors import TopicsError
 U63 = (1 << 63) - 1
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def eng(clock: FakeClock) -> Engine:
-    return Engine(clock=clock)
-
-
 def put(eng: Engine, topic: str, *datas: object, **kw: object) -> dict:
     return eng.write(topic, [prepare_json({"data": d}) for d in datas], **kw)[0]  # type: ignore[arg-type]
 
