@@ -20,6 +20,7 @@ from topicsrv.clock import Clock, SystemClock
 from topicsrv.engine import Engine
 from topicsrv.memory import MemoryGuard
 from topicsrv.notify import Notifier
+from topicsrv.tasks.claims import Claims
 
 if TYPE_CHECKING:
     from topicsrv.storage.store import Storage
@@ -86,6 +87,12 @@ class ServerContext:
     metrics: Metrics = field(default_factory=Metrics)
     admission: Admission = field(default_factory=lambda: Admission(10000))
     memory: MemoryGuard = field(default_factory=lambda: MemoryGuard(0))
+    claims: Claims | None = None  # claim cohorts, long polls, the dead-letter mover
+
+    def claims_service(self) -> Claims:
+        if self.claims is None:
+            self.claims = Claims(self.engine, self.notifier)
+        return self.claims
 
 
 def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerContext:
@@ -95,6 +102,6 @@ def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerCont
     admission = Admission(config.maxclients, protected_mode=config.protected_mode,
                           trusted_nets=config.trusted_nets)
     return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
-                         memory=MemoryGuard(config.max_memory))
+                         memory=MemoryGuard(config.max_memory), claims=Claims(engine, notifier))
 
 

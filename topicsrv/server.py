@@ -74,6 +74,7 @@ async def run(
         async with trio.open_nursery() as nursery:
             if handle_signals:
                 nursery.start_soon(_watch_signals, ctx, nursery.cancel_scope)
+            await nursery.start(ctx.claims_service().run)
             if config.http_port is not None:
                 ctx.addresses["http"] = await nursery.start(serve_http, ctx)
             if config.resp_port is not None:

@@ -141,7 +141,10 @@ def test_put_upsert_rules(eng: Engine) -> None:
     assert code_of(eng.put_topic, "q", {"ttl_ms": -1}) == "invalid_request"
     assert code_of(eng.put_topic, "q", {"ttl_ms": "5"}) == "invalid_request"
     assert code_of(eng.put_topic, "l", {"lease_ms": 5}) == "invalid_request"
-    assert "queue" not in eng.state("q")  # no lease state yet, so no made-up queue stats
+    assert eng.state("q")["queue"] == {"ready": 0, "in_flight": 0, "delayed": 0, "dead_lettered": 0,
+                                       "oldest_ready_age_ms": 0}
+    eng.put_topic("l", {})
+    assert "queue" not in eng.state("l")
 
 
 def test_durability_resolution(eng: Engine) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import deletes, groupops, groups
+from topicsrv.engine import deletes, groupops, groups, queues
 from topicsrv.engine.config import (
     ConfigRequest,
     TopicConfig,
@@ -55,6 +55,10 @@ class Engine:
         for listener in self.listeners:
             listener(name)
 
+    def notify(self, name: str) -> None:
+        """Wake the waiters of `name` (a nack made jobs claimable again)."""
+        self._notify(name)
+
     def get(self, name: str) -> Topic:
         topic: Topic | None = self.topics.get(name)
         if topic is None:
@@ -69,6 +73,9 @@ class Engine:
     def _create(self, name: str, req: ConfigRequest) -> Topic:
         topic_type = req.topic_type or "log"
         check_queue_fields(req, topic_type)
+        if req.changes.get("dead_letter") == name:
+            raise invalid("'dead_letter' must name another topic, not the queue itself",
+                          field="dead_letter")
         config = apply(TopicConfig(), req)
         epoch = self.epochs.get(name, 0) + 1
         self.epochs[name] = epoch
@@ -80,6 +87,9 @@ class Engine:
         """Create-or-update (API 1). Returns (topic, created, token)."""
         check_topic_name(name)
         req = parse_config(body)
+        if req.changes.get("dead_letter") == name:
+            raise invalid("'dead_letter' must name another topic, not the queue itself",
+                          field="dead_letter")
         topic = self.find(name)
         if topic is None:
             self.journal.check_writable(None)
@@ -140,7 +150,9 @@ class Engine:
             "last_write_ts": topic.last_write_ts,
             "last_read_ts": topic.last_read_ts,
         }
-        return out  # a queue's `queue` stats come with the lease machinery, not before
+        if topic.type == "queue":
+            out["queue"] = queues.stats(topic, now)
+        return out
 
     def list_topics(
         self, prefix: str = "", limit: int = 1000, after: str | None = None
@@ -353,6 +365,23 @@ class Engine:
         self.journal.check_writable(topic)
         pending = groups.delete_consumer(group, consumer)
         return pending, self.journal.groups_changed(topic, groupops.consumer_deleted(group, consumer))
+
+    # ---- queues (engine/queues.py; seeds section 10) ------------------------------------------
+
+    def claim(self, name: str, claimers: list[queues.Claimer]) -> tuple[
+            list[list[queues.Job]], CommitToken | None, list[queues.Move]]:
+        return queues.claim(self, name, claimers)
+
+    def ack(self, name: str, node: Any, seqs: Any, lease_ids: Any = None) -> tuple[dict[str, Any], CommitToken | None]:
+        return queues.ack(self, name, node, seqs, lease_ids)
+
+    def nack(self, name: str, node: Any, seqs: Any, lease_ids: Any = None,
+             delay_ms: Any = 0) -> tuple[dict[str, Any], CommitToken | None]:
+        return queues.nack(self, name, node, seqs, lease_ids, delay_ms)
+
+    def extend(self, name: str, node: Any, seqs: Any, lease_ids: Any = None,
+               lease_ms: Any = None) -> tuple[dict[str, Any], CommitToken | None]:
+        return queues.extend(self, name, node, seqs, lease_ids, lease_ms)
 
     def trim(
         self, name: str, maxlen: int | None = None, minid_seq: int | None = None

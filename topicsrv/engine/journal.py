@@ -39,6 +39,16 @@ class Journal(Protocol):
 
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> CommitToken | None: ...
 
+    def leases_logged(self, topic: Topic, events: list[list[Any]]) -> CommitToken | None:
+        """Append events to the queue's leases log (engine/leases.py); gated iff the queue's
+        `leases_durable` is set (and its class writes a WAL)."""
+        ...
+
+    def barrier(self, topic: Topic) -> CommitToken | None:
+        """A token that completes once everything logged for `topic` so far is durable
+        (None: nothing of it is ever written)."""
+        ...
+
 
 class NullJournal:
     """No storage: everything is resident only (used by engine tests and `--no-storage`)."""
@@ -64,4 +74,10 @@ class NullJournal:
         return None
 
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> None:
+        return None
+
+    def leases_logged(self, topic: Topic, events: list[list[Any]]) -> None:
+        return None
+
+    def barrier(self, topic: Topic) -> None:
         return None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from topicsrv.engine import groups, restore
+from topicsrv.engine import groups, leases, restore
 from topicsrv.engine.segments import SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, recovery, segfiles
@@ -113,6 +113,8 @@ class Checkpoints:
             snap_groups = groups.snapshot(topic)
             if snap_groups:
                 meta["groups"] = snap_groups
+            if topic.type == "queue" and leases.EXT_KEY in topic.ext:
+                meta["queue"] = leases.snapshot(topic.ext[leases.EXT_KEY])
             segs: list[tuple[Any, int]] = []
             if pol.wal:
                 segs = [(seg, len(seg)) for seg in topic.segs if isinstance(seg, Segment)]

@@ -38,6 +38,7 @@ T_SEGDROP = 7  # a whole dead segment is about to be unlinked: orjson {name, epo
 T_LOSTRANGE = 8  # seqs that were handed out and could not be made durable: {name, epoch, first, count}
 T_GROUPS = 9  # a topic's consumer groups, whole (older versions): {name, epoch, groups}
 T_GROUPOP = 10  # one consumer-group definition change (engine/groupops.py): {name, epoch, op}
+T_LEASES = 11  # a queue's leases-log events (engine/leases.py): {name, epoch, ev: [event, ...]}
 # segment frame types
 T_REC = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST = 17  # binary: a LOST slot (seq, ts)

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from topicsrv.engine import deletes, groupops, groups, restore
+from topicsrv.engine import deletes, groupops, groups, leases, restore
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
@@ -268,6 +268,8 @@ class Builder:
             for ftype, body in img.ops:  # records are gone by design; group definitions are not
                 if ftype in (frames.T_GROUPS, frames.T_GROUPOP):
                     self._apply(topic, st, ftype, body)
+            if img.type == "queue":
+                leases.restore(topic, None)
             return topic
         files = ck.get("files", [])
         dropped = set()
@@ -280,6 +282,8 @@ class Builder:
         topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=start,
                                   front=ck.get("front", 0))
         groups.restore(topic, ck.get("groups"))
+        if img.type == "queue":
+            leases.restore(topic, ck.get("queue"))
         for _, kind, part in parts:
             if kind:
                 base, n, flag, ts = part
@@ -303,6 +307,10 @@ class Builder:
                        gap_flag=DELETED if silent else LOST, lost_total=ck.get("lost_total", 0))
         st.ceil_durable = st.ceil_head = topic.next_seq - 1
         topic.ext[EXT_KEY] = st
+        if img.type == "queue" and not cfg.leases_durable:
+            # non-durable leases end with the process: their jobs are claimable at once
+            # (seeds 10.6; docs/decisions.md), delivery counts are kept
+            leases.release_all(leases.state_of(topic), self.now)
         return topic
 
     def _load_file(self, topic: Topic, st: TState, base: int, count: int, cold: bool, dead: bool) -> None:
@@ -372,6 +380,10 @@ class Builder:
             groups.restore(topic, d.get("groups"))
         elif ftype == frames.T_GROUPOP:  # one definition change (XGROUP CREATE, SETID, ...)
             groupops.apply(topic, d["op"])
+        elif ftype == frames.T_LEASES:  # a queue's leases-log events, in order
+            qs = leases.state_of(topic)
+            for ev in d["ev"]:
+                leases.apply(qs, ev)
         elif ftype == frames.T_LOSTRANGE:
             if d.get("silent"):
                 restore.mark_silent(topic, int(d["first"]), int(d["count"]), topic.last_ts)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from topicsrv.engine import restore
+from topicsrv.engine import queues, restore
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
@@ -139,6 +139,10 @@ class Storage(SegTasks):
             await trio.to_thread.run_sync(sh.open)
         self.engine.journal = self
         self.opened = True
+        finished, returned = queues.resolve_moves(self.engine)
+        if finished or returned:
+            log.warning("recovery: %d interrupted dead-letter moves finished, %d jobs whose copy was "
+                        "lost are back in their queue", finished, returned)
         return rec
 
     async def recover_memory_topics(self) -> int:
@@ -265,6 +269,22 @@ class Storage(SegTasks):
         """Consumer-group definitions are config-like: written at once and fsync-gated. The
         frame carries the change only (engine/groupops.py), never the group's pending list."""
         return self._control(topic, frames.T_GROUPOP, {"op": change}, True)
+
+    def leases_logged(self, topic: Topic, events: list[list[Any]]) -> Token | None:
+        """A queue's leases log shares the topic's WAL shard (so its events and the jobs'
+        deletes replay in order); fsync-gated only with `leases_durable` (seeds 10.1)."""
+        if not policy_of(topic.config).wal:
+            return None
+        return self._control(topic, frames.T_LEASES, {"ev": events}, topic.config.leases_durable)
+
+    def barrier(self, topic: Topic) -> Token | None:
+        """The commit of everything enqueued for `topic` so far (its shard's open batch)."""
+        if not policy_of(topic.config).wal:
+            return None
+        _, sh = self._shard(topic)
+        if not sh.batch.frames:
+            return None
+        return Token(sh.batch.commit, False)
 
     def _reveal(self, topic: Topic, upto: int) -> None:
         # a topic whose class stopped hiding records meanwhile has nothing left to hide
@@ -393,4 +413,10 @@ class _NotReady:
         return None
 
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> None:
+        return None
+
+    def leases_logged(self, topic: Topic, events: list[list[Any]]) -> None:
+        return None
+
+    def barrier(self, topic: Topic) -> None:
         return None

@@ -1,0 +1,214 @@
+"""The lease projection of a queue topic (seeds section 10): who holds which job, as values.
+
+A queue is two logs (seeds 10.1): the jobs log (the topic's records) and the leases log, an
+append-only list of lifecycle events. This module is the leases log's *projection*, the
+state those events produce, and the one place each event's effect is written down:
+
+    ["c", seq, node, lease_id, deadline, delivery, ts]  claimed (fresh or reclaimed)
+    ["r", seq, lease_id, ready_at, ts, why]             released: why = "nack" | "expired"
+    ["x", seq, lease_id, deadline, ts]                  extended
+    ["a", seq, lease_id, ts]                            acked (the job is deleted: seeds 10.2)
+    ["d", seq, dl_topic, dl_seq, ts]                    moved to the dead-letter topic
+    ["f", seq, ts]                                      forgotten (the job left the jobs log)
+
+Rule 1: `apply(state, event)` is the only way the projection changes, live or at replay,
+so replaying a log rebuilds exactly the state that wrote it (event sourcing). Events are
+idempotent where a crash can repeat them (a checkpoint snapshot + the WAL tail after it).
+Rule 2: no timers. A lease holds until `now > deadline`; the next claim pass finds expired
+leases (`expired`, a heap with stale entries skipped) and releases them (seeds 10.6).
+Rule 3: the freelist (released jobs, each with the time it becomes claimable) is served
+before fresh jobs; fresh jobs come from `cursor`, the next seq never leased (seeds 10.3).
+Rule 4: lease ids are `<nonce>.<n>`: `n` counts up per queue, `nonce` is drawn per process,
+so an id handed out before a crash is never handed out again for another lease (a stale
+worker's fenced ack can never hit a newer lease), even when non-durable events were lost.
+"""
+
+from __future__ import annotations
+
+import heapq
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from sortedcontainers import SortedList
+
+EXT_KEY = "queue"
+Event = list[Any]
+
+_NONCE = secrets.token_hex(4)
+
+
+@dataclass(slots=True, eq=False)
+class Lease:
+    seq: int
+    node: str
+    lease_id: str
+    deadline: int
+    delivery: int
+
+
+@dataclass(slots=True, eq=False)
+class QueueState:
+    cursor: int  # the next never-leased seq (Rule 3)
+    leases: dict[int, Lease] = field(default_factory=dict)
+    deliveries: dict[int, int] = field(default_factory=dict)  # seq -> claims so far (live jobs)
+    free: SortedList = field(default_factory=SortedList)  # (ready_at, seq): the freelist
+    ready_at: dict[int, int] = field(default_factory=dict)  # seq -> its key in `free`
+    expiry: list[tuple[int, int, str]] = field(default_factory=list)  # heap (deadline, seq, id)
+    moving: dict[int, tuple[str, int]] = field(default_factory=dict)  # seq -> (dl topic, dl seq)
+    counter: int = 0
+    nonce: str = _NONCE
+    # observability counters (since the topic instance was created; restored at restart)
+    stats: dict[str, int] = field(default_factory=lambda: {
+        "claimed": 0, "acked": 0, "nacked": 0, "expired": 0, "extended": 0, "dead_lettered": 0,
+        "dead_letter_errors": 0})
+
+    def new_lease_id(self) -> str:
+        self.counter += 1
+        return f"{self.nonce}.{self.counter}"
+
+    def held(self, seq: int) -> Lease | None:
+        found: Lease | None = self.leases.get(seq)
+        return found
+
+    def _unfree(self, seq: int) -> None:
+        at = self.ready_at.pop(seq, None)
+        if at is not None:
+            self.free.discard((at, seq))
+
+    def _free(self, seq: int, ready_at: int) -> None:
+        self._unfree(seq)
+        self.ready_at[seq] = ready_at
+        self.free.add((ready_at, seq))
+
+    def delayed(self, now: int) -> int:
+        """Released jobs whose nack delay has not passed yet."""
+        return len(self.free) - self.free.bisect_right((now, 1 << 65))
+
+    def expired_leases(self, now: int) -> list[Lease]:
+        """Leases whose deadline has passed (`now > deadline`), oldest deadline first."""
+        out: list[Lease] = []
+        heap = self.expiry
+        while heap and heap[0][0] < now:
+            deadline, seq, lease_id = heapq.heappop(heap)
+            lease = self.leases.get(seq)
+            if lease is not None and lease.lease_id == lease_id and lease.deadline == deadline:
+                out.append(lease)
+        return out
+
+    def next_due(self) -> int | None:
+        """The earliest time something becomes claimable without a write: a lease deadline
+        passing or a nack delay ending (for long-poll claims; stale heap entries only make a
+        waiter look once more)."""
+        due = [self.free[0][0]] if self.free else []
+        if self.expiry:
+            due.append(self.expiry[0][0] + 1)
+        return min(due) if due else None
+
+
+def state_of(topic: Any) -> QueueState:
+    """The projection of a queue topic, created on first use."""
+    qs: QueueState | None = topic.ext.get(EXT_KEY)
+    if qs is None:
+        qs = topic.ext[EXT_KEY] = QueueState(cursor=topic.seq_base)
+    return qs
+
+
+def apply(qs: QueueState, ev: Event) -> None:
+    """Rule 1: the effect of one event."""
+    kind, seq = ev[0], int(ev[1])
+    lease: Lease | None
+    if kind == "c":
+        _, _, node, lease_id, deadline, delivery, _ts = ev
+        qs._unfree(seq)
+        new = Lease(seq, str(node), str(lease_id), int(deadline), int(delivery))
+        qs.leases[seq] = new
+        qs.deliveries[seq] = new.delivery
+        heapq.heappush(qs.expiry, (new.deadline, seq, new.lease_id))
+        if seq >= qs.cursor:
+            qs.cursor = seq + 1
+        _bump_counter(qs, str(lease_id))
+        qs.stats["claimed"] += 1
+    elif kind == "r":
+        _, _, lease_id, ready_at, _ts, why = ev
+        lease = qs.leases.get(seq)
+        if lease is not None and lease.lease_id == lease_id:
+            del qs.leases[seq]
+            qs._free(seq, int(ready_at))
+            qs.stats["expired" if why == "expired" else "nacked"] += 1
+    elif kind == "x":
+        _, _, lease_id, deadline, _ts = ev
+        lease = qs.leases.get(seq)
+        if lease is not None and lease.lease_id == lease_id:
+            lease.deadline = int(deadline)
+            heapq.heappush(qs.expiry, (lease.deadline, seq, lease.lease_id))
+            qs.stats["extended"] += 1
+    elif kind == "a":
+        lease = qs.leases.get(seq)
+        if lease is not None and lease.lease_id == ev[2]:
+            del qs.leases[seq]
+            qs.deliveries.pop(seq, None)
+            qs.stats["acked"] += 1
+    elif kind == "d":
+        qs._unfree(seq)
+        qs.leases.pop(seq, None)
+        qs.moving[seq] = (str(ev[2]), int(ev[3]))
+        qs.stats["dead_lettered"] += 1
+    elif kind == "f":
+        forget(qs, seq)
+
+
+def forget(qs: QueueState, seq: int) -> None:
+    """The job left the jobs log (acked, deleted, expired, moved): drop what we know of it."""
+    qs._unfree(seq)
+    qs.leases.pop(seq, None)
+    qs.deliveries.pop(seq, None)
+    qs.moving.pop(seq, None)
+
+
+def _bump_counter(qs: QueueState, lease_id: str) -> None:
+    nonce, _, n = lease_id.rpartition(".")
+    if nonce == qs.nonce and n.isdigit():
+        qs.counter = max(qs.counter, int(n))
+
+
+def release_all(qs: QueueState, now: int) -> int:
+    """A restart with non-durable leases (seeds 10.6): every lease ends and its job is
+    claimable at once, exactly as if all had expired. Delivery counts are kept."""
+    n = len(qs.leases)
+    for seq in list(qs.leases):
+        del qs.leases[seq]
+        qs._free(seq, now)
+    qs.expiry.clear()
+    return n
+
+
+# ---- snapshots (a checkpoint is the leases log compacted to its projection) -------------------
+
+
+def snapshot(qs: QueueState) -> dict[str, Any]:
+    return {
+        "cursor": qs.cursor,
+        "leases": [[x.seq, x.node, x.lease_id, x.deadline, x.delivery] for x in qs.leases.values()],
+        "deliveries": [[s, n] for s, n in qs.deliveries.items() if s not in qs.leases],
+        "free": [[at, s] for at, s in qs.free],
+        "moving": [[s, t, d] for s, (t, d) in qs.moving.items()],
+        "stats": dict(qs.stats),
+    }
+
+
+def restore(topic: Any, snap: dict[str, Any] | None) -> QueueState:
+    qs = topic.ext[EXT_KEY] = QueueState(cursor=topic.seq_base)
+    if not snap:
+        return qs
+    qs.cursor = int(snap.get("cursor", topic.seq_base))
+    for s, n in snap.get("deliveries", []):
+        qs.deliveries[int(s)] = int(n)
+    for s, node, lease_id, deadline, delivery in snap.get("leases", []):
+        apply(qs, ["c", s, node, lease_id, deadline, delivery, 0])
+    for at, s in snap.get("free", []):
+        qs._free(int(s), int(at))
+    for s, t, d in snap.get("moving", []):
+        qs.moving[int(s)] = (str(t), int(d))
+    qs.stats.update({k: int(v) for k, v in snap.get("stats", {}).items() if k in qs.stats})
+    return qs

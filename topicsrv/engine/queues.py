@@ -1,0 +1,463 @@
+"""Queue operations (seeds section 10): claim, ack, nack, extend and the queue's state.
+
+Each operation validates its whole request, changes the lease projection only through
+leases-log events (engine/leases.py Rule 1), hands those events to the journal in one call,
+and returns the commit token the front awaits before it answers.
+
+Rule 1: a claim pass (`claim`) serves a cohort of claimers in one synchronous step: expire
+leases whose deadline passed (recording `released`), take the freelist first, then fresh
+jobs from the claim cursor, and deal them round-robin in proportion to each claimer's `max`
+(seeds 10.3). A single claimer is a cohort of one.
+Rule 2: ack/nack/extend apply to a seq only while `node` holds its lease and, when lease ids
+are given, only with the current one (fencing); anything else is skipped and named, never
+an error (at-least-once consumers retry acks freely). An ack deletes the job through the
+ordinary permanent delete (seeds 7), so it is exactly as durable as the topic.
+Rule 3: a job about to be delivered for the (max_deliveries + 1)-th time is moved to the
+`dead_letter` topic instead: copied there with `meta.$dead_letter_*` provenance, then
+deleted from the queue only once the copy is durable (`Move`: the fronts' mover awaits the
+copy's barrier, then calls `finish_moves`), so a crash never loses it. With `dead_letter`
+null the job is reclaimed indefinitely (seeds 10.7).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from topicsrv.engine import leases
+from topicsrv.engine.config import CONFIG_INT_MAX
+from topicsrv.engine.entries import parse_entry
+from topicsrv.engine.journal import CommitToken
+from topicsrv.engine.leases import Event, QueueState, state_of
+from topicsrv.engine.reads import FMT_JSON
+from topicsrv.engine.records import (
+    KIND_JSON,
+    MAX_NODE_BYTES,
+    MAX_RECORDS_PER_WRITE,
+    blob_to_json,
+    blob_to_resp,
+    check_label,
+    fields_to_data,
+    prepare_json,
+)
+from topicsrv.engine.segments import LIVE
+from topicsrv.engine.topic import Topic
+from topicsrv.errors import TopicsError, invalid
+
+if TYPE_CHECKING:
+    from topicsrv.engine.core import Engine
+
+log = logging.getLogger("topicsrv.queues")
+
+MAX_CLAIM = MAX_RECORDS_PER_WRITE  # jobs one claim may ask for
+MAX_SEQS = MAX_RECORDS_PER_WRITE  # seqs one ack/nack/extend may name
+DEAD_LETTER_REASON = "max_deliveries"
+
+
+@dataclass(slots=True)
+class Claimer:
+    """One claim request: who, how many, and in which record form its jobs go out."""
+
+    node: str
+    max: int = 1
+    lease_ms: int | None = None
+    fmt: int = FMT_JSON
+
+
+@dataclass(slots=True)
+class Job:
+    seq: int
+    blob: bytes  # the record, in the claimer's form (wire JSON or a RESP stream entry)
+    lease_id: str
+    deadline: int
+    delivery: int
+
+    def to_json(self, topic: str | None = None) -> bytes:
+        """The record's JSON plus the lease fields (API 7), `topic` for /v0/work."""
+        extra = b',"lease_id":%b,"deadline":%d,"delivery":%d' % (
+            orjson.dumps(self.lease_id), self.deadline, self.delivery)
+        if topic is not None:
+            extra += b',"topic":' + orjson.dumps(topic)
+        return self.blob[:-1] + extra + b"}"
+
+
+@dataclass(slots=True)
+class Move:
+    """A dead-letter copy waiting to be durable before its job leaves the queue (Rule 3)."""
+
+    queue: Topic
+    seq: int
+    token: CommitToken
+
+
+# ---- validation (the same for both fronts) ----------------------------------------------------
+
+
+def check_node(node: Any) -> str:
+    if node is None or node == "":
+        raise invalid("'node' is required: the name of the worker that holds the lease", field="node")
+    value = check_label(node, "node", MAX_NODE_BYTES)
+    assert value is not None
+    return value
+
+
+def check_int(value: Any, name: str, lo: int, hi: int = CONFIG_INT_MAX) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise invalid(f"'{name}' must be an integer", field=name)
+    if not lo <= value <= hi:
+        raise invalid(f"'{name}' must be between {lo} and {hi}", field=name)
+    return value
+
+
+def check_seqs(seqs: Any, lease_ids: Any = None) -> tuple[list[int], list[str] | None]:
+    if not isinstance(seqs, list) or not seqs:
+        raise invalid("'seqs' must be a non-empty list of job seqs", field="seqs")
+    if len(seqs) > MAX_SEQS:
+        raise invalid(f"'seqs' names {len(seqs)} jobs; the limit is {MAX_SEQS}", field="seqs")
+    out = [check_int(s, "seqs", 0, (1 << 64) - 1) for s in seqs]
+    if lease_ids is None:
+        return out, None
+    if not isinstance(lease_ids, list) or len(lease_ids) != len(out) or not all(
+            isinstance(x, str) for x in lease_ids):
+        raise invalid("'lease_ids' must be a list of strings, one per seq, in the order of 'seqs'",
+                      field="lease_ids")
+    return out, lease_ids
+
+
+def queue_topic(engine: Engine, name: str) -> Topic:
+    topic = engine.get(name)
+    if topic.type != "queue":
+        raise TopicsError(
+            "not_a_queue",
+            f"topic '{name}' is a log topic; claim/ack/nack/extend need a topic created with type "
+            "'queue'", {"topic": name, "type": topic.type})
+    return topic
+
+
+# ---- claim -------------------------------------------------------------------------------------
+
+
+def _live_after(topic: Topic, lo: int, count: int) -> list[tuple[int, bytes, str | None, str | None]]:
+    """Up to `count` live records with seq >= lo (native form), in seq order."""
+    out: list[tuple[int, bytes, str | None, str | None]] = []
+    head = topic.head_seq
+    seq = max(lo, topic.front)
+    while seq <= head and len(out) < count and topic.segs:
+        seg, i = topic.locate(seq)
+        n = min(len(seg), head + 1 - seg.base)
+        if not seg.live:
+            seq = seg.base + len(seg)
+            continue
+        flags, blobs = seg.flags, seg.blobs
+        for x in range(i, n):
+            if flags[x] == LIVE:
+                blob = blobs[x]
+                assert blob is not None
+                out.append((seg.base + x, blob, seg.node(x), seg.tag(x)))
+                if len(out) >= count:
+                    return out
+        seq = seg.base + len(seg)
+    return out
+
+
+def deal(maxes: Sequence[int], available: int) -> list[int]:
+    """How many jobs each claimer gets: all it asked for when there is enough, otherwise
+    shares proportional to `max` (largest remainders first, ties to the earlier arrival)."""
+    total = sum(maxes)
+    if available >= total:
+        return list(maxes)
+    shares = [available * m // total for m in maxes]
+    order = sorted(range(len(maxes)), key=lambda i: (-(available * maxes[i] % total), i))
+    left = available - sum(shares)
+    for i in order:
+        if left == 0:
+            break
+        if shares[i] < maxes[i]:
+            shares[i] += 1
+            left -= 1
+    return shares
+
+
+def _record(blob: bytes, node: str | None, tag: str | None) -> dict[str, Any]:
+    """The record as an HTTP write object (data, tag, node, meta), whatever form it was stored in."""
+    if blob[0] == KIND_JSON:
+        obj = orjson.loads(blob)
+        return {"data": obj.get("data"), "tag": obj.get("$tag"), "node": obj.get("$node"),
+                "meta": dict(obj.get("meta") or {})}
+    _, _, pairs = parse_entry(blob)
+    extras = (node is not None) + (tag is not None)
+    if extras:
+        pairs = pairs[: len(pairs) - 2 * extras]
+    return {"data": fields_to_data(pairs), "tag": tag, "node": node, "meta": {}}
+
+
+def _dead_letter(engine: Engine, topic: Topic, qs: QueueState, seq: int, rec: tuple[bytes, str | None, str | None],
+                 now: int, events: list[Event], moves: list[Move]) -> bool:
+    """Rule 3: copy the job to its dead-letter topic. False when the copy was refused (the job
+    then stays on the freelist and the refusal is counted)."""
+    dl = topic.config.dead_letter
+    assert dl is not None
+    obj = _record(*rec)
+    obj["meta"].update({
+        "$dead_letter_topic": topic.name,
+        "$dead_letter_seq": str(seq),
+        "$dead_letter_deliveries": str(qs.deliveries.get(seq, 0)),
+        "$dead_letter_reason": DEAD_LETTER_REASON,
+        "$dead_letter_ts": str(now),
+    })
+    try:
+        prepared = prepare_json({k: v for k, v in obj.items() if v is not None or k == "data"})
+        result, token = engine.write(dl, [prepared], create=True)
+    except TopicsError as exc:
+        qs.stats["dead_letter_errors"] += 1
+        log.warning("queue %s: job %d could not be dead-lettered to '%s' (%s: %s); it stays in "
+                    "the queue", topic.name, seq, dl, exc.code, exc.message)
+        return False
+    ev: Event = ["d", seq, dl, result["first_seq"], now]
+    leases.apply(qs, ev)
+    events.append(ev)
+    barrier = engine.journal.barrier(engine.get(dl)) or token
+    if barrier is None:
+        _delete_moved(engine, topic, qs, [seq])
+    else:
+        moves.append(Move(topic, seq, barrier))
+    return True
+
+
+def _delete_moved(engine: Engine, topic: Topic, qs: QueueState, seqs: list[int]) -> CommitToken | None:
+    for seq in seqs:
+        qs.moving.pop(seq, None)
+        qs.deliveries.pop(seq, None)
+    _, token = engine.delete_seqs(topic.name, seqs)
+    return token
+
+
+def finish_moves(engine: Engine, moves: list[Move]) -> None:
+    """The copies of `moves` are durable: delete their jobs from the queue (Rule 3)."""
+    by_topic: dict[int, tuple[Topic, list[int]]] = {}
+    for m in moves:
+        if engine.topics.get(m.queue.name) is not m.queue:
+            continue  # the queue was deleted meanwhile
+        by_topic.setdefault(id(m.queue), (m.queue, []))[1].append(m.seq)
+    for topic, seqs in by_topic.values():
+        _delete_moved(engine, topic, state_of(topic), seqs)
+
+
+def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
+        list[list[Job]], CommitToken | None, list[Move]]:
+    """One claim pass for a cohort (Rule 1): the jobs of each claimer, in claimer order."""
+    topic = queue_topic(engine, name)
+    for c in claimers:
+        check_node(c.node)
+        check_int(c.max, "max", 1, MAX_CLAIM)
+        if c.lease_ms is not None:
+            check_int(c.lease_ms, "lease_ms", 1)
+    engine.journal.check_writable(topic)
+    now = engine.now()
+    topic.expire(now)
+    cfg = topic.config
+    qs = state_of(topic)
+    events: list[Event] = []
+    moves: list[Move] = []
+    for lease in qs.expired_leases(now):  # lazy expiry (seeds 10.6)
+        ev: Event = ["r", lease.seq, lease.lease_id, lease.deadline + 1, now, "expired"]
+        leases.apply(qs, ev)
+        events.append(ev)
+    want = sum(c.max for c in claimers)
+    found: list[tuple[int, bytes, str | None, str | None]] = []
+    blocked: list[tuple[int, int]] = []
+    free = qs.free
+    while len(found) < want and free and free[0][0] <= now:  # the freelist first
+        at, seq = free.pop(0)
+        del qs.ready_at[seq]
+        rec = topic.record_at(seq)
+        if rec is None:  # deleted, expired or evicted meanwhile
+            leases.forget(qs, seq)
+            continue
+        if cfg.max_deliveries and cfg.dead_letter and qs.deliveries.get(seq, 0) >= cfg.max_deliveries:
+            if not _dead_letter(engine, topic, qs, seq, rec, now, events, moves):
+                blocked.append((at, seq))
+            continue
+        found.append((seq, *rec))
+    for at, seq in blocked:
+        qs._free(seq, at)
+    if len(found) < want:  # then fresh jobs, from the claim cursor
+        found += _live_after(topic, qs.cursor, want - len(found))
+    shares = deal([c.max for c in claimers], len(found))
+    out: list[list[Job]] = [[] for _ in claimers]
+    pos = 0
+    left = list(shares)
+    while pos < len(found):  # round-robin, so every claimer gets the oldest work evenly
+        for i, c in enumerate(claimers):
+            if left[i] and pos < len(found):
+                seq, blob, node, tag = found[pos]
+                pos += 1
+                left[i] -= 1
+                deadline = now + (c.lease_ms or cfg.lease_ms)
+                delivery = qs.deliveries.get(seq, 0) + 1
+                ev = ["c", seq, c.node, qs.new_lease_id(), deadline, delivery, now]
+                leases.apply(qs, ev)
+                events.append(ev)
+                if blob[0] != c.fmt:
+                    blob = blob_to_json(blob, node, tag) if c.fmt == FMT_JSON else blob_to_resp(blob)
+                out[i].append(Job(seq, blob, ev[3], deadline, delivery))
+    if found:
+        topic.last_consumed_at = topic.last_read_ts = now
+    token = engine.journal.leases_logged(topic, events) if events else None
+    return out, token, moves
+
+
+# ---- ack / nack / extend -------------------------------------------------------------------------
+
+
+def _match(qs: QueueState, node: str, seqs: list[int], lease_ids: list[str] | None) -> tuple[
+        list[leases.Lease], list[dict[str, Any]]]:
+    """Rule 2: the leases `node` holds among `seqs` (fenced by lease ids when given)."""
+    held: list[leases.Lease] = []
+    skipped: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for i, seq in enumerate(seqs):
+        lease = qs.held(seq)
+        if seq in seen or lease is None:
+            skipped.append({"seq": seq, "reason": "not_held"})
+        elif lease.node != node:
+            skipped.append({"seq": seq, "reason": "not_holder"})
+        elif lease_ids is not None and lease_ids[i] != lease.lease_id:
+            skipped.append({"seq": seq, "reason": "stale_lease"})
+        else:
+            held.append(lease)
+        seen.add(seq)
+    return held, skipped
+
+
+def ack(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = None) -> tuple[
+        dict[str, Any], CommitToken | None]:
+    topic = queue_topic(engine, name)
+    node = check_node(node)
+    seqs, lease_ids = check_seqs(seqs, lease_ids)
+    engine.journal.check_writable(topic)
+    now = engine.now()
+    qs = state_of(topic)
+    held, skipped = _match(qs, node, seqs, lease_ids)
+    events: list[Event] = [["a", x.seq, x.lease_id, now] for x in held]
+    for ev in events:
+        leases.apply(qs, ev)
+    token = engine.journal.leases_logged(topic, events) if events else None
+    acked = [x.seq for x in held]
+    if acked:
+        _, delete_token = engine.delete_seqs(name, acked)
+        token = delete_token or token  # one shard: the later frame's commit covers the events
+    return {"topic": name, "acked": acked, "skipped": skipped}, token
+
+
+def nack(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = None,
+         delay_ms: Any = 0) -> tuple[dict[str, Any], CommitToken | None]:
+    topic = queue_topic(engine, name)
+    node = check_node(node)
+    seqs, lease_ids = check_seqs(seqs, lease_ids)
+    delay = check_int(delay_ms if delay_ms is not None else 0, "delay_ms", 0)
+    engine.journal.check_writable(topic)
+    now = engine.now()
+    qs = state_of(topic)
+    held, skipped = _match(qs, node, seqs, lease_ids)
+    events: list[Event] = [["r", x.seq, x.lease_id, now + delay, now, "nack"] for x in held]
+    for ev in events:
+        leases.apply(qs, ev)
+    token = engine.journal.leases_logged(topic, events) if events else None
+    if events:
+        engine.notify(name)  # waiting claimers look again (at once, or when the delay ends)
+    return {"topic": name, "released": [x.seq for x in held], "skipped": skipped,
+            "ready_at": now + delay}, token
+
+
+def extend(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = None,
+           lease_ms: Any = None) -> tuple[dict[str, Any], CommitToken | None]:
+    topic = queue_topic(engine, name)
+    node = check_node(node)
+    seqs, lease_ids = check_seqs(seqs, lease_ids)
+    ms = topic.config.lease_ms if lease_ms is None else check_int(lease_ms, "lease_ms", 1)
+    engine.journal.check_writable(topic)
+    now = engine.now()
+    qs = state_of(topic)
+    held, skipped = _match(qs, node, seqs, lease_ids)
+    events: list[Event] = [["x", x.seq, x.lease_id, now + ms, now] for x in held]
+    for ev in events:
+        leases.apply(qs, ev)
+    token = engine.journal.leases_logged(topic, events) if events else None
+    return {"topic": name, "extended": [x.seq for x in held], "deadlines": [now + ms for _ in held],
+            "skipped": skipped}, token
+
+
+# ---- state ------------------------------------------------------------------------------------
+
+
+def stats(topic: Topic, now: int) -> dict[str, int]:
+    """`queue` of GET /v0/topics/:q, computed from the projection and the jobs log. A lease
+    whose deadline passed counts as ready (it is reclaimable) even before a claim pass
+    records its release."""
+    qs = state_of(topic)
+    expired = [x.seq for x in qs.leases.values() if x.deadline < now]
+    in_flight = len(qs.leases) - len(expired)
+    delayed = qs.delayed(now)
+    ready = max(0, topic.count - in_flight - delayed - len(qs.moving))
+    oldest: list[int] = expired[:]
+    for at, seq in qs.free:
+        if at > now:
+            break
+        oldest.append(seq)
+    fresh = _live_after(topic, qs.cursor, 1)
+    if fresh:
+        oldest.append(fresh[0][0])
+    age = 0
+    live = [s for s in oldest if topic.record_at(s) is not None]
+    if live and ready:
+        age = max(0, now - topic.ts_of(min(live)))
+    return {"ready": ready, "in_flight": in_flight, "delayed": delayed,
+            "dead_lettered": qs.stats["dead_lettered"], "oldest_ready_age_ms": age}
+
+
+def counters(topic: Topic) -> dict[str, int]:
+    """Lifetime counters of the queue instance (for /metrics)."""
+    return dict(state_of(topic).stats)
+
+
+def resolve_moves(engine: Engine) -> tuple[int, int]:
+    """After recovery: finish the dead-letter moves a crash interrupted (Rule 3). A job whose
+    copy is in its dead-letter topic (checked by provenance) is deleted now; one whose copy
+    did not survive goes back on the freelist, delivery count kept, to be moved again.
+    Returns (finished, returned)."""
+    finished = returned = 0
+    now = engine.now()
+    for topic in list(engine.topics.values()):
+        qs = topic.ext.get(leases.EXT_KEY) if topic.type == "queue" else None
+        if not qs or not qs.moving:
+            continue
+        done: list[int] = []
+        for seq, (dl, dl_seq) in list(qs.moving.items()):
+            if topic.record_at(seq) is None:
+                leases.forget(qs, seq)
+                continue
+            if _has_copy(engine, dl, dl_seq, topic.name, seq):
+                done.append(seq)
+            else:
+                qs.moving.pop(seq, None)
+                qs._free(seq, now)
+                qs.stats["dead_lettered"] = max(0, qs.stats["dead_lettered"] - 1)
+                returned += 1
+        if done:
+            _delete_moved(engine, topic, qs, done)
+            finished += len(done)
+    return finished, returned
+
+
+def _has_copy(engine: Engine, dl: str, dl_seq: int, queue: str, seq: int) -> bool:
+    target = engine.find(dl)
+    rec = target.record_at(dl_seq) if target is not None else None
+    if rec is None:
+        return False
+    meta = _record(*rec)["meta"]
+    return bool(meta.get("$dead_letter_topic") == queue and meta.get("$dead_letter_seq") == str(seq))

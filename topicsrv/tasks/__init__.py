@@ -1,0 +1,1 @@
+"""Background work on top of the engine and storage, shared by both fronts."""
