@@ -96,12 +96,12 @@ class QueueState:
                 out.append(lease)
         return out
 
-    def next_due(self) -> int | None:
-        """The earliest time something becomes claimable without a write: a lease deadline
-        passing or a nack delay ending (for long-poll claims; stale heap entries only make a
-        waiter look once more)."""
-        due = [self.free[0][0]] if self.free else []
-        if self.expiry:
+    def next_due(self, now: int) -> int | None:
+        """The earliest time after `now` something becomes claimable without a write: a lease
+        deadline passing or a nack delay ending (for long-poll claims; a stale heap entry only
+        makes a waiter look once more)."""
+        due = [at for at, _ in self.free[self.free.bisect_right((now, 1 << 65)):][:1]]
+        if self.expiry and self.expiry[0][0] + 1 > now:
             due.append(self.expiry[0][0] + 1)
         return min(due) if due else None
 

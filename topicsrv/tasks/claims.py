@@ -125,10 +125,11 @@ class Claims:
         topic = self.engine.find(name)
         if topic is None or topic.type != "queue":
             return min(remaining, 0.05)
-        due = leases.state_of(topic).next_due()
+        now = self.engine.now()
+        due = leases.state_of(topic).next_due(now)
         if due is None:
             return remaining
-        return max(0.001, min(remaining, (due - self.engine.now()) / 1000))
+        return max(0.001, min(remaining, (due - now) / 1000))
 
     async def _join(self, name: str, claimer: Claimer, jitter_ms: int) -> tuple[list[Job], CommitToken | None]:
         queues.check_node(claimer.node)  # a bad member must not spoil the cohort's pass
