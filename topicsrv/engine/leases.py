@@ -100,7 +100,8 @@ class QueueState:
         """The earliest time after `now` something becomes claimable without a write: a lease
         deadline passing or a nack delay ending (for long-poll claims; a stale heap entry only
         makes a waiter look once more)."""
-        due = [at for at, _ in self.free[self.free.bisect_right((now, 1 << 65)):][:1]]
+        i = self.free.bisect_right((now, 1 << 65))
+        due = [at for at, _ in self.free.islice(i, i + 1)]
         if self.expiry and self.expiry[0][0] + 1 > now:
             due.append(self.expiry[0][0] + 1)
         return min(due) if due else None
