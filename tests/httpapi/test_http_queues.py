@@ -477,6 +477,27 @@ def test_dead_letter_after_max_deliveries_over_http(srv: Srv, c: Client, q: str)
             meta["$dead_letter_reason"]) == (q, "1", "1", "max_deliveries")
 
 
+def test_a_refused_dead_letter_copy_is_retried_after_a_while_not_on_every_pass(
+        srv: Srv, c: Client, q: str) -> None:
+    dlq = q + "-full"
+    assert c.put(f"/v0/topics/{dlq}", {"cap_records": 1, "discard": "reject"}).status == 201
+    c.write(dlq, "occupied")
+    assert c.put(f"/v0/topics/{q}", {"max_deliveries": 1, "dead_letter": dlq}).status == 200
+    produce(c, q, 1)
+    lease_op(c, q, "nack", "w", claim(c, q, "w"))
+    errors = f'{{topic="{q}",event="dead_letter_errors"}}'
+    assert claim(c, q, "w", wait_ms=300) == []  # the copy is refused: the job stays
+    assert metric(c, "topicsrv_queue_events_total", errors) == 1  # was ~1 per ms of the wait
+    assert queue_state(c, q) == {"count": 1, "ready": 0, "in_flight": 0, "delayed": 1,
+                                 "dead_lettered": 0}
+    assert c.post(f"/v0/topics/{dlq}/delete", {"before_seq": 2}).status == 200  # room again
+    srv.clock.advance(1000)
+    assert claim(c, q, "w") == []  # moved, not delivered a second time
+    wait_until(lambda: queue_state(c, q)["count"] == 0)
+    assert queue_state(c, q)["dead_lettered"] == 1
+    assert [r["meta"]["$dead_letter_seq"] for r in c.diff(dlq)["records"]] == ["1"]
+
+
 def test_metrics_show_the_queue_families(srv: Srv, c: Client, q: str) -> None:
     produce(c, q, 4)
     jobs = claim(c, q, "w", max=3)
