@@ -4,6 +4,7 @@ whose engine reads a FakeClock, so lease deadlines and nack delays move only whe
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -260,14 +261,16 @@ def test_long_poll_claim_is_woken_by_a_produce_over_resp(srv: Srv, c: Client, q:
     box: dict[str, Any] = {}
 
     def poll() -> None:
+        poller = srv.client()
         t0 = time.monotonic()
-        box["jobs"] = claim(srv.client(), q, "w", wait_ms=20_000)
+        box["jobs"] = claim(poller, q, "w", wait_ms=20_000)
         box["s"] = time.monotonic() - t0
+        poller.close()
 
     thread = threading.Thread(target=poll)
     thread.start()
-    # the claim takes its wake-up event in the same step as its (empty) pass, then waits
-    wait_until(lambda: srv.ctx.notifier.waiting_topics() > 0 and "jobs" not in box)
+    wait_until(lambda: polling(srv, q))
+    assert "jobs" not in box
     r = redis.Redis(port=srv.resp_port, decode_responses=True, socket_timeout=10)
     try:
         r.xadd(q, {"job": "resize", "size": "64"})
@@ -277,6 +280,24 @@ def test_long_poll_claim_is_woken_by_a_produce_over_resp(srv: Srv, c: Client, q:
     assert box["s"] < 15
     assert [(j["$seq"], j["data"], j["delivery"]) for j in box["jobs"]] == [
         (1, {"job": "resize", "size": "64"}, 1)]
+
+
+def polling(srv: Srv, q: str) -> bool:
+    """A claim of `q` is waiting: it takes its wake-up event in the same step as its (empty)
+    pass, then waits, and only a change of `q` drops the event."""
+    return q in srv.ctx.notifier._events
+
+
+def test_an_abandoned_long_poll_claim_takes_no_job(srv: Srv, c: Client, q: str) -> None:
+    body = b'{"node": "gone", "wait_ms": 20000}'
+    with socket.create_connection(("127.0.0.1", srv.http_port), timeout=5) as s:
+        s.sendall(b"POST /v0/topics/%b/claim HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%b"
+                  % (q.encode(), len(body), body))
+        wait_until(lambda: polling(srv, q))
+    wait_until(lambda: srv.ctx.metrics.http.connections == 1)  # only `c` is left
+    produce(c, q, 1)
+    assert [(j["$seq"], j["delivery"]) for j in claim(c, q, "here")] == [(1, 1)]
 
 
 def test_long_poll_claim_times_out_empty(c: Client, q: str) -> None:
