@@ -38,7 +38,8 @@ class Srv:
 
 
 def start_server(**config: Any) -> tuple[Srv, Any]:
-    cfg = ServerConfig(http_port=0, resp_port=0, storage=False, heartbeat_s=0.05, **config)
+    config.setdefault("heartbeat_s", 0.05)  # streams re-check often; a test may ask for 30 s
+    cfg = ServerConfig(http_port=0, resp_port=0, storage=False, **config)
     clock = FakeClock()
     box: dict[str, Any] = {}
     ready = threading.Event()
@@ -355,6 +356,28 @@ def test_work_stream_is_woken_by_a_produce_and_by_its_own_expired_lease(
     srv.clock.advance(LEASE_MS + 1)  # the lease expired: the slot is free, the job reclaimable
     again = next_job(s)
     assert (again["$seq"], again["delivery"]) == (1, 2)  # reclaimed work before fresh seq 2
+
+
+def test_work_stream_wakes_on_produce_ack_and_deadline_not_on_heartbeats() -> None:
+    slow, stop = start_server(heartbeat_s=30)  # a wake-up here is never a heartbeat's
+    c = slow.client()
+    s: SSE | None = None
+    try:
+        assert c.put("/v0/topics/q", {"type": "queue", "lease_ms": 200}).status == 201
+        s = SSE(slow.http_port, "/v0/work?topics=q&node=W")
+        produce(c, "q", 2)
+        assert next_job(s, 1)["$seq"] == 1  # woken by the produce
+        assert lease_op(c, "q", "ack", "W", [{"$seq": 1}], fenced=False)["acked"] == [1]
+        second = next_job(s, 1)  # woken by the ack of its own lease
+        assert (second["$seq"], second["delivery"]) == (2, 1)
+        slow.clock.advance(201)  # its own lease passes its deadline: slot free, job reclaimable
+        again = next_job(s, 1)
+        assert (again["$seq"], again["delivery"]) == (2, 2)
+    finally:
+        if s is not None:
+            s.close()
+        c.close()
+        stop()
 
 
 def test_work_stream_serves_several_queues(c: Client, q: str, streams: Any) -> None:
