@@ -58,13 +58,17 @@ def test_not_found_and_method_not_allowed(client: Any, topic: str) -> None:
     assert r.status == 405 and r.headers["allow"] == "GET"
 
 
-def test_routers_and_queues_are_not_available(client: Any, topic: str) -> None:
-    for method, path in (("PUT", "/v0/routers/r1"), ("GET", "/v0/routers"),
-                         ("POST", f"/v0/topics/{topic}/claim"), ("POST", f"/v0/topics/{topic}/ack"),
-                         ("GET", "/v0/work")):
+def test_routers_are_not_available(client: Any, topic: str) -> None:
+    for method, path in (("PUT", "/v0/routers/r1"), ("GET", "/v0/routers")):
         r = client.request(method, path, body={} if method != "GET" else None)
         assert_error_shape(r, 404, "not_found")
         assert "not available in this version" in r.json["error"]["message"]
+    # queue routes exist (tests/httpapi/test_http_queues.py): a missing queue is topic_not_found
+    for method, path in (("POST", f"/v0/topics/{topic}/claim"), ("POST", f"/v0/topics/{topic}/ack"),
+                         ("GET", f"/v0/work?topics={topic}&node=w")):
+        body = {"node": "w", "seqs": [1]} if path.endswith("/ack") else {"node": "w"}
+        r = client.request(method, path, body=body if method != "GET" else None)
+        assert_error_shape(r, 404, "topic_not_found")
 
 
 def test_topic_not_found_everywhere(client: Any) -> None:

@@ -18,7 +18,7 @@ from topicsrv.errors import TopicsError
 from topicsrv.http import app, metrics, sse
 from topicsrv.http.handlers import diff_body
 from topicsrv.http.protocol import CLOSED, NEED_DATA, Refusal, Request, Response, ServerProtocol
-from topicsrv.http.router import ROUTES, resolve
+from topicsrv.http.router import ROUTES, Match, resolve
 from topicsrv.http.server import serve_http
 
 # ---- protocol ----------------------------------------------------------------------------
@@ -112,10 +112,12 @@ def test_router_table() -> None:
         resolve("GET", "/v0/topics/-bad")
     assert e.value.code == "invalid_topic_name"
     with pytest.raises(TopicsError) as e:
-        resolve("POST", "/v0/topics/q/claim")
+        resolve("GET", "/v0/routers/r1")
     assert e.value.code == "not_found" and "not available" in e.value.message
+    assert resolve("POST", "/v0/topics/q/claim") == Match("claim", {"topic": "q"})
+    assert resolve("GET", "/v0/work").handler == "work"
     every = {h for r in ROUTES for h in r.methods.values()} - {"unavailable"}
-    assert every - {"watch_topic", "watch_many"} == set(app.HANDLERS)
+    assert every - {"watch_topic", "watch_many", "work"} == set(app.HANDLERS)
 
 
 # ---- frames and bodies ---------------------------------------------------------------------

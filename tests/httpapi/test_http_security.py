@@ -76,6 +76,11 @@ ROUTES = [  # (method, canonical path, body)
     ("POST", "/v0/topics/k/diff", b'{"from_seq": 0}'),
     ("POST", "/v0/topics/k/delete", b'{"before_seq": 99}'),
     ("GET", "/v0/topics/k/watch", None), ("GET", "/v0/watch?topics=k", None),
+    ("POST", "/v0/topics/k/claim", b'{"node": "w"}'),
+    ("POST", "/v0/topics/k/ack", b'{"node": "w", "seqs": [1]}'),
+    ("POST", "/v0/topics/k/nack", b'{"node": "w", "seqs": [1]}'),
+    ("POST", "/v0/topics/k/extend", b'{"node": "w", "seqs": [1]}'),
+    ("GET", "/v0/work?topics=k&node=w", None),
 ]
 
 
@@ -162,7 +167,9 @@ def test_a_body_must_be_declared_json(client: Any, topic: str) -> None:
                   None, "application/jsonp", "text/json", "application/json, text/plain"):
         for method, path in (("POST", f"/v0/topics/{topic}"), ("PUT", f"/v0/topics/{topic}"),
                              ("POST", f"/v0/topics/{topic}/diff"),
-                             ("POST", f"/v0/topics/{topic}/delete")):
+                             ("POST", f"/v0/topics/{topic}/delete"),
+                             ("POST", f"/v0/topics/{topic}/claim"),
+                             ("POST", f"/v0/topics/{topic}/ack")):
             status, doc = send(port, method, path, body, ctype=ctype)
             assert (status, code(doc)) == (415, "unsupported_media_type"), (ctype, method, doc)
             assert "application/json" in doc["error"]["message"]  # type: ignore[index]

@@ -42,13 +42,19 @@ def test_put_unknown_field_and_type_change(client: Any, topic: str) -> None:
     assert r.json["error"]["detail"]["reason"] == "type_immutable"
 
 
-def test_queue_topic_state_reports_no_queue_stats_before_queues_exist(client: Any,
-                                                                      topic: str) -> None:
+def test_queue_topic_state_reports_queue_stats(client: Any, topic: str) -> None:
     r = client.put(f"/v0/topics/{topic}", {"type": "queue"})
     assert r.status == 201 and r.json["type"] == "queue"
-    client.write(topic, 1)
+    client.write(topic, 1, 2)
+    r = client.post(f"/v0/topics/{topic}/claim", {"node": "w"})
+    assert r.status == 200 and [j["$seq"] for j in r.json["jobs"]] == [1]
     state = client.get(f"/v0/topics/{topic}").json
-    assert STATE_KEYS <= state.keys() and "queue" not in state  # no made-up in_flight: 0
+    assert STATE_KEYS <= state.keys()
+    assert {k: v for k, v in state["queue"].items() if k != "oldest_ready_age_ms"} == {
+        "ready": 1, "in_flight": 1, "delayed": 0, "dead_lettered": 0}
+    assert state["queue"]["oldest_ready_age_ms"] >= 0
+    client.write(topic + "-log", 1)
+    assert "queue" not in client.get(f"/v0/topics/{topic}-log").json  # log topics have none
 
 
 def test_get_state_and_touch(client: Any, topic: str) -> None:

@@ -18,9 +18,10 @@ Rule 2: no timers. A lease holds until `now > deadline`; the next claim pass fin
 leases (`expired`, a heap with stale entries skipped) and releases them (seeds 10.6).
 Rule 3: the freelist (released jobs, each with the time it becomes claimable) is served
 before fresh jobs; fresh jobs come from `cursor`, the next seq never leased (seeds 10.3).
-Rule 4: lease ids are `<nonce>.<n>`: `n` counts up per queue, `nonce` is drawn per process,
-so an id handed out before a crash is never handed out again for another lease (a stale
-worker's fenced ack can never hit a newer lease), even when non-durable events were lost.
+Rule 4: lease ids are `<nonce>.<n>`: `n` counts up per queue, `nonce` is drawn per projection
+(once per process and queue instance), so an id handed out before a crash, or by a queue since
+deleted and recreated under the same name, is never handed out again for another lease (a
+stale worker's fenced ack can never hit a newer lease), even when non-durable events were lost.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from sortedcontainers import SortedList
 EXT_KEY = "queue"
 Event = list[Any]
 
-_NONCE = secrets.token_hex(4)
+def _nonce() -> str:
+    return secrets.token_hex(4)
 
 
 @dataclass(slots=True, eq=False)
@@ -57,7 +59,7 @@ class QueueState:
     expiry: list[tuple[int, int, str]] = field(default_factory=list)  # heap (deadline, seq, id)
     moving: dict[int, tuple[str, int]] = field(default_factory=dict)  # seq -> (dl topic, dl seq)
     counter: int = 0
-    nonce: str = _NONCE
+    nonce: str = field(default_factory=_nonce)
     # observability counters (since the topic instance was created; restored at restart)
     stats: dict[str, int] = field(default_factory=lambda: {
         "claimed": 0, "acked": 0, "nacked": 0, "expired": 0, "extended": 0, "dead_lettered": 0,

@@ -15,8 +15,10 @@ ordinary permanent delete (seeds 7), so it is exactly as durable as the topic.
 Rule 3: a job about to be delivered for the (max_deliveries + 1)-th time is moved to the
 `dead_letter` topic instead: copied there with `meta.$dead_letter_*` provenance, then
 deleted from the queue only once the copy is durable (`Move`: the fronts' mover awaits the
-copy's barrier, then calls `finish_moves`), so a crash never loses it. With `dead_letter`
-null the job is reclaimed indefinitely (seeds 10.7).
+copy's barrier, then calls `finish_moves`), so a crash never loses it. A copy the dead-letter
+topic refuses (full with discard "reject", ...) leaves the job in the queue, counted as
+delayed, and is tried again DEAD_LETTER_RETRY_MS later. With `dead_letter` null the job is
+reclaimed indefinitely (seeds 10.7).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ log = logging.getLogger("topicsrv.queues")
 MAX_CLAIM = MAX_RECORDS_PER_WRITE  # jobs one claim may ask for
 MAX_SEQS = MAX_RECORDS_PER_WRITE  # seqs one ack/nack/extend may name
 DEAD_LETTER_REASON = "max_deliveries"
+DEAD_LETTER_RETRY_MS = 1000  # a refused dead-letter copy is tried again after this (Rule 3)
 
 
 @dataclass(slots=True)
@@ -283,8 +286,8 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
                 blocked.append((at, seq))
             continue
         found.append((seq, *rec))
-    for at, seq in blocked:
-        qs._free(seq, at)
+    for at, seq in blocked:  # not before a while: else every waiting claimer retries at once, forever
+        qs._free(seq, max(at, now + DEAD_LETTER_RETRY_MS))
     if len(found) < want:  # then fresh jobs, from the claim cursor
         found += _live_after(topic, qs.cursor, want - len(found))
     shares = deal([c.max for c in claimers], len(found))

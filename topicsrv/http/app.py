@@ -1,4 +1,4 @@
-"""Dispatch: a parsed `Request` in, a `Response` (or a `WatchPlan` to stream) out.
+"""Dispatch: a parsed `Request` in, a `Response` (or a `StreamPlan` to stream: watch, work) out.
 
 Rule 1: the guards run before routing, in this order: Host (403), bearer token (401, on every
 path when a token is configured), then the route (404/405/400 name), then the body's media type
@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from topicsrv.errors import TopicsError
-from topicsrv.http import guards, handlers, ops, sse
+from topicsrv.http import claims, guards, handlers, ops, sse, work
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
 from topicsrv.http.router import resolve
@@ -41,13 +41,17 @@ HANDLERS: dict[str, Handler] = {
     "write": handlers.write,
     "diff": handlers.diff,
     "delete_records": handlers.delete_records,
+    "claim": claims.claim,
+    "ack": claims.ack,
+    "nack": claims.nack,
+    "extend": claims.extend,
 }
 
 # handlers refused with 507 `insufficient_memory` over --max-memory (topicsrv/memory.py)
 ADDS_DATA = frozenset({"write", "put_topic"})
 
 
-async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.WatchPlan:
+async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPlan:
     t0 = time.perf_counter()
     try:
         guards.check_host(ctx.config, req)
@@ -58,6 +62,8 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.WatchPlan
             return sse.plan_single(ctx, match.params["topic"], req)
         if match.handler == "watch_many":
             return sse.plan_many(ctx, req)
+        if match.handler == "work":
+            return work.plan_work(ctx, req)
         if match.handler in ADDS_DATA and not (
                 match.handler == "put_topic" and match.params["topic"] in ctx.engine.topics):
             ctx.memory.check(len(req.body))  # an update (e.g. a smaller cap) may free memory

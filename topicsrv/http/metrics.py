@@ -7,6 +7,9 @@ Rule 3: other layers add their own families by appending a callable that returns
 lines to `ctx.metrics.exporters`.
 Rule 4: the fsync histogram observes every commit wait of an HTTP mutation (the time the
 request waited for its durability class), in seconds, cumulative buckets as Prometheus wants.
+Rule 5: queue topics add per-queue families with fixed label sets: jobs by state (gauges from
+`queues.stats`) and lifecycle events (counters from `queues.counters`), so cardinality grows
+with the number of queues only.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from topicsrv.context import FSYNC_BUCKETS_S
+from topicsrv.engine import queues
 
 if TYPE_CHECKING:
     from topicsrv.context import HttpStats, ServerContext
@@ -38,7 +42,9 @@ TOPIC_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("bytes", "topicsrv_topic_bytes", "Live record bytes in the topic."),
 )
 
-
+QUEUE_STATES = ("ready", "in_flight", "delayed")  # queues.stats keys of topicsrv_queue_jobs
+QUEUE_EVENTS = ("claimed", "acked", "nacked", "expired", "extended", "dead_lettered",
+                "dead_letter_errors")  # queues.counters keys of topicsrv_queue_events_total
 
 
 def observe_fsync(ctx: ServerContext, fsync_ms: float) -> None:
@@ -61,6 +67,36 @@ def _fsync_family(ctx: ServerContext) -> list[str]:
     return _family(name, "histogram",
                    "Time HTTP writes, deletes and topic changes waited for their commit "
                    "(fsync for the fsync class).", samples)
+
+
+def _queue_families(ctx: ServerContext) -> list[str]:
+    engine = ctx.engine
+    now = engine.now()
+    jobs: list[str] = []
+    age: list[str] = []
+    events: list[str] = []
+    for t in engine.topics.values():
+        if t.type != "queue":
+            continue
+        label = _label(t.name)
+        st = queues.stats(t, now)
+        jobs += [f'topicsrv_queue_jobs{{topic="{label}",state="{s}"}} {st[s]}' for s in QUEUE_STATES]
+        age.append(f'topicsrv_queue_oldest_ready_age_seconds{{topic="{label}"}} '
+                   f"{st['oldest_ready_age_ms'] / 1000:.3f}")
+        counts = queues.counters(t)
+        events += [f'topicsrv_queue_events_total{{topic="{label}",event="{e}"}} {counts.get(e, 0)}'
+                   for e in QUEUE_EVENTS]
+    return [
+        *_family("topicsrv_queue_jobs", "gauge",
+                 "Jobs of a queue by state: ready (claimable now), in_flight (leased, deadline "
+                 "not passed), delayed (nacked with a delay not over yet).", jobs),
+        *_family("topicsrv_queue_oldest_ready_age_seconds", "gauge",
+                 "Age of the oldest claimable job of a queue (0 when none).", age),
+        *_family("topicsrv_queue_events_total", "counter",
+                 "Lease lifecycle events of a queue since it was created: claimed, acked, "
+                 "nacked, expired (reclaimed after the deadline), extended, dead_lettered, "
+                 "dead_letter_errors (a dead-letter copy refused).", events),
+    ]
 
 
 def _label(value: str) -> str:
@@ -103,11 +139,13 @@ def render(ctx: ServerContext) -> str:
                      "HTTP requests answered, by status code.", requests)
     lines += _family("topicsrv_http_connections", "gauge", "Open HTTP connections.",
                      [f"topicsrv_http_connections {stats.connections}"])
-    lines += _family("topicsrv_sse_streams", "gauge", "Open SSE watch streams.",
+    lines += _family("topicsrv_sse_streams", "gauge", "Open SSE streams (watch and work).",
                      [f"topicsrv_sse_streams {stats.sse_streams}"])
-    lines += _family("topicsrv_sse_frames_total", "counter", "SSE record/tombstone frames sent.",
+    lines += _family("topicsrv_sse_frames_total", "counter",
+                     "SSE frames sent (watch records and tombstones, work jobs).",
                      [f"topicsrv_sse_frames_total {stats.sse_frames}"])
     lines += _fsync_family(ctx)
+    lines += _queue_families(ctx)
     for exporter in ctx.metrics.exporters:
         lines += list(exporter())
     return "\n".join(lines) + "\n"

@@ -5,8 +5,8 @@ Rule 2: a path that matches no pattern is 404 `not_found`; a path that matches w
 method is 405 `method_not_allowed` with an `Allow` header listing the methods it has.
 Rule 3: `{topic}` segments are percent-decoded and validated here (400 `invalid_topic_name`),
 so a handler only ever sees a well-formed name.
-Rule 4: routes of features this version does not ship (routers, queues) match on purpose and
-answer 404 `not_found` saying so, instead of a generic "no such route".
+Rule 4: routes of features this version does not ship (routers) match on purpose and answer
+404 `not_found` saying so, instead of a generic "no such route".
 Rule 5: only canonical paths match. The path is the raw request target (not percent-decoded);
 an empty segment (`//`, a trailing `/`), a dot segment (`.`, `..`, also percent-encoded) or a
 literal segment spelled any other way (`%2F`, `%76`, other letter case) matches nothing and is
@@ -52,14 +52,14 @@ ROUTES: tuple[Route, ...] = (
     _r("/v0/topics/{topic}/delete", POST="delete_records"),
     _r("/v0/topics/{topic}/watch", GET="watch_topic"),
     _r("/v0/watch", GET="watch_many"),
-    # Routers (API section 6) and queues (section 7) are not part of this version.
+    _r("/v0/topics/{topic}/claim", POST="claim"),
+    _r("/v0/topics/{topic}/ack", POST="ack"),
+    _r("/v0/topics/{topic}/nack", POST="nack"),
+    _r("/v0/topics/{topic}/extend", POST="extend"),
+    _r("/v0/work", GET="work"),
+    # Routers (API section 6) are not part of this version.
     _r("/v0/routers", **_OFF),
     _r("/v0/routers/{router}", **_OFF),
-    _r("/v0/topics/{topic}/claim", **_OFF),
-    _r("/v0/topics/{topic}/ack", **_OFF),
-    _r("/v0/topics/{topic}/nack", **_OFF),
-    _r("/v0/topics/{topic}/extend", **_OFF),
-    _r("/v0/work", **_OFF),
 )
 
 
@@ -118,7 +118,7 @@ def resolve(method: str, path: str, routes: tuple[Route, ...] = ROUTES) -> Match
         if handler == UNAVAILABLE:
             raise TopicsError(
                 "not_found",
-                f"{path}: routers and queues are not available in this version of topicsrv",
+                f"{path}: routers are not available in this version of topicsrv",
                 {"path": path},
             )
         if "topic" in params:

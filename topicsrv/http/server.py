@@ -9,8 +9,9 @@ out of a connection is logged with its traceback and, when no byte of the answer
 yet, answered with a hand-framed 500 `internal` (without the traceback) before closing.
 Rule 3: a connection silent for IDLE_S (between requests or mid-request) is closed, so stalled
 clients cannot pin connections forever.
-Rule 4: an SSE stream runs beside a reader task that notices the peer closing and cancels the
-stream at once, instead of at the next heartbeat.
+Rule 4: an SSE stream (watch or job stream) runs beside a reader task that notices the peer
+closing and cancels the stream at once, instead of at the next heartbeat; so does a request
+that may long-poll (diff, claim).
 Rule 5: a response is written piece by piece as `ServerProtocol.respond_pieces` yields it; each
 `send_all` is a checkpoint, so a large body never holds the loop and is never copied whole.
 """
@@ -51,6 +52,7 @@ IDLE_S = 120.0  # a connection that sends nothing for this long (idle or mid-req
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
                (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError)
+LONG_POLLS = ("/diff", "/claim")  # POST routes that may wait (`wait_ms`)
 
 
 async def serve_http(
@@ -151,7 +153,7 @@ async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketS
             await _linger(stream)
             return
         assert isinstance(event, Request)
-        if event.method == "POST" and event.path.endswith("/diff"):
+        if event.method == "POST" and event.path.endswith(LONG_POLLS):
             result = await _dispatch_watching_peer(ctx, proto, stream, event)
             if result is None:
                 return  # the peer left during a long-poll
@@ -165,16 +167,16 @@ async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketS
                 return
             continue
         _count(ctx, 200)
-        await _stream_watch(ctx, proto, stream, result)
+        await _stream(ctx, proto, stream, result)
         return
 
 
 async def _dispatch_watching_peer(
     ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, req: Request
-) -> Response | sse.WatchPlan | None:
+) -> Response | sse.StreamPlan | None:
     """Dispatch a request that may long-poll, cancelling it if the peer disconnects. Bytes
     the peer pipelines meanwhile are handed to the protocol (at most PIPELINE_BYTES)."""
-    result: Response | sse.WatchPlan | None = None
+    result: Response | sse.StreamPlan | None = None
     async with trio.open_nursery() as nursery:
 
         async def until_peer_closes() -> None:
@@ -214,8 +216,8 @@ async def _linger(stream: trio.SocketStream) -> None:
         pass
 
 
-async def _stream_watch(
-    ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, plan: sse.WatchPlan
+async def _stream(
+    ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, plan: sse.StreamPlan
 ) -> None:
     await stream.send_all(proto.start_stream(200, SSE_HEADERS))
 
@@ -234,11 +236,11 @@ async def _stream_watch(
 
         async def frames() -> None:
             try:
-                await sse.run_watch(ctx, plan, send)
+                await plan.run(ctx, send)
             except _GONE:
                 pass
             except Exception:
-                log.exception("SSE watch failed")
+                log.exception("SSE stream failed")
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(until_peer_closes)

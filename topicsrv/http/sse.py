@@ -14,6 +14,9 @@ Rule 4: a notifier event is taken before each round of reads and awaited only wh
 was caught up; the wait is bounded by the heartbeat interval (`: hb`, no id).
 Rule 5: a topic deleted while watched is waited for; when it is recreated the stale cursor
 gets a "recreated" tombstone (the watch remembers the instance epoch it was reading).
+Rule 6: Rules 3 and 4 are written once, in `Pacer`, which every SSE stream (this watch and the
+job stream of topicsrv/http/work.py) sends through; a stream is a `StreamPlan` the connection
+runs once the 200 head is out.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import base64
 import binascii
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 import trio
@@ -43,12 +47,60 @@ BATCH_BYTES = 1 << 20
 MAX_WATCH_TOPICS = 256
 HEARTBEAT = b": hb\n\n"
 
+Send = Callable[[bytes], Awaitable[None]]
+
+
+class StreamPlan(Protocol):
+    """A validated SSE request: `run` streams frames until cancelled or `send` fails."""
+
+    async def run(self, ctx: ServerContext, send: Send) -> None: ...
+
 
 @dataclass(slots=True)
 class WatchPlan:
     topics: list[str]
     cursors: dict[str, int]
     nodes: list[str] | None
+
+    async def run(self, ctx: ServerContext, send: Send) -> None:
+        await run_watch(ctx, self, send)
+
+
+class Pacer:
+    """Rules 3, 4 and 6: a stream's frames go out as one awaited send per batch, and a
+    heartbeat when nothing was sent for the heartbeat interval. As a context manager it counts
+    the stream in /metrics (`topicsrv_sse_streams`)."""
+
+    def __init__(self, ctx: ServerContext, send: Send) -> None:
+        self.stats = http_stats(ctx)
+        self._send = send
+        self.hb_s = max(0.01, ctx.config.heartbeat_s)
+        self.last_sent = trio.current_time()
+
+    def __enter__(self) -> Pacer:
+        self.stats.sse_streams += 1
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stats.sse_streams -= 1
+
+    async def frames(self, out: list[bytes]) -> None:
+        self.stats.sse_frames += len(out)
+        await self._send(b"".join(out))
+        self.last_sent = trio.current_time()
+
+    async def wait(self, events: list[trio.Event], timeout_s: float | None = None) -> bool:
+        """Wait for one of `events`, at most `timeout_s` and never past the next heartbeat,
+        which is sent when it is due. True if an event fired."""
+        until_beat = self.last_sent + self.hb_s - trio.current_time()
+        limit = until_beat if timeout_s is None else min(until_beat, timeout_s)
+        if limit > 0 and await wait_any(events, limit):
+            return True
+        if self.last_sent + self.hb_s <= trio.current_time():
+            await self._send(HEARTBEAT)
+            self.last_sent = trio.current_time()
+        return False
 
 
 # ---- cursors and frames (pure) ---------------------------------------------------------
@@ -75,7 +127,12 @@ def decode_id(text: str) -> dict[str, int]:
 
 
 def frame(event: bytes, data: bytes, cursors: dict[str, int]) -> bytes:
-    return b"id: %b\nevent: %b\ndata: %b\n\n" % (encode_id(cursors), event, data)
+    return b"id: %b\n%b" % (encode_id(cursors), event_frame(event, data))
+
+
+def event_frame(event: bytes, data: bytes) -> bytes:
+    """A frame without `id:` (`data` is one line of JSON)."""
+    return b"event: %b\ndata: %b\n\n" % (event, data)
 
 
 def record_data(topic_json: bytes, blob: bytes) -> bytes:
@@ -136,9 +193,7 @@ def _plan(ctx: ServerContext, names: list[str], starts: dict[str, int | None],
 # ---- the stream ------------------------------------------------------------------------
 
 
-async def run_watch(
-    ctx: ServerContext, plan: WatchPlan, send: Callable[[bytes], Awaitable[None]]
-) -> None:
+async def run_watch(ctx: ServerContext, plan: WatchPlan, send: Send) -> None:
     """Stream frames until cancelled (the client left) or `send` fails."""
     engine = ctx.engine
     stats = http_stats(ctx)
@@ -152,52 +207,44 @@ async def run_watch(
     connect_time = set(plan.topics)
     watch_cursors = stats.watch_cursors
     me = object()
-    hb_s = max(0.01, ctx.config.heartbeat_s)
-    last_sent = trio.current_time()
-    stats.sse_streams += 1
     try:
-        while True:
-            events = [ctx.notifier.event(name) for name in plan.topics]
-            out: list[bytes] = []
-            more = False
-            for name in plan.topics:
-                try:
-                    res = engine.diff(name, cursors[name], BATCH_LIMIT, max_bytes=BATCH_BYTES,
-                                      nodes=plan.nodes, epoch=epochs.get(name))
-                except TopicsError as err:
-                    if err.code != "topic_not_found":
-                        raise
-                    continue  # deleted: wait for it to come back (Rule 5)
-                topic = engine.find(name)
-                if topic is not None:
-                    epochs[name] = topic.epoch
-                tomb = res.tombstone
-                if tomb is not None:
-                    if name in connect_time:
-                        tomb = tomb.at_connect()
-                    cursors[name] = tomb.resume_after
-                    out.append(frame(b"tombstone", tombstone_data(name, tomb), cursors))
-                connect_time.discard(name)
-                tj = names_json[name]
-                for seq, blob in zip(res.seqs, res.records, strict=True):
-                    cursors[name] = seq
-                    out.append(frame(b"record", record_data(tj, blob), cursors))
-                cursors[name] = res.next_from_seq
-                watch_cursors.setdefault(name, {})[me] = res.next_from_seq
-                more = more or not res.caught_up
-            if out:
-                stats.sse_frames += len(out)
-                await send(b"".join(out))
-                last_sent = trio.current_time()
-            if more:
-                await trio.lowlevel.checkpoint()
-                continue
-            timeout = last_sent + hb_s - trio.current_time()
-            if timeout <= 0 or not await wait_any(events, timeout):
-                await send(HEARTBEAT)
-                last_sent = trio.current_time()
+        with Pacer(ctx, send) as pacer:
+            while True:
+                events = [ctx.notifier.event(name) for name in plan.topics]
+                out: list[bytes] = []
+                more = False
+                for name in plan.topics:
+                    try:
+                        res = engine.diff(name, cursors[name], BATCH_LIMIT, max_bytes=BATCH_BYTES,
+                                          nodes=plan.nodes, epoch=epochs.get(name))
+                    except TopicsError as err:
+                        if err.code != "topic_not_found":
+                            raise
+                        continue  # deleted: wait for it to come back (Rule 5)
+                    topic = engine.find(name)
+                    if topic is not None:
+                        epochs[name] = topic.epoch
+                    tomb = res.tombstone
+                    if tomb is not None:
+                        if name in connect_time:
+                            tomb = tomb.at_connect()
+                        cursors[name] = tomb.resume_after
+                        out.append(frame(b"tombstone", tombstone_data(name, tomb), cursors))
+                    connect_time.discard(name)
+                    tj = names_json[name]
+                    for seq, blob in zip(res.seqs, res.records, strict=True):
+                        cursors[name] = seq
+                        out.append(frame(b"record", record_data(tj, blob), cursors))
+                    cursors[name] = res.next_from_seq
+                    watch_cursors.setdefault(name, {})[me] = res.next_from_seq
+                    more = more or not res.caught_up
+                if out:
+                    await pacer.frames(out)
+                if more:
+                    await trio.lowlevel.checkpoint()
+                    continue
+                await pacer.wait(events)
     finally:
-        stats.sse_streams -= 1
         for name in plan.topics:
             per_topic = watch_cursors.get(name)
             if per_topic is not None:

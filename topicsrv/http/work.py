@@ -1,0 +1,199 @@
+"""Pushed jobs (API.md section 7): `GET /v0/work?topics=q1,q2&node=W[&max_in_flight=N]`.
+
+Frames are `event: job`, `data:` the job (`Job.to_json(topic=...)`: the record, its lease
+fields and "topic"), no `id:`: a job stream is not resumable, a job not acked comes back
+through its lease. Heartbeats and socket pacing are the watch's (sse.Pacer).
+
+Rule 1: the request is validated before the stream starts: query parameters (400, unknown ones
+included), every topic exists (404 `topic_not_found`) and is a queue (409 `not_a_queue`).
+Rule 2: a connection holds at most `max_in_flight` leases. A lease counts while the queue's
+projection still holds that seq with that lease id (an ack, a nack, a reclaim or a deletion
+frees the slot) and its deadline has not passed (an expired lease is reclaimable by any claim
+pass, so its slot is given back: the job may come again, here or to another worker).
+Rule 3: jobs are claimed through the Claims service, one claim per queue while room is left,
+the queues taken in turn (one further each round), so pushed workers share cohorts with
+polling claimers (seeds 10.3). A claim's leases are recorded before its commit token is
+awaited, and its frames go out after.
+Rule 4: the stream sleeps until one of its queues changes (a produce from either front, an
+ack, a nack, a delete: the notifier events are taken before the claims), until one of its
+leases passes its deadline, or, with room left, until the queues' next lease deadline or nack
+delay passes; never past the heartbeat.
+Rule 5: when the stream ends (the client left, a send failed), the leases it still holds are
+released at once: a nack without delay, fenced by their lease ids, in the queue instance that
+granted them (AMQP requeue-on-close).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from topicsrv.engine import leases, queues
+from topicsrv.engine.config import check_topic_name
+from topicsrv.engine.journal import CommitToken
+from topicsrv.engine.queues import Claimer, Job
+from topicsrv.engine.reads import FMT_JSON
+from topicsrv.errors import TopicsError, invalid
+from topicsrv.http import params as p
+from topicsrv.http.claims import release
+from topicsrv.http.protocol import Request
+from topicsrv.http.sse import MAX_WATCH_TOPICS, Pacer, Send, event_frame
+
+if TYPE_CHECKING:
+    from topicsrv.context import ServerContext
+    from topicsrv.engine import Engine
+    from topicsrv.engine.topic import Topic
+
+log = logging.getLogger("topicsrv.http")
+
+MAX_IN_FLIGHT = 1000
+WORK_PARAMS = frozenset({"topics", "node", "max_in_flight"})
+MIN_WAIT_S = 0.005  # a due time already reached is looked at again after this (no busy loop)
+
+
+@dataclass(slots=True)
+class WorkPlan:
+    topics: list[str]
+    node: str
+    max_in_flight: int
+
+    async def run(self, ctx: ServerContext, send: Send) -> None:
+        await run_work(ctx, self, send)
+
+
+def plan_work(ctx: ServerContext, req: Request) -> WorkPlan:
+    """Rule 1: the validated request, or a 4xx before any byte of the stream."""
+    q = req.query
+    extra = sorted(q.keys() - WORK_PARAMS)
+    if extra:
+        raise invalid(f"unknown query parameter '{extra[0]}' (allowed: "
+                      f"{', '.join(sorted(WORK_PARAMS))})", field=extra[0])
+    names = list(dict.fromkeys(t for t in q.get("topics", "").split(",") if t))
+    if not names:
+        raise invalid("query parameter 'topics' must name at least one queue", field="topics")
+    if len(names) > MAX_WATCH_TOPICS:
+        raise invalid(f"at most {MAX_WATCH_TOPICS} queues per job stream", field="topics")
+    node = queues.check_node(q.get("node"))
+    max_in_flight = p.query_int(q, "max_in_flight", 1, MAX_IN_FLIGHT) or 1
+    for name in names:
+        check_topic_name(name)
+        queues.queue_topic(ctx.engine, name)
+    return WorkPlan(names, node, max_in_flight)
+
+
+@dataclass(slots=True)
+class _Granted:
+    topic: Topic  # the queue instance that granted the leases
+    leases: dict[int, str] = field(default_factory=dict)  # seq -> lease id
+
+
+class Holdings:
+    """The leases one job stream holds (Rules 2 and 5)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, _Granted] = {}
+        self.next_deadline: int | None = None
+
+    def add(self, topic: Topic, jobs: list[Job]) -> None:
+        granted = self.by_name.get(topic.name)
+        if granted is None or granted.topic is not topic:
+            granted = self.by_name[topic.name] = _Granted(topic)
+        for job in jobs:
+            granted.leases[job.seq] = job.lease_id
+
+    def count(self, engine: Engine, now: int) -> int:
+        """Rule 2: forget the leases that no longer count; how many still do."""
+        held = 0
+        soonest: int | None = None
+        for name, granted in list(self.by_name.items()):
+            if engine.topics.get(name) is not granted.topic:
+                del self.by_name[name]  # deleted (maybe recreated): its leases are gone
+                continue
+            qs = leases.state_of(granted.topic)
+            for seq, lease_id in list(granted.leases.items()):
+                lease = qs.held(seq)
+                if lease is None or lease.lease_id != lease_id or lease.deadline < now:
+                    del granted.leases[seq]
+                    continue
+                held += 1
+                soonest = lease.deadline if soonest is None else min(soonest, lease.deadline)
+        self.next_deadline = soonest
+        return held
+
+    def release(self, engine: Engine, node: str) -> None:
+        """Rule 5: nack what is still held, fenced, only in the instance that granted it."""
+        for name, granted in self.by_name.items():
+            if granted.leases and engine.topics.get(name) is granted.topic:
+                jobs = [Job(seq, b"", lease_id, 0, 0) for seq, lease_id in granted.leases.items()]
+                release(engine, name, node, jobs)
+        self.by_name.clear()
+
+
+async def run_work(ctx: ServerContext, plan: WorkPlan, send: Send) -> None:
+    """Push jobs until cancelled (the client left) or `send` fails; then release (Rule 5)."""
+    engine = ctx.engine
+    held = Holdings()
+    turn = 0
+    try:
+        with Pacer(ctx, send) as pacer:
+            while True:
+                changed = [ctx.notifier.event(name) for name in plan.topics]
+                room = plan.max_in_flight - held.count(engine, engine.now())
+                if room > 0:
+                    k = turn % len(plan.topics)
+                    turn += 1
+                    out = await _claim_round(ctx, plan, plan.topics[k:] + plan.topics[:k], room,
+                                             held)
+                    if out:
+                        await pacer.frames(out)
+                        continue
+                await pacer.wait(changed, _wake_in(engine, plan, held, room > 0))
+    finally:
+        held.release(engine, plan.node)
+
+
+async def _claim_round(ctx: ServerContext, plan: WorkPlan, order: list[str], room: int,
+                       held: Holdings) -> list[bytes]:
+    """Rule 3: claim up to `room` jobs over the queues in `order`; their frames."""
+    engine = ctx.engine
+    claims = ctx.claims_service()
+    out: list[bytes] = []
+    tokens: list[CommitToken] = []
+    for name in order:
+        if room <= 0:
+            break
+        try:
+            jobs, token = await claims.claim(name, Claimer(plan.node, room, None, FMT_JSON), 0)
+        except TopicsError as err:
+            # deleted or recreated as a log (nothing to claim until it is a queue again), or
+            # storage refusing writes: the stream waits and tries again (Rule 4)
+            log.debug("job stream %s: no claim on %s (%s)", plan.node, name, err.code)
+            continue
+        topic = engine.find(name)
+        if not jobs or topic is None:
+            continue
+        held.add(topic, jobs)
+        if token is not None:
+            tokens.append(token)
+        room -= len(jobs)
+        out += [event_frame(b"job", job.to_json(topic=name)) for job in jobs]
+    for token in tokens:
+        await token.wait()
+    return out
+
+
+def _wake_in(engine: Engine, plan: WorkPlan, held: Holdings, has_room: bool) -> float | None:
+    """Rule 4: seconds until a lease deadline or a nack delay may change what we can do."""
+    now = engine.now()
+    due = [held.next_deadline + 1] if held.next_deadline is not None else []
+    if has_room:
+        for name in plan.topics:
+            topic = engine.find(name)
+            if topic is not None and topic.type == "queue":
+                at = leases.state_of(topic).next_due()
+                if at is not None:
+                    due.append(at)
+    if not due:
+        return None
+    return max(MIN_WAIT_S, (min(due) - now) / 1000)
