@@ -191,7 +191,7 @@ def _wake_in(engine: Engine, plan: WorkPlan, held: Holdings, has_room: bool) -> 
         for name in plan.topics:
             topic = engine.find(name)
             if topic is not None and topic.type == "queue":
-                at = leases.state_of(topic).next_due()
+                at = leases.state_of(topic).next_due(now)
                 if at is not None:
                     due.append(at)
     if not due:
