@@ -83,10 +83,6 @@ class QueueState:
         self.ready_at[seq] = ready_at
         self.free.add((ready_at, seq))
 
-    def delayed(self, now: int) -> int:
-        """Released jobs whose nack delay has not passed yet."""
-        return len(self.free) - self.free.bisect_right((now, 1 << 65))
-
     def expired_leases(self, now: int) -> list[Lease]:
         """Leases whose deadline has passed (`now > deadline`), oldest deadline first."""
         out: list[Lease] = []

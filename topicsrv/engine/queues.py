@@ -401,24 +401,30 @@ def extend(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = Non
 def stats(topic: Topic, now: int) -> dict[str, int]:
     """`queue` of GET /v0/topics/:q, computed from the projection and the jobs log. A lease
     whose deadline passed counts as ready (it is reclaimable) even before a claim pass
-    records its release."""
+    records its release. The projection forgets a job that left the jobs log (deleted,
+    expired, evicted) only lazily, at the next claim pass that meets it, so only jobs still
+    live are counted here."""
     qs = state_of(topic)
-    expired = [x.seq for x in qs.leases.values() if x.deadline < now]
-    in_flight = len(qs.leases) - len(expired)
-    delayed = qs.delayed(now)
-    ready = max(0, topic.count - in_flight - delayed - len(qs.moving))
-    oldest: list[int] = expired[:]
-    for at, seq in qs.free:
-        if at > now:
-            break
-        oldest.append(seq)
+    alive = topic.record_at
+    oldest: list[int] = []  # candidates for the oldest ready job
+    in_flight = 0
+    for x in qs.leases.values():
+        if alive(x.seq) is None:
+            continue
+        if x.deadline < now:
+            oldest.append(x.seq)
+        else:
+            in_flight += 1
+    free = qs.free
+    cut = free.bisect_right((now, 1 << 65))
+    delayed = sum(1 for _, seq in free.islice(cut) if alive(seq) is not None)
+    moving = sum(1 for seq in qs.moving if alive(seq) is not None)
+    ready = max(0, topic.count - in_flight - delayed - moving)
+    oldest += [seq for _, seq in free.islice(0, cut) if alive(seq) is not None]
     fresh = _live_after(topic, qs.cursor, 1)
     if fresh:
         oldest.append(fresh[0][0])
-    age = 0
-    live = [s for s in oldest if topic.record_at(s) is not None]
-    if live and ready:
-        age = max(0, now - topic.ts_of(min(live)))
+    age = max(0, now - topic.ts_of(min(oldest))) if oldest and ready else 0
     return {"ready": ready, "in_flight": in_flight, "delayed": delayed,
             "dead_lettered": qs.stats["dead_lettered"], "oldest_ready_age_ms": age}
 
