@@ -24,7 +24,7 @@ reclaimed indefinitely (seeds 10.7).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -434,19 +434,23 @@ def counters(topic: Topic) -> dict[str, int]:
     return dict(state_of(topic).stats)
 
 
-def resolve_moves(engine: Engine) -> tuple[int, int]:
+def resolve_moves(engine: Engine, pending: Collection[str] = ()) -> tuple[int, int]:
     """After recovery: finish the dead-letter moves a crash interrupted (Rule 3). A job whose
     copy is in its dead-letter topic (checked by provenance) is deleted now; one whose copy
     did not survive goes back on the freelist, delivery count kept, to be moved again.
-    Returns (finished, returned)."""
+    `pending` names the topics whose records are not recovered yet (memory class: they come
+    back after readiness): a move into one stays pending (the job is in transit: neither
+    claimable nor gone) until a later call judges it. Returns (finished, returned)."""
     finished = returned = 0
     now = engine.now()
     for topic in list(engine.topics.values()):
         qs = topic.ext.get(leases.EXT_KEY) if topic.type == "queue" else None
-        if not qs or not qs.moving:
+        if not qs or not qs.moving or topic.name in pending:
             continue
         done: list[int] = []
         for seq, (dl, dl_seq) in list(qs.moving.items()):
+            if dl in pending:
+                continue
             if topic.record_at(seq) is None:
                 leases.forget(qs, seq)
                 continue

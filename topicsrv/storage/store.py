@@ -139,11 +139,15 @@ class Storage(SegTasks):
             await trio.to_thread.run_sync(sh.open)
         self.engine.journal = self
         self.opened = True
-        finished, returned = queues.resolve_moves(self.engine)
+        self._resolve_moves({img.name for img in rec.pending})
+        return rec
+
+    def _resolve_moves(self, pending: set[str]) -> None:
+        """Interrupted dead-letter moves, judged once both topics' records are back."""
+        finished, returned = queues.resolve_moves(self.engine, pending)
         if finished or returned:
             log.warning("recovery: %d interrupted dead-letter moves finished, %d jobs whose copy was "
                         "lost are back in their queue", finished, returned)
-        return rec
 
     async def recover_memory_topics(self) -> int:
         """Phase 2: rebuild memory-class topics that nobody touched since startup."""
@@ -165,6 +169,7 @@ class Storage(SegTasks):
         self.pending = []
         if rec is not None:
             rec.pending = []
+        self._resolve_moves(set())  # moves of or into the memory-class topics just rebuilt
         return done
 
     # ---- Journal -----------------------------------------------------------------------------
