@@ -7,7 +7,7 @@ expired leases are released (ready at deadline + 1), released jobs are served fi
 (ready_at, seq) order, then never-delivered jobs in seq order, dealt round-robin in
 proportion to `max`; a released job at `max_deliveries` is dead-lettered instead.
 Hypothesis drives produce / claim cohorts / ack / nack / extend (right, stale or no lease
-id; holder or another node) / clock / delete / checkpoint / restart; after every step the
+id; holder or another node) / clock / delete / trim / reconfigure / checkpoint / restart; after every step the
 projection, the queue's state and every answer must match the model exactly.
 
 A restart rebuilds the QueueState as recovery does (storage/recovery.py): the last
@@ -34,7 +34,7 @@ from topicsrv.engine.queues import Claimer, deal
 from topicsrv.engine.records import prepare_json
 
 NODES = ["a", "b", "c"]
-LEASE_MS = 20
+LEASE_MS = 100
 
 
 class Recording(NullJournal):
@@ -95,8 +95,11 @@ class QueueModel(RuleBasedStateMachine):
         return leases.state_of(self.eng.get("q"))
 
     def pick(self, data: st.DataObject) -> int:
+        """A seq: mostly one under a lease, else any produced one or one never produced."""
+        held = sorted(s for s, j in self.jobs.items() if j.lease is not None)
         known = sorted(self.jobs) + [max(self.jobs, default=0) + 1]
-        seq: int = data.draw(st.sampled_from(known))
+        seq: int = data.draw(st.sampled_from(held) if held and data.draw(st.integers(0, 3)) else
+                             st.sampled_from(known))
         return seq
 
     # ---- rules -----------------------------------------------------------------------------
@@ -108,7 +111,7 @@ class QueueModel(RuleBasedStateMachine):
             self.jobs[seq] = MJob(self.now)
 
     @rule(cohort=st.lists(st.tuples(st.sampled_from(NODES), st.integers(1, 4),
-                                    st.one_of(st.none(), st.integers(1, 50))), min_size=1, max_size=3))
+                                    st.one_of(st.none(), st.integers(1, 300))), min_size=1, max_size=3))
     def claim(self, cohort: list[tuple[str, int, int | None]]) -> None:
         self.check_claim([Claimer(node, mx, lease_ms) for node, mx, lease_ms in cohort])
 
@@ -160,7 +163,7 @@ class QueueModel(RuleBasedStateMachine):
 
     @rule(data=st.data(), op=st.sampled_from(["ack", "nack", "extend"]), n=st.integers(1, 3),
           who=st.sampled_from(["holder", *NODES]), fence=st.sampled_from(["none", "right", "stale"]),
-          arg=st.one_of(st.none(), st.integers(0, 60)))
+          arg=st.one_of(st.none(), st.integers(0, 200)))
     def settle(self, data: st.DataObject, op: str, n: int, who: str, fence: str, arg: int | None) -> None:
         seqs = [self.pick(data) for _ in range(n)]
         holder = next((j.lease.node for s in seqs if (j := self.jobs.get(s)) and j.lease), "a")
@@ -211,7 +214,7 @@ class QueueModel(RuleBasedStateMachine):
                 assert lease is not None
                 lease.deadline = deadline
 
-    @rule(ms=st.sampled_from([0, 1, 5, 19, 20, 21, 40, 61]))
+    @rule(ms=st.sampled_from([0, 1, 5, 50, 99, 100, 101, 250]))
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)
 
@@ -225,6 +228,19 @@ class QueueModel(RuleBasedStateMachine):
         if deleted:
             assert j is not None
             j.gone = "deleted"
+
+    @rule(n=st.integers(0, 6))
+    def trim(self, n: int) -> None:
+        """XTRIM MAXLEN n: the oldest live jobs beyond n leave the jobs log (leased or not)."""
+        self.eng.trim("q", maxlen=n)
+        live = sorted(s for s, j in self.jobs.items() if j.gone is None)
+        for s in live[: max(0, len(live) - n)]:
+            self.jobs[s].gone = "deleted"
+
+    @rule(max_deliveries=st.sampled_from([0, 1, 2, 3]), dl=st.booleans())
+    def reconfigure(self, max_deliveries: int, dl: bool) -> None:
+        self.max_deliveries, self.dead_letter = max_deliveries, "dlq" if dl else None
+        self.eng.put_topic("q", {"max_deliveries": max_deliveries, "dead_letter": self.dead_letter})
 
     @rule()
     def checkpoint(self) -> None:
@@ -291,6 +307,6 @@ class QueueModel(RuleBasedStateMachine):
 
 
 QueueModel.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None,
+    max_examples=200, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_lease_projection_matches_the_model = QueueModel.TestCase

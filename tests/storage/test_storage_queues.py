@@ -108,9 +108,10 @@ async def test_non_durable_leases_end_with_the_process(tmp_path: Path, flushed: 
         assert res["skipped"] == [{"seq": 1, "reason": "stale_lease"}]
 
 
-async def test_durable_leases_hold_until_their_deadline(tmp_path: Path) -> None:
+@pytest.mark.parametrize("crash", [True, False])
+async def test_durable_leases_hold_until_their_deadline(tmp_path: Path, crash: bool) -> None:
     clock = FakeClock()
-    async with running(tmp_path, clock=clock, crash=True) as (e, _):
+    async with running(tmp_path, clock=clock, crash=crash) as (e, _):
         e.put_topic("q", {"type": "queue", "durable": True, "leases_durable": True, "lease_ms": 5000})
         await produce(e, 3)
         old, _ = await claim(e, mx=2)  # its token waited for the claim events' fsync
