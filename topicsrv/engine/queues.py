@@ -13,38 +13,31 @@ are given, only with the current one (fencing); anything else is skipped and nam
 an error (at-least-once consumers retry acks freely). An ack deletes the job through the
 ordinary permanent delete (seeds 7), so it is exactly as durable as the topic.
 Rule 3: a job about to be delivered for the (max_deliveries + 1)-th time is moved to the
-`dead_letter` topic instead: copied there with `meta.$dead_letter_*` provenance, then
-deleted from the queue only once the copy is durable (`Move`: the fronts' mover awaits the
-copy's barrier, then calls `finish_moves`), so a crash never loses it. A copy the dead-letter
-topic refuses (full with discard "reject", ...) leaves the job in the queue, counted as
-delayed, and is tried again DEAD_LETTER_RETRY_MS later. With `dead_letter` null the job is
+`dead_letter` topic instead (engine/deadletter.py). With `dead_letter` null the job is
 reclaimed indefinitely (seeds 10.7).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from topicsrv.engine import leases
+from topicsrv.engine import deadletter, leases
 from topicsrv.engine.config import CONFIG_INT_MAX
-from topicsrv.engine.entries import parse_entry
+from topicsrv.engine.deadletter import DEAD_LETTER_RETRY_MS, Move, finish_moves, resolve_moves
 from topicsrv.engine.journal import CommitToken
 from topicsrv.engine.leases import Event, QueueState, state_of
 from topicsrv.engine.reads import FMT_JSON
 from topicsrv.engine.records import (
-    KIND_JSON,
     MAX_NODE_BYTES,
     MAX_RECORDS_PER_WRITE,
     blob_to_json,
     blob_to_resp,
     check_label,
-    fields_to_data,
-    prepare_json,
 )
 from topicsrv.engine.segments import LIVE
 from topicsrv.engine.topic import Topic
@@ -55,10 +48,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("topicsrv.queues")
 
+__all__ = ["Claimer", "Job", "Move", "finish_moves", "resolve_moves"]
+
 MAX_CLAIM = MAX_RECORDS_PER_WRITE  # jobs one claim may ask for
 MAX_SEQS = MAX_RECORDS_PER_WRITE  # seqs one ack/nack/extend may name
-DEAD_LETTER_REASON = "max_deliveries"
-DEAD_LETTER_RETRY_MS = 1000  # a refused dead-letter copy is tried again after this (Rule 3)
 
 
 @dataclass(slots=True)
@@ -86,15 +79,6 @@ class Job:
         if topic is not None:
             extra += b',"topic":' + orjson.dumps(topic)
         return self.blob[:-1] + extra + b"}"
-
-
-@dataclass(slots=True)
-class Move:
-    """A dead-letter copy waiting to be durable before its job leaves the queue (Rule 3)."""
-
-    queue: Topic
-    seq: int
-    token: CommitToken
 
 
 # ---- validation (the same for both fronts) ----------------------------------------------------
@@ -185,71 +169,6 @@ def deal(maxes: Sequence[int], available: int) -> list[int]:
     return shares
 
 
-def _record(blob: bytes, node: str | None, tag: str | None) -> dict[str, Any]:
-    """The record as an HTTP write object (data, tag, node, meta), whatever form it was stored in."""
-    if blob[0] == KIND_JSON:
-        obj = orjson.loads(blob)
-        return {"data": obj.get("data"), "tag": obj.get("$tag"), "node": obj.get("$node"),
-                "meta": dict(obj.get("meta") or {})}
-    _, _, pairs = parse_entry(blob)
-    extras = (node is not None) + (tag is not None)
-    if extras:
-        pairs = pairs[: len(pairs) - 2 * extras]
-    return {"data": fields_to_data(pairs), "tag": tag, "node": node, "meta": {}}
-
-
-def _dead_letter(engine: Engine, topic: Topic, qs: QueueState, seq: int, rec: tuple[bytes, str | None, str | None],
-                 now: int, events: list[Event], moves: list[Move]) -> bool:
-    """Rule 3: copy the job to its dead-letter topic. False when the copy was refused (the job
-    then stays on the freelist and the refusal is counted)."""
-    dl = topic.config.dead_letter
-    assert dl is not None
-    obj = _record(*rec)
-    obj["meta"].update({
-        "$dead_letter_topic": topic.name,
-        "$dead_letter_seq": str(seq),
-        "$dead_letter_deliveries": str(qs.deliveries.get(seq, 0)),
-        "$dead_letter_reason": DEAD_LETTER_REASON,
-        "$dead_letter_ts": str(now),
-    })
-    try:
-        prepared = prepare_json({k: v for k, v in obj.items() if v is not None or k == "data"})
-        result, token = engine.write(dl, [prepared], create=True)
-    except TopicsError as exc:
-        qs.stats["dead_letter_errors"] += 1
-        log.warning("queue %s: job %d could not be dead-lettered to '%s' (%s: %s); it stays in "
-                    "the queue", topic.name, seq, dl, exc.code, exc.message)
-        return False
-    ev: Event = ["d", seq, dl, result["first_seq"], now]
-    leases.apply(qs, ev)
-    events.append(ev)
-    barrier = engine.journal.barrier(engine.get(dl)) or token
-    if barrier is None:
-        _delete_moved(engine, topic, qs, [seq])
-    else:
-        moves.append(Move(topic, seq, barrier))
-    return True
-
-
-def _delete_moved(engine: Engine, topic: Topic, qs: QueueState, seqs: list[int]) -> CommitToken | None:
-    for seq in seqs:
-        qs.moving.pop(seq, None)
-        qs.deliveries.pop(seq, None)
-    _, token = engine.delete_seqs(topic.name, seqs)
-    return token
-
-
-def finish_moves(engine: Engine, moves: list[Move]) -> None:
-    """The copies of `moves` are durable: delete their jobs from the queue (Rule 3)."""
-    by_topic: dict[int, tuple[Topic, list[int]]] = {}
-    for m in moves:
-        if engine.topics.get(m.queue.name) is not m.queue:
-            continue  # the queue was deleted meanwhile
-        by_topic.setdefault(id(m.queue), (m.queue, []))[1].append(m.seq)
-    for topic, seqs in by_topic.values():
-        _delete_moved(engine, topic, state_of(topic), seqs)
-
-
 def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
         list[list[Job]], CommitToken | None, list[Move]]:
     """One claim pass for a cohort (Rule 1): the jobs of each claimer, in claimer order."""
@@ -282,7 +201,7 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
             leases.forget(qs, seq)
             continue
         if cfg.max_deliveries and cfg.dead_letter and qs.deliveries.get(seq, 0) >= cfg.max_deliveries:
-            if not _dead_letter(engine, topic, qs, seq, rec, now, events, moves):
+            if not deadletter.move(engine, topic, qs, seq, rec, now, events, moves):
                 blocked.append((at, seq))
             continue
         found.append((seq, *rec))
@@ -346,14 +265,17 @@ def ack(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = None) 
     now = engine.now()
     qs = state_of(topic)
     held, skipped = _match(qs, node, seqs, lease_ids)
-    events: list[Event] = [["a", x.seq, x.lease_id, now] for x in held]
-    for ev in events:
-        leases.apply(qs, ev)
-    token = engine.journal.leases_logged(topic, events) if events else None
     acked = [x.seq for x in held]
+    token = None
     if acked:
-        _, delete_token = engine.delete_seqs(name, acked)
-        token = delete_token or token  # one shard: the later frame's commit covers the events
+        # the delete is logged before the acked events: a torn WAL tail can keep the delete
+        # without the events (the job is gone; its stale lease is dropped at the next pass),
+        # never the events without the delete (a live job nobody could claim)
+        _, token = engine.delete_seqs(name, acked)
+        events: list[Event] = [["a", x.seq, x.lease_id, now] for x in held]
+        for ev in events:
+            leases.apply(qs, ev)
+        token = engine.journal.leases_logged(topic, events) or token
     return {"topic": name, "acked": acked, "skipped": skipped}, token
 
 
@@ -432,45 +354,3 @@ def stats(topic: Topic, now: int) -> dict[str, int]:
 def counters(topic: Topic) -> dict[str, int]:
     """Lifetime counters of the queue instance (for /metrics)."""
     return dict(state_of(topic).stats)
-
-
-def resolve_moves(engine: Engine, pending: Collection[str] = ()) -> tuple[int, int]:
-    """After recovery: finish the dead-letter moves a crash interrupted (Rule 3). A job whose
-    copy is in its dead-letter topic (checked by provenance) is deleted now; one whose copy
-    did not survive goes back on the freelist, delivery count kept, to be moved again.
-    `pending` names the topics whose records are not recovered yet (memory class: they come
-    back after readiness): a move into one stays pending (the job is in transit: neither
-    claimable nor gone) until a later call judges it. Returns (finished, returned)."""
-    finished = returned = 0
-    now = engine.now()
-    for topic in list(engine.topics.values()):
-        qs = topic.ext.get(leases.EXT_KEY) if topic.type == "queue" else None
-        if not qs or not qs.moving or topic.name in pending:
-            continue
-        done: list[int] = []
-        for seq, (dl, dl_seq) in list(qs.moving.items()):
-            if dl in pending:
-                continue
-            if topic.record_at(seq) is None:
-                leases.forget(qs, seq)
-                continue
-            if _has_copy(engine, dl, dl_seq, topic.name, seq):
-                done.append(seq)
-            else:
-                qs.moving.pop(seq, None)
-                qs._free(seq, now)
-                qs.stats["dead_lettered"] = max(0, qs.stats["dead_lettered"] - 1)
-                returned += 1
-        if done:
-            _delete_moved(engine, topic, qs, done)
-            finished += len(done)
-    return finished, returned
-
-
-def _has_copy(engine: Engine, dl: str, dl_seq: int, queue: str, seq: int) -> bool:
-    target = engine.find(dl)
-    rec = target.record_at(dl_seq) if target is not None else None
-    if rec is None:
-        return False
-    meta = _record(*rec)["meta"]
-    return bool(meta.get("$dead_letter_topic") == queue and meta.get("$dead_letter_seq") == str(seq))

@@ -89,7 +89,8 @@ class Claims:
                 log.error("queue %s: the dead-letter copy of job %d failed (%s); the job stays",
                           m.queue.name, m.seq, exc.message)
                 qs = leases.state_of(m.queue)
-                qs.moving.pop(m.seq, None)
+                if qs.moving.pop(m.seq, None) is not None:
+                    qs.stats["dead_lettered"] = max(0, qs.stats["dead_lettered"] - 1)
                 qs._free(m.seq, self.engine.now())
         self.moves_pending -= len(moves)
         try:
