@@ -182,6 +182,21 @@ def deal(maxes: Sequence[int], available: int) -> list[int]:
     return shares
 
 
+def dealing(shares: list[int]) -> list[int]:
+    """The claimer of each job in turn: round-robin over the claimers with shares left, so
+    every claimer gets the oldest work evenly (Rule 1)."""
+    if len(shares) == 1:
+        return [0] * shares[0]
+    order: list[int] = []
+    left = list(shares)
+    while any(left):
+        for i, n in enumerate(left):
+            if n:
+                order.append(i)
+                left[i] = n - 1
+    return order
+
+
 def _record(blob: bytes, node: str | None, tag: str | None) -> dict[str, Any]:
     """The record as an HTTP write object (data, tag, node, meta), whatever form it was stored in."""
     if blob[0] == KIND_JSON:
@@ -287,24 +302,20 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
         qs._free(seq, at)
     if len(found) < want:  # then fresh jobs, from the claim cursor
         found += _live_after(topic, qs.cursor, want - len(found))
-    shares = deal([c.max for c in claimers], len(found))
     out: list[list[Job]] = [[] for _ in claimers]
-    pos = 0
-    left = list(shares)
-    while pos < len(found):  # round-robin, so every claimer gets the oldest work evenly
-        for i, c in enumerate(claimers):
-            if left[i] and pos < len(found):
-                seq, blob, node, tag = found[pos]
-                pos += 1
-                left[i] -= 1
-                deadline = now + (c.lease_ms or cfg.lease_ms)
-                delivery = qs.deliveries.get(seq, 0) + 1
-                ev = ["c", seq, c.node, qs.new_lease_id(), deadline, delivery, now]
-                leases.apply(qs, ev)
-                events.append(ev)
-                if blob[0] != c.fmt:
-                    blob = blob_to_json(blob, node, tag) if c.fmt == FMT_JSON else blob_to_resp(blob)
-                out[i].append(Job(seq, blob, ev[3], deadline, delivery))
+    deliveries = qs.deliveries
+    for (seq, blob, node, tag), i in zip(found, dealing(deal([c.max for c in claimers], len(found))),
+                                         strict=True):
+        c = claimers[i]
+        deadline = now + (c.lease_ms or cfg.lease_ms)
+        delivery = deliveries.get(seq, 0) + 1
+        lease_id = qs.new_lease_id()
+        ev = ["c", seq, c.node, lease_id, deadline, delivery, now]
+        leases.apply(qs, ev)
+        events.append(ev)
+        if blob[0] != c.fmt:
+            blob = blob_to_json(blob, node, tag) if c.fmt == FMT_JSON else blob_to_resp(blob)
+        out[i].append(Job(seq, blob, lease_id, deadline, delivery))
     if found:
         topic.last_consumed_at = topic.last_read_ts = now
     token = engine.journal.leases_logged(topic, events) if events else None
@@ -350,7 +361,8 @@ def ack(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = None) 
     acked = [x.seq for x in held]
     if acked:
         _, delete_token = engine.delete_seqs(name, acked)
-        token = delete_token or token  # one shard: the later frame's commit covers the events
+        if topic.config.durability == "fsync":  # seeds 10.1: ack durability == jobs-log durability
+            token = delete_token or token  # one shard: the later frame's commit covers the events
     return {"topic": name, "acked": acked, "skipped": skipped}, token
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from topicsrv.engine import queues
 from topicsrv.engine.config import CONFIG_INT_MAX
 from topicsrv.engine.journal import CommitToken
 from topicsrv.engine.queues import MAX_CLAIM, MAX_SEQS, Claimer, Job
@@ -82,20 +81,20 @@ def not_a_queue(name: str) -> Err:
 
 
 def _translate(e: TopicsError) -> Exception:
+    """Rule 4: the engine's not_a_queue as WRONGTYPE; any other engine error as it is."""
     if e.code == "not_a_queue" and e.detail:
         return not_a_queue(str(e.detail.get("topic")))
     return e
 
 
-def _queue(ctx: CommandContext, name: str) -> None:
-    """Rule 4: a missing key or a log topic is an error before anything runs."""
-    if ctx.engine.get(name).type != "queue":
-        raise not_a_queue(name)
-
-
-def _node(raw: bytes) -> str:
-    """The worker's name, checked as HTTP checks `node` (same texts)."""
-    return queues.check_node(_text(raw))
+def _seq(raw: bytes) -> int:
+    """A seq argument: a canonical decimal at once, anything else by Redis's strict parser."""
+    if raw.isdigit() and len(raw) < 19 and (raw[0] != 0x30 or len(raw) == 1):
+        return int(raw)
+    value = parse_int(raw)
+    if value < 0:
+        raise Err(f"ERR seq must be >= 0 (got {value})")
+    return value
 
 
 # ---- TOPIC.CLAIM ------------------------------------------------------------------------------
@@ -144,12 +143,13 @@ def topic_claim(ctx: CommandContext, args: list[bytes]) -> Any:
                 raise Err("ERR timeout is negative")
         else:
             raise a.syntax_error()
-    node = _node(args[1])
-    _queue(ctx, name)
-    claimer = Claimer(node, n, lease_ms, FMT_RESP)
-    got = ctx.server.claims_service().claim_nowait(name, claimer)  # None: a cohort queue
+    claimer = Claimer(_text(args[1]), n, lease_ms, FMT_RESP)
+    try:  # the engine checks the key and the node before anything changes (Rule 4)
+        got = ctx.server.claims_service().claim_nowait(name, claimer)  # None: a cohort queue
+    except TopicsError as e:
+        raise _translate(e) from None
     if got is not None and (got[0] or block < 0):
-        return _reply(ctx, name, node, *got)
+        return _reply(ctx, name, claimer.node, *got)
     return _claim_wait(ctx, name, claimer, block)
 
 
@@ -184,7 +184,7 @@ def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[in
         ms = _ranged(value, "DELAY", 0) if opt == b"delay" else _ranged(value, "LEASE", 1)
     seqs: list[int] = []
     while a and a.peek().lower() != b"leaseids":
-        seqs.append(a.next_int())
+        seqs.append(_seq(a.next()))
     if not seqs:
         raise Err("ERR at least one seq is required")
     lease_ids: list[str] | None = None
@@ -196,10 +196,7 @@ def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[in
                       "give one per seq, in the same order")
     if len(seqs) > MAX_SEQS:
         raise Err(f"ERR too many seqs: {len(seqs)}; the limit is {MAX_SEQS}")
-    for s in seqs:
-        if s < 0:
-            raise Err(f"ERR seq must be >= 0 (got {s})")
-    return key_name(args[0]), _node(args[1]), seqs, lease_ids, ms
+    return key_name(args[0]), _text(args[1]), seqs, lease_ids, ms
 
 
 def _skipped(result: dict[str, Any]) -> list[list[Any]]:
@@ -211,8 +208,10 @@ def _skipped(result: dict[str, Any]) -> list[list[Any]]:
       "key:key node:string seq:integer... [LEASEIDS lease_id:string...]")
 def topic_ack(ctx: CommandContext, args: list[bytes]) -> Any:
     name, node, seqs, lease_ids, _ = _lease_args(args, None)
-    _queue(ctx, name)
-    result, token = ctx.engine.ack(name, node, seqs, lease_ids)
+    try:
+        result, token = ctx.engine.ack(name, node, seqs, lease_ids)
+    except TopicsError as e:
+        raise _translate(e) from None
     return committed(token, {"topic": name, "acked": result["acked"], "skipped": _skipped(result)})
 
 
@@ -221,8 +220,10 @@ def topic_ack(ctx: CommandContext, args: list[bytes]) -> Any:
       "key:key node:string [DELAY:ms:integer] seq:integer... [LEASEIDS lease_id:string...]")
 def topic_nack(ctx: CommandContext, args: list[bytes]) -> Any:
     name, node, seqs, lease_ids, delay = _lease_args(args, b"delay")
-    _queue(ctx, name)
-    result, token = ctx.engine.nack(name, node, seqs, lease_ids, delay or 0)
+    try:
+        result, token = ctx.engine.nack(name, node, seqs, lease_ids, delay or 0)
+    except TopicsError as e:
+        raise _translate(e) from None
     return committed(token, {"topic": name, "released": result["released"],
                              "skipped": _skipped(result), "ready_at": result["ready_at"]})
 
@@ -232,7 +233,9 @@ def topic_nack(ctx: CommandContext, args: list[bytes]) -> Any:
       "key:key node:string [LEASE:ms:integer] seq:integer... [LEASEIDS lease_id:string...]")
 def topic_extend(ctx: CommandContext, args: list[bytes]) -> Any:
     name, node, seqs, lease_ids, lease_ms = _lease_args(args, b"lease")
-    _queue(ctx, name)
-    result, token = ctx.engine.extend(name, node, seqs, lease_ids, lease_ms)
+    try:
+        result, token = ctx.engine.extend(name, node, seqs, lease_ids, lease_ms)
+    except TopicsError as e:
+        raise _translate(e) from None
     return committed(token, {"topic": name, "extended": result["extended"],
                              "deadlines": result["deadlines"], "skipped": _skipped(result)})
