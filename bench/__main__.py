@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import httpbench, micro, respbench
+from bench import httpbench, micro, queuebench, respbench
 from bench import memory as membench
 from bench.procs import Proc, Procs, install_signal_handlers
 from bench.report import Row, render, save
@@ -36,15 +36,15 @@ SIZES: dict[str, dict[str, int]] = {
     "full": {"xadd_p1": 100_000, "xadd_p16": 500_000, "stream": 100_000, "range_p1": 20_000,
              "range_p16": 50_000, "py_xadd": 200_000, "py_xread": 100_000, "group": 50_000,
              "http_records": 1_000_000, "sse": 100_000, "memory": 1_000_000,
-             "tag_groups": 100, "read_records": 100_000},
+             "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000},
     "quick": {"xadd_p1": 20_000, "xadd_p16": 100_000, "stream": 100_000, "range_p1": 4_000,
               "range_p16": 10_000, "py_xadd": 30_000, "py_xread": 100_000, "group": 10_000,
               "http_records": 200_000, "sse": 20_000, "memory": 200_000,
-              "tag_groups": 100, "read_records": 50_000},
+              "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000},
     "tiny": {"xadd_p1": 200, "xadd_p16": 1_600, "stream": 1_000, "range_p1": 100,
              "range_p16": 320, "py_xadd": 300, "py_xread": 1_000, "group": 200,
              "http_records": 2_000, "sse": 200, "memory": 2_000,
-             "tag_groups": 4, "read_records": 2_000},
+             "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000},
 }
 
 
@@ -199,6 +199,26 @@ class Run:
             port, "r", min(s["group"], n_stream)))
         self.rows.append(Row(py, "XREADGROUP COUNT 10 + XACK loop", "rec/s",
                              per(r, "records_per_s"), per(t, "records_per_s")))
+        self.queue_workloads(pair, s)
+
+    def queue_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
+        """Lease queues (bench/queuebench.py): topicsrv TOPIC.CLAIM + TOPIC.ACK vs redis
+        XREADGROUP + XACK, the same N jobs pre-filled on both, drained by 8 worker processes."""
+        sec = "RESP, redis-py, 8 worker processes (jobs/s)"
+        for count, target in ((1, 0.5), (100, 1.0)):
+            n = s[f"queue_{count}"]
+            cells = []
+            for proc in pair:
+                self.log(f"queue MAX/COUNT {count}, {n} jobs, on {proc.name}")
+                port = proc.resp_port
+                cells.append("error: no RESP front" if port is None else attempt(partial(
+                    queuebench.workload, port, f"jobs{count}", n, count,
+                    queue=proc.name == "topicsrv")))
+            label = (f"CLAIM MAX {count} + ACK vs XREADGROUP COUNT {count} + XACK"
+                     if count == 1 else f"CLAIM MAX {count} + one ACK vs XREADGROUP COUNT {count} + XACK")
+            self.rows.append(Row(sec, label, "jobs/s", per(cells[0], "records_per_s"),
+                                 per(cells[1], "records_per_s"), target=target))
+            self.extra[f"queue_{count}"] = {"redis": cells[0], "topicsrv": cells[1]}
 
     def http_workloads(self, top: Proc, s: dict[str, int]) -> None:
         sec = "HTTP, topicsrv only (records/s)"

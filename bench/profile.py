@@ -20,7 +20,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from bench import httpbench, respbench
+from bench import httpbench, queuebench, respbench
 from bench.procs import Proc, Procs
 
 WORKLOADS = {
@@ -33,7 +33,10 @@ WORKLOADS = {
     "py-xadd": lambda p: respbench.py_xadd_pipelined(p.resp_port, "py", 10**7),
     "group": lambda p: respbench.py_group_loop(p.resp_port, "r", 100_000),
     "http-write": lambda p: httpbench.write_batches(p.http_port, "hw", 10**8),
+    "claim1": lambda p: queuebench.drain(p.resp_port, "q", QUEUE_JOBS, 1, queue=True),
+    "claim100": lambda p: queuebench.drain(p.resp_port, "q", QUEUE_JOBS, 100, queue=True),
 }
+QUEUE_JOBS = 300_000  # jobs pre-filled for the claim workloads (8 worker processes drain them)
 
 
 def fold(raw: str, top: int) -> str:
@@ -73,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         top: Proc = procs.start_topicsrv()
         if args.workload in ("xrange-p16", "group"):
             respbench.load_stream(top.resp_port or 0, "r", 100_000)
+        if args.workload.startswith("claim"):
+            queuebench.prefill(top.resp_port or 0, "q", QUEUE_JOBS, queue=True)
         worker = threading.Thread(target=lambda: _quiet(WORKLOADS[args.workload], top), daemon=True)
         worker.start()
         with tempfile.TemporaryDirectory() as tmp:

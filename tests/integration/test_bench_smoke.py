@@ -53,6 +53,10 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
     assert isinstance(rows["POST batches of 1000 x 100 B"]["topicsrv"], float)
     assert rows["POST batches of 1000 x 100 B"]["ratio"] > 0
     assert isinstance(rows["SSE delivery to 10 watchers"]["topicsrv"], float)
+    # The lease-queue rows ran on both servers (every job claimed/read and acked once).
+    for label in ("CLAIM MAX 1 + ACK vs XREADGROUP COUNT 1 + XACK",
+                  "CLAIM MAX 100 + one ACK vs XREADGROUP COUNT 100 + XACK"):
+        assert isinstance(rows[label]["redis"], float) and isinstance(rows[label]["topicsrv"], float), rows[label]
     # Every server the harness started (two pairs) was stopped by pid and is gone.
     started = doc["processes"]
     assert sorted(name for name, _ in started) == ["redis-server"] * 2 + ["topicsrv"] * 2

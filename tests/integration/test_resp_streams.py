@@ -234,6 +234,8 @@ def test_topic_extensions(server: Any) -> None:
     flat = r2.execute_command("TOPIC.INFO", "ext")
     assert flat[0] == b"topic" and flat[1] == b"ext"
     with pytest.raises(redis.ResponseError, match="not available yet"):
+        r2.execute_command("TOPIC.ROUTER", "LIST")
+    with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE .*\(not_a_queue: 'ext' is a log topic"):
         r2.execute_command("TOPIC.CLAIM", "ext", "n1")
     with pytest.raises(redis.ResponseError, match="unknown config field"):
         r2.execute_command("TOPIC.CREATE", "ext", "BOGUS", "1")

@@ -1,4 +1,9 @@
-"""An in-process RESP server (trio in a background thread) for fast socket-level tests."""
+"""An in-process RESP server (trio in a background thread) for fast socket-level tests.
+
+`start_inproc(clock=FakeClock(), http=True)` gives the engine a fake clock and also serves
+the HTTP front on the same context (both fronts over one engine, as `topicsrv serve`); the
+claims service (cohorts, long polls, the dead-letter mover) always runs, as in server.run.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,9 @@ from typing import Any
 import pytest
 import trio
 
+from topicsrv.clock import Clock
 from topicsrv.context import ServerConfig, ServerContext, make_context
+from topicsrv.http.server import serve_http
 from topicsrv.resp.server import serve_resp
 
 
@@ -21,6 +28,7 @@ from topicsrv.resp.server import serve_resp
 class InProc:
     ctx: ServerContext
     port: int
+    http_port: int | None = None
 
     def connect(self, timeout: float = 5.0) -> socket.socket:
         s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
@@ -31,10 +39,10 @@ class InProc:
 RESP_IO = ["reactor", "tasks"]  # both I/O paths of the RESP front run the socket tests
 
 
-def start_inproc(**config: Any) -> tuple[InProc, Any]:
+def start_inproc(clock: Clock | None = None, http: bool = False, **config: Any) -> tuple[InProc, Any]:
     config.setdefault("resp_io", os.environ.get("TOPICS_RESP_IO", "reactor"))
-    cfg = ServerConfig(http_port=None, resp_port=0, storage=False, **config)
-    ctx = make_context(cfg)
+    cfg = ServerConfig(http_port=0 if http else None, resp_port=0, storage=False, **config)
+    ctx = make_context(cfg, clock)
     ready = threading.Event()
     box: dict[str, Any] = {}
 
@@ -42,8 +50,11 @@ def start_inproc(**config: Any) -> tuple[InProc, Any]:
         async with trio.open_nursery() as nursery:
             box["cancel"] = nursery.cancel_scope
             box["token"] = trio.lowlevel.current_trio_token()
+            await nursery.start(ctx.claims_service().run)
             _, port = await nursery.start(serve_resp, ctx)
             box["port"] = port
+            if http:
+                _, box["http_port"] = await nursery.start(serve_http, ctx)
             ready.set()
 
     thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
@@ -54,7 +65,7 @@ def start_inproc(**config: Any) -> tuple[InProc, Any]:
         trio.from_thread.run_sync(box["cancel"].cancel, trio_token=box["token"])
         thread.join(10)
 
-    return InProc(ctx, box["port"]), stop
+    return InProc(ctx, box["port"], box.get("http_port")), stop
 
 
 @pytest.fixture(params=RESP_IO)

@@ -307,12 +307,14 @@ class Engine:
             "bytes": topic.bytes,
         }, token
 
-    def delete_seqs(self, name: str, seqs: list[int]) -> tuple[int, CommitToken | None]:
+    def delete_seqs(self, name: str, seqs: list[int], wait: bool = True) -> tuple[int, CommitToken | None]:
+        """Delete the given seqs (XDEL, queue acks). `wait=False`: the caller will not await
+        the commit (no token, so the WAL batch is not hurried)."""
         topic = self.get(name)
         self.journal.check_writable(topic)
         bound = topic.next_seq
         deleted = deletes.delete_seqs(topic, self.now(), seqs)
-        token = self.journal.deleted(topic, {"seqs": seqs}, bound) if deleted else None
+        token = self.journal.deleted(topic, {"seqs": seqs}, bound, wait) if deleted else None
         if deleted:
             self._notify(name)
         return deleted, token

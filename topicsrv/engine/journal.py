@@ -33,7 +33,7 @@ class Journal(Protocol):
         self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes], records: list[PreparedRecord]
     ) -> CommitToken | None: ...
 
-    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> CommitToken | None: ...
+    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int, wait: bool = True) -> CommitToken | None: ...
 
     def trimmed(self, topic: Topic, new_front: int) -> CommitToken | None: ...
 
@@ -67,7 +67,7 @@ class NullJournal:
     ) -> None:
         return None
 
-    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> None:
+    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int, wait: bool = True) -> None:
         return None
 
     def trimmed(self, topic: Topic, new_front: int) -> None:

@@ -60,6 +60,7 @@ class QueueState:
     moving: dict[int, tuple[str, int]] = field(default_factory=dict)  # seq -> (dl topic, dl seq)
     counter: int = 0
     nonce: str = field(default_factory=_nonce)
+    issued: str = ""  # the last id new_lease_id() handed out (its claim needs no counter bump)
     # observability counters (since the topic instance was created; restored at restart)
     stats: dict[str, int] = field(default_factory=lambda: {
         "claimed": 0, "acked": 0, "nacked": 0, "expired": 0, "extended": 0, "dead_lettered": 0,
@@ -67,7 +68,8 @@ class QueueState:
 
     def new_lease_id(self) -> str:
         self.counter += 1
-        return f"{self.nonce}.{self.counter}"
+        self.issued = f"{self.nonce}.{self.counter}"
+        return self.issued
 
     def held(self, seq: int) -> Lease | None:
         found: Lease | None = self.leases.get(seq)
@@ -166,6 +168,8 @@ def forget(qs: QueueState, seq: int) -> None:
 
 
 def _bump_counter(qs: QueueState, lease_id: str) -> None:
+    if lease_id is qs.issued:  # claimed live: the counter already counts it
+        return
     nonce, _, n = lease_id.rpartition(".")
     if nonce == qs.nonce and n.isdigit():
         qs.counter = max(qs.counter, int(n))

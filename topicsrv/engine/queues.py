@@ -169,6 +169,21 @@ def deal(maxes: Sequence[int], available: int) -> list[int]:
     return shares
 
 
+def dealing(shares: list[int]) -> list[int]:
+    """The claimer of each job in turn: round-robin over the claimers with shares left, so
+    every claimer gets the oldest work evenly (Rule 1)."""
+    if len(shares) == 1:
+        return [0] * shares[0]
+    order: list[int] = []
+    left = list(shares)
+    while any(left):
+        for i, n in enumerate(left):
+            if n:
+                order.append(i)
+                left[i] = n - 1
+    return order
+
+
 def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
         list[list[Job]], CommitToken | None, list[Move]]:
     """One claim pass for a cohort (Rule 1): the jobs of each claimer, in claimer order."""
@@ -209,24 +224,20 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
         qs._free(seq, max(at, now + DEAD_LETTER_RETRY_MS))
     if len(found) < want:  # then fresh jobs, from the claim cursor
         found += _live_after(topic, qs.cursor, want - len(found))
-    shares = deal([c.max for c in claimers], len(found))
     out: list[list[Job]] = [[] for _ in claimers]
-    pos = 0
-    left = list(shares)
-    while pos < len(found):  # round-robin, so every claimer gets the oldest work evenly
-        for i, c in enumerate(claimers):
-            if left[i] and pos < len(found):
-                seq, blob, node, tag = found[pos]
-                pos += 1
-                left[i] -= 1
-                deadline = now + (c.lease_ms or cfg.lease_ms)
-                delivery = qs.deliveries.get(seq, 0) + 1
-                ev = ["c", seq, c.node, qs.new_lease_id(), deadline, delivery, now]
-                leases.apply(qs, ev)
-                events.append(ev)
-                if blob[0] != c.fmt:
-                    blob = blob_to_json(blob, node, tag) if c.fmt == FMT_JSON else blob_to_resp(blob)
-                out[i].append(Job(seq, blob, ev[3], deadline, delivery))
+    deliveries = qs.deliveries
+    for (seq, blob, node, tag), i in zip(found, dealing(deal([c.max for c in claimers], len(found))),
+                                         strict=True):
+        c = claimers[i]
+        deadline = now + (c.lease_ms or cfg.lease_ms)
+        delivery = deliveries.get(seq, 0) + 1
+        lease_id = qs.new_lease_id()
+        ev = ["c", seq, c.node, lease_id, deadline, delivery, now]
+        leases.apply(qs, ev)
+        events.append(ev)
+        if blob[0] != c.fmt:
+            blob = blob_to_json(blob, node, tag) if c.fmt == FMT_JSON else blob_to_resp(blob)
+        out[i].append(Job(seq, blob, lease_id, deadline, delivery))
     if found:
         topic.last_consumed_at = topic.last_read_ts = now
     token = engine.journal.leases_logged(topic, events) if events else None
@@ -270,12 +281,15 @@ def ack(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = None) 
     if acked:
         # the delete is logged before the acked events: a torn WAL tail can keep the delete
         # without the events (the job is gone; its stale lease is dropped at the next pass),
-        # never the events without the delete (a live job nobody could claim)
-        _, token = engine.delete_seqs(name, acked)
+        # never the events without the delete (a live job nobody could claim). The ack waits
+        # for the delete only on a durable queue (seeds 10.1: ack durability == jobs-log
+        # durability), so other queues' acks do not force a flush each.
+        durable = topic.config.durability == "fsync"
+        _, delete_token = engine.delete_seqs(name, acked, wait=durable)
         events: list[Event] = [["a", x.seq, x.lease_id, now] for x in held]
         for ev in events:
             leases.apply(qs, ev)
-        token = engine.journal.leases_logged(topic, events) or token
+        token = engine.journal.leases_logged(topic, events) or (delete_token if durable else None)
     return {"topic": name, "acked": acked, "skipped": skipped}, token
 
 

@@ -228,12 +228,12 @@ class Storage(SegTasks):
         commit = sh.enqueue(frames.encode(ftype, codec.encode_json(obj)))
         return Token(commit, False) if gated else None
 
-    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> Token | None:
+    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int, wait: bool = True) -> Token | None:
         pol = policy_of(topic.config)
         if not pol.wal:
             return None
         token = self._control(topic, frames.T_DELETE, {"selector": selector, "bound": bound},
-                              pol.deletes_gated)
+                              pol.deletes_gated and wait)
         self.flip_topics[id(topic)] = topic
         self.flip_wake.set()
         return token
@@ -411,7 +411,7 @@ class _NotReady:
                  records: list[PreparedRecord]) -> None:
         return None
 
-    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int) -> None:
+    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int, wait: bool = True) -> None:
         return None
 
     def trimmed(self, topic: Topic, new_front: int) -> None:

@@ -112,13 +112,25 @@ class Claims:
             if jitter > 0 and self._nursery is not None:
                 jobs, token = await self._join(name, claimer, jitter)
             else:
-                outs, token, moves = engine.claim(name, [claimer])
-                self.submit(moves)
-                jobs = outs[0]
+                jobs, token = self._greedy(name, claimer)
             remaining = deadline - trio.current_time()
             if jobs or remaining <= 0:
                 return jobs, token
             await wait_any([changed], self._timeout(name, remaining))
+
+    def claim_nowait(self, name: str, claimer: Claimer) -> tuple[list[Job], CommitToken | None] | None:
+        """`claim` without a wait, for a front that answers at once when it can: one greedy
+        pass now (Rule 1); None when the queue gathers claims into cohorts (Rule 2), whose
+        claims must go through `claim`."""
+        topic = queues.queue_topic(self.engine, name)
+        if topic.config.claim_jitter_ms > 0 and self._nursery is not None:
+            return None
+        return self._greedy(name, claimer)
+
+    def _greedy(self, name: str, claimer: Claimer) -> tuple[list[Job], CommitToken | None]:
+        outs, token, moves = self.engine.claim(name, [claimer])
+        self.submit(moves)
+        return outs[0], token
 
     def _timeout(self, name: str, remaining: float) -> float:
         """How long to wait before looking again: the long poll's end, or sooner when a lease

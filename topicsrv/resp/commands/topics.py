@@ -5,7 +5,8 @@
   TOPIC.INFO key                                          the HTTP topic state
   TOPIC.DIFF key from_seq [LIMIT n] [NODE n ...]          one diff read (records as stream entries)
   TOPIC.DELETE key [BEFORE seq] [MATCH EQ|GLOB pattern]   permanent (silent) delete
-  TOPIC.CLAIM/ACK/NACK/EXTEND/ROUTER                      `ERR ... not available yet`
+  TOPIC.ROUTER                                            `ERR ... not available yet`
+(TOPIC.CLAIM/ACK/NACK/EXTEND, the lease queue commands, live in queues.py.)
 
 Rule 1: replies are the HTTP JSON objects as RESP3 maps (flat arrays under RESP2); nested
 objects nest the same way; JSON null -> null, booleans -> RESP3 booleans (`:1`/`:0` in RESP2).
@@ -163,15 +164,6 @@ def _not_yet(what: str) -> Any:
     return handler
 
 
-_cmd("topic.claim", -3, ["write"], "Claim records of a queue topic (not available yet)",
-     "key:key node:string [MAX:max:integer] [LEASE:ms:integer] [BLOCK:ms:integer]")(
-    _not_yet("TOPIC.CLAIM"))
-_cmd("topic.ack", -4, ["write"], "Acknowledge claimed queue records (not available yet)",
-     "key:key node:string seq:integer...")(_not_yet("TOPIC.ACK"))
-_cmd("topic.nack", -4, ["write"], "Return claimed queue records (not available yet)",
-     "key:key node:string [DELAY:ms:integer] seq:integer...")(_not_yet("TOPIC.NACK"))
-_cmd("topic.extend", -4, ["write"], "Extend the lease of claimed records (not available yet)",
-     "key:key node:string [LEASE:ms:integer] seq:integer...")(_not_yet("TOPIC.EXTEND"))
 _cmd("topic.router", -2, ["write"], "Manage routers (not available yet)",
      "(SET name:string source:string dest:string [(option:string value:string)...]|"
      "DEL name:string|INFO name:string|LIST)", first=0)(_not_yet("TOPIC.ROUTER"))

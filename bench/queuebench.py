@@ -1,0 +1,146 @@
+"""Lease-queue workloads: TOPIC.CLAIM + TOPIC.ACK on topicsrv vs XREADGROUP + XACK on redis.
+
+Rule 1 (same work on both servers): both are pre-filled with the same N jobs (100-byte
+entries, pipelined XADD, exactly N), then `workers` processes, each with its own redis-py client
+(its default protocol, RESP3 since redis-py 8),
+drain them: topicsrv `TOPIC.CLAIM q wI MAX k` + one `TOPIC.ACK q wI seq...` of what it got;
+redis-server `XREADGROUP GROUP g wI COUNT k STREAMS s >` + one `XACK s g id...` of what it
+got. A worker stops at its first empty claim / read. Processes, not threads, so the clients
+are not serialised by one GIL and the server is what is measured.
+Rule 2: the clock runs from the moment every worker is connected and released together to
+the last worker's report; the run is checked afterwards (every job delivered and acked
+once in total, nothing left pending) and raises otherwise, so a fast but wrong run never
+shows as a number.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue as std_queue
+import threading
+import time
+from typing import Any
+
+import redis
+
+from bench.respbench import VALUE, Measure, client
+
+GROUP = "g"
+
+
+def prefill(port: int, key: str, jobs: int, *, queue: bool, options: tuple[str, ...] = ()) -> None:
+    """`jobs` entries in `key`: a queue topic (topicsrv; `options` are TOPIC.CREATE's, e.g.
+    ("DURABILITY", "memory")) or a stream with group g (redis)."""
+    r = client(port)
+    if queue:
+        r.execute_command("TOPIC.CREATE", key, "TYPE", "queue", *options)
+    pipe = r.pipeline(transaction=False)
+    for i in range(jobs):
+        pipe.xadd(key, {b"f": VALUE})
+        if i % 1000 == 999 or i == jobs - 1:
+            pipe.execute()
+    if not queue:
+        r.xgroup_create(key, GROUP, id="0")
+    if r.xlen(key) != jobs:
+        raise RuntimeError(f"{key} holds {r.xlen(key)} entries, not {jobs}")
+    r.close()
+
+
+def _map(reply: Any) -> Any:
+    """A RESP3 map as redis-py gives it (a dict), also when the client speaks RESP2 (flat)."""
+    return reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2], strict=True))
+
+
+def _drain(port: int, key: str, node: str, count: int, queue: bool,
+           ready: Any, go: Any, out: Any) -> None:
+    """One worker (Rule 1): claim/read `count`, ack them all, until nothing comes back."""
+    r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=120)
+    r.ping()
+    ready.release()
+    go.wait()
+    done = calls = 0
+    try:
+        if queue:
+            claim = ("TOPIC.CLAIM", key, node, "MAX", str(count))
+            while True:
+                jobs = r.execute_command(*claim)
+                calls += 1
+                if not jobs:
+                    break
+                acked = _map(r.execute_command("TOPIC.ACK", key, node,
+                                               *[_map(j)[b"seq"] for j in jobs]))[b"acked"]
+                if len(acked) != len(jobs):
+                    raise RuntimeError(f"TOPIC.ACK acked {len(acked)} of {len(jobs)}")
+                done += len(jobs)
+        else:
+            while True:
+                got: Any = r.xreadgroup(GROUP, node, {key: ">"}, count=count)
+                calls += 1
+                if not got or not got[0][1]:
+                    break
+                ids = [entry_id for entry_id, _ in got[0][1]]
+                if r.xack(key, GROUP, *ids) != len(ids):
+                    raise RuntimeError("XACK acknowledged fewer entries than delivered")
+                done += len(ids)
+        out.put((done, calls, time.monotonic(), None))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises
+        out.put((done, calls, time.monotonic(), f"{type(exc).__name__}: {exc}"))
+    finally:
+        r.close()
+
+
+def drain(port: int, key: str, jobs: int, count: int, *, queue: bool, workers: int = 8,
+          threads: bool = False) -> Measure:
+    """Run `workers` draining processes (threads of this process with `threads`) against a
+    pre-filled key; jobs/s and round trips/s."""
+    ctx: Any = threading if threads else mp.get_context("fork")
+    ready, go = ctx.Semaphore(0), ctx.Event()
+    out: Any = std_queue.Queue() if threads else ctx.Queue()
+    kind = ctx.Thread if threads else ctx.Process
+    procs = [kind(target=_drain, args=(port, key, f"w{i}", count, queue, ready, go, out), daemon=True)
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+    try:
+        for _ in procs:
+            if not ready.acquire(timeout=60):
+                raise RuntimeError("a worker did not connect")
+        t0 = time.monotonic()
+        go.set()
+        results = [out.get(timeout=600) for _ in procs]
+    finally:
+        go.set()
+        for p in procs:
+            p.join(10)
+            if not threads and p.is_alive():
+                p.kill()
+                p.join()
+    errors = [e for *_, e in results if e]
+    if errors:
+        raise RuntimeError(errors[0])
+    elapsed = max(t for _, _, t, _ in results) - t0
+    done = sum(d for d, *_ in results)
+    calls = sum(c for _, c, _, _ in results)
+    _check(port, key, jobs, done, queue)
+    return Measure(2 * calls / elapsed, done / elapsed, elapsed, 2 * calls)
+
+
+def _check(port: int, key: str, jobs: int, done: int, queue: bool) -> None:
+    """Rule 2: every job delivered and acked exactly once in total, nothing left pending."""
+    if done != jobs:
+        raise RuntimeError(f"{done} jobs acked in total, expected {jobs}")
+    r = client(port)
+    if queue:
+        stats = _map(_map(r.execute_command("TOPIC.INFO", key))[b"queue"])
+        left = (r.xlen(key), stats[b"in_flight"], stats[b"ready"])
+    else:
+        left = (0, r.xpending(key, GROUP)["pending"], 0)
+    r.close()
+    if left != (0, 0, 0):
+        raise RuntimeError(f"{key}: entries/in-flight/ready left after the run: {left}")
+
+
+def workload(port: int, key: str, jobs: int, count: int, *, queue: bool, workers: int = 8,
+             threads: bool = False) -> Measure:
+    prefill(port, key, jobs, queue=queue)
+    return drain(port, key, jobs, count, queue=queue, workers=workers, threads=threads)
