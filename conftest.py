@@ -7,6 +7,8 @@ Rule 2: a fixture that needs a tool the machine lacks skips and says which tool 
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import shutil
 import signal
@@ -17,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +30,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class JsonClient:
+    """A minimal HTTP/JSON client over one keep-alive connection (real-process tests)."""
+
+    def __init__(self, port: int, timeout: float = 10) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        self.conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        resp = self.conn.getresponse()
+        raw = resp.read()
+        return resp.status, json.loads(raw) if raw else None
+
+    def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, out = self.call(method, path, body)
+        assert status in (200, 201), (status, out)
+        return out
 
 
 class ServerProcess:

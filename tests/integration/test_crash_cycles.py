@@ -14,7 +14,6 @@ What must hold after every restart:
 from __future__ import annotations
 
 import http.client
-import json
 import random
 import subprocess
 import sys
@@ -25,20 +24,14 @@ from typing import Any
 
 import pytest
 
+from conftest import JsonClient
+
 TOPICS = ("crash-a", "crash-b")
 CYCLES = 20
 
 
-class Client:
-    def __init__(self, port: int) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        self.conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-        resp = self.conn.getresponse()
-        raw = resp.read()
-        return resp.status, json.loads(raw) if raw else None
+class Client(JsonClient):
+    """The root conftest's JSON client (10 s timeout)."""
 
 
 def read_all(port: int, topic: str) -> dict[int, dict[str, Any]]:

@@ -5,30 +5,18 @@ deadline with `leases_durable: true` (the holder's lease id still fences them)."
 
 from __future__ import annotations
 
-import http.client
-import json
 import time
 from pathlib import Path
 from typing import Any
 
+from conftest import JsonClient
+
 Q = "jobs"
 
 
-class Client:
+class Client(JsonClient):
     def __init__(self, port: int) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        self.conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-        resp = self.conn.getresponse()
-        raw = resp.read()
-        return resp.status, json.loads(raw) if raw else None
-
-    def ok(self, method: str, path: str, body: Any = None) -> Any:
-        status, out = self.call(method, path, body)
-        assert status in (200, 201), (status, out)
-        return out
+        super().__init__(port, timeout=30)
 
     def claim(self, node: str, mx: int, **kw: Any) -> list[dict[str, Any]]:
         jobs: list[dict[str, Any]] = self.ok("POST", f"/v0/topics/{Q}/claim", {"node": node, "max": mx, **kw})["jobs"]
