@@ -17,7 +17,16 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from topicsrv.engine.config import TopicConfig
-from topicsrv.engine.segments import DELETED, EVICTED, LIVE, LOST, SEGMENT_RECORDS, TRIMMED, Run, Segment
+from topicsrv.engine.segments import (
+    DELETED,
+    EVICTED,
+    LIVE,
+    LOST,
+    SEGMENT_RECORDS,
+    TRIMMED,
+    Run,
+    Segment,
+)
 from topicsrv.engine.topic import Topic
 
 if TYPE_CHECKING:

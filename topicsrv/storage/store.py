@@ -294,17 +294,6 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return None
         return self._control(topic, frames.T_LEASES, {"ev": events}, topic.config.leases_durable)
 
-    # ---- routers: placeholders until the storage side lands (branch routers-store) ------
-
-    def derived(self, topic: Topic, first_seq: int, n: int) -> None:
-        return None
-
-    def derived_gap(self, topic: Topic, first_seq: int, n: int, flag: int) -> None:
-        return None
-
-    def router_logged(self, dest: Topic, op: dict[str, Any]) -> Token | None:
-        return None
-
     def barrier(self, topic: Topic) -> Token | None:
         """The commit of everything enqueued for `topic` so far (its shard's open batch)."""
         if not policy_of(topic.config).wal:
