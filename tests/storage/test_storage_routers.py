@@ -200,3 +200,42 @@ async def test_a_source_that_lost_forwarded_records_never_reuses_their_dest_seqs
         settle(e)
         new = [s for s, d in layout(e, "dst").items() if d == "new"]
         assert new and new[0] > top
+
+
+async def test_a_mirror_is_re_derived_to_the_same_layout(tmp_path: Path) -> None:
+    """A <-> B with allow_cycle: each side's direct writes and the other's copies interleave;
+    after a crash both come back at the same seqs (passes repeat to a fixed point)."""
+    async with running(tmp_path, crash=True) as (e, st):
+        e.put_topic("a", FSYNC)
+        e.put_topic("b", FSYNC)
+        await _router(e, "ab", {"source": "a", "dest": "b", "allow_cycle": True})
+        await _router(e, "ba", {"source": "b", "dest": "a", "allow_cycle": True})
+        await st.checkpoint()
+        for i in range(6):
+            await write(e, "a", [f"a{i}"] * 2)
+            step(e, "ab", 3)
+            await write(e, "b", [f"b{i}"])
+            step(e, "ba", 2)
+        settle(e)
+        seen = {t: layout(e, t) for t in ("a", "b")}
+    async with running(tmp_path) as (e, _):
+        assert {t: layout(e, t) for t in ("a", "b")} == seen
+        assert sorted(map(str, seen["a"].values())) == sorted(map(str, seen["b"].values()))
+
+
+async def test_source_trim_gaps_keep_their_reason_on_disk(tmp_path: Path) -> None:
+    """TRIMMED slots (a segment) and runs (checkpoint `runs`) come back TRIMMED."""
+    async with running(tmp_path) as (e, st):
+        e.put_topic("src", {"durability": "fsync", "cap_records": 3})
+        await write(e, "src", list(range(10)))  # 7 evicted before the router exists...
+        await _router(e, "r", {"source": "src", "dest": "dst"})
+        await write(e, "src", list(range(10, 20)))  # ...and 7 more evicted unforwarded
+        settle(e)
+        gap = e.diff("dst", 0, 100)
+        assert gap.tombstone is not None and gap.tombstone.reason == "source_trim"
+        before = (gap.tombstone.to_json(), layout(e, "dst"))
+        await st.checkpoint()
+    async with running(tmp_path) as (e, _):
+        res = e.diff("dst", 0, 100)
+        assert res.tombstone is not None and (res.tombstone.to_json(), layout(e, "dst")) == before
+    assert check(tmp_path).problems == []
