@@ -4,6 +4,7 @@ trio's MockClock (autojump) drives the backoff sleeps; the engine runs on a Fake
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -29,8 +30,12 @@ def data(eng: Engine, name: str) -> list[Any]:
 
 
 async def until(cond: Callable[[], bool], seconds: float = 30) -> None:
+    """Poll `cond` each (mock) millisecond: the workers wake on engine events the test
+    does not see."""
     with trio.fail_after(seconds):
-        while not cond():
+        for _ in itertools.count():
+            if cond():
+                return
             await trio.sleep(0.001)
 
 
