@@ -17,7 +17,16 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from topicsrv.engine.config import TopicConfig
-from topicsrv.engine.segments import DELETED, EVICTED, LIVE, LOST, SEGMENT_RECORDS, Run, Segment
+from topicsrv.engine.segments import (
+    DELETED,
+    EVICTED,
+    LIVE,
+    LOST,
+    SEGMENT_RECORDS,
+    TRIMMED,
+    Run,
+    Segment,
+)
 from topicsrv.engine.topic import Topic
 
 if TYPE_CHECKING:
@@ -97,7 +106,7 @@ def put_slot(
     topic: Topic, seq: int, ts: int, blob: bytes | None, size: int,
     node: str | None, tag: str | None, flag: int = LIVE,
 ) -> None:
-    """Restore one slot at `seq` (>= next_seq). `flag` is LIVE, DELETED or LOST."""
+    """Restore one slot at `seq` (>= next_seq). `flag` is LIVE, DELETED, LOST or TRIMMED."""
     if seq < topic.next_seq:
         return  # already restored (an idempotent replay)
     if seq > topic.next_seq:
@@ -117,7 +126,7 @@ def put_slot(
             topic.tags.add(tag, seq)
     else:
         seg.append_lost(1, ts)
-        seg.flags[-1] = flag if flag in (DELETED, EVICTED, LOST) else LOST
+        seg.flags[-1] = flag if flag in (DELETED, EVICTED, LOST, TRIMMED) else LOST
     topic.next_seq = seq + 1
     topic.last_ts = ts
 

@@ -26,7 +26,7 @@ import trio
 from topicsrv.engine import groups, leases, restore
 from topicsrv.engine.segments import SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.topic import Topic
-from topicsrv.storage import codec, recovery, segfiles
+from topicsrv.storage import codec, recovery, routerlog, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import TState, state_of
@@ -79,6 +79,7 @@ class Checkpoints:
                 sh.rotate()
             self.gen = gen
             snap = self._snapshot(final)
+            router_specs = routerlog.specs(self.engine)
             for sh in self.shards:
                 if self.writers_running and not final:
                     await sh.rotated.wait()
@@ -93,7 +94,7 @@ class Checkpoints:
             for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
                 if not final and policy_of(restore.config_from_dict(meta["config"])).ceiling:
                     meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
-            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen)
+            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen, router_specs)
             self.checkpoints += 1
 
     def _snapshot(self, final: bool) -> Snap:
@@ -115,6 +116,8 @@ class Checkpoints:
                 meta["groups"] = snap_groups
             if topic.type == "queue" and leases.EXT_KEY in topic.ext:
                 meta["queue"] = leases.snapshot(topic.ext[leases.EXT_KEY])
+            # a dest's cursor in the same step as its slots: they always match (routerlog Rule 4)
+            meta.update(routerlog.entry_fields(topic))
             segs: list[tuple[Any, int]] = []
             if pol.wal:
                 segs = [(seg, len(seg)) for seg in topic.segs if isinstance(seg, Segment)]
@@ -172,8 +175,7 @@ class Checkpoints:
                   "checkpointed", name, exc, start)
         return {**entry, "replay_from": start}, start
 
-    def _write_checkpoint(self, snap: Snap,
-                          gen: int) -> None:
+    def _write_checkpoint(self, snap: Snap, gen: int, router_specs: list[dict[str, Any]] | None = None) -> None:
         """Rule 4: one topic's failure (its segment files cannot be written) never stops the
         checkpoint of the others."""
         stale: list[tuple[TState, segfiles.SegFile]] = []
@@ -191,7 +193,8 @@ class Checkpoints:
             done[meta["name"]] = ({**meta, "files": files, "dir": st.dir}, gen)
         entries = [e for e, _ in done.values()]
         epochs = dict(self.engine.epochs)
-        ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs}
+        ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs,
+              "routers": router_specs or []}
         self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
         self.entries = done
         self.ckpt_gen = gen

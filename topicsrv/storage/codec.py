@@ -5,7 +5,9 @@ APPEND body (one engine write):
     n x [u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob]
 REC body (one segment slot):
     u64 seq, u64 ts, u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob
-SLOT_LOST body: u64 seq, u64 ts
+APPEND_RC body (a write into a router's dest): the APPEND body, then u64 rc (the router's
+    cursor when the write ran; recovery merges re-derived copies up to it first)
+SLOT_LOST / SLOT_TRIMMED body: u64 seq, u64 ts
 
 Rule: a node/tag length of 0xFFFF means "absent" (an empty string is a real value).
 """
@@ -24,6 +26,7 @@ _ITEM = struct.Struct("<IIHH")
 _REC_HEAD = struct.Struct("<QQIIHH")
 _LOST = struct.Struct("<QQ")
 _U16 = struct.Struct("<H")
+_U64 = struct.Struct("<Q")
 
 Item = tuple[bytes, int, str | None, str | None]  # blob, size, node, tag
 
@@ -54,6 +57,16 @@ def encode_append(name: str, epoch: int, first_seq: int, ts: int, items: list[It
             parts.append(tb)
         parts.append(blob)
     return b"".join(parts)
+
+
+def encode_append_rc(name: str, epoch: int, first_seq: int, ts: int, items: list[Item], rc: int) -> bytes:
+    return encode_append(name, epoch, first_seq, ts, items) + _U64.pack(rc)
+
+
+def append_rc(body: memoryview) -> int:
+    """The router cursor an APPEND_RC body ends with."""
+    (rc,) = _U64.unpack_from(body, len(body) - _U64.size)
+    return int(rc)
 
 
 def append_header(body: memoryview) -> tuple[str, int, int, int, int, int]:

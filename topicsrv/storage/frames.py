@@ -39,9 +39,14 @@ T_LOSTRANGE = 8  # seqs that were handed out and could not be made durable: {nam
 T_GROUPS = 9  # a topic's consumer groups, whole (older versions): {name, epoch, groups}
 T_GROUPOP = 10  # one consumer-group definition change (engine/groupops.py): {name, epoch, op}
 T_LEASES = 11  # a queue's leases-log events (engine/leases.py): {name, epoch, ev: [event, ...]}
+T_APPEND_RC = 12  # APPEND of a router's dest: the APPEND body + u64 the router's cursor (codec)
+T_ROUTER = 13  # a router definition change, in its dest's shard: {name, epoch, op, rc?}
 # segment frame types
 T_REC = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST = 17  # binary: a LOST slot (seq, ts)
+T_SLOT_TRIMMED = 18  # binary: a TRIMMED slot (seq, ts): a router dest's `source_trim` gap
+
+RECORD_FRAMES = (T_APPEND, T_APPEND_RC)  # WAL frames whose body is codec.encode_append's
 
 WAL_MAGIC = b"TWAL"
 SEG_MAGIC = b"TSEG"

@@ -7,10 +7,12 @@ the checkpoint lists but the disk lacks), 2 = not a data dir.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topicsrv.storage import frames, recovery, segfiles
+from topicsrv.engine.segments import DELETED, LOST, TRIMMED
+from topicsrv.storage import codec, frames, recovery, segfiles
 from topicsrv.storage.walread import wal_files
 
 
@@ -22,7 +24,10 @@ class Report:
     records: int = 0
     deleted: int = 0
     lost: int = 0
+    trimmed: int = 0  # a router dest's source_trim slots
     topics: int = 0
+    routers: int = 0  # router definitions in checkpoint.json
+    router_frames: int = 0  # WAL: router definition changes and appends that carry a cursor
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # harmless: what recovery tidies up
 
@@ -31,7 +36,8 @@ class Report:
             f"topics: {self.topics}",
             f"wal: {self.wal_files} files, {self.wal_frames} good frames",
             f"segments: {self.segments} files, {self.records} record slots "
-            f"({self.deleted} deleted, {self.lost} lost)",
+            f"({self.deleted} deleted, {self.lost} lost, {self.trimmed} source_trim)",
+            f"routers: {self.routers} in the checkpoint, {self.router_frames} router frames in the WAL",
         ]
         out += [f"note: {n}" for n in self.notes]
         out += [f"DAMAGE: {p}" for p in self.problems]
@@ -65,7 +71,18 @@ def check(data_dir: Path, cold_dir: Path | None = None) -> Report:
                                     f"({len(raw) - got.offset} bytes recovery would cut)")
                 break
             rep.wal_frames += 1
+            problem = _check_body(got)
+            if problem:
+                rep.problems.append(f"{path.name}: frame at offset {got.offset}: {problem}")
+            rep.router_frames += got.ftype in (frames.T_ROUTER, frames.T_APPEND_RC)
     roots = [data_dir] + ([cold_dir] if cold_dir is not None else [])
+    rep.routers = len(ck.get("routers", []))
+    names = {t.get("name") for t in ck.get("topics", [])}
+    for spec in ck.get("routers", []):
+        for end in ("source", "dest"):
+            if spec.get(end) not in names:
+                rep.problems.append(f"checkpoint.json: router {spec.get('name')!r} names {end} "
+                                    f"{spec.get(end)!r}, which the checkpoint does not list")
     for t in ck.get("topics", []):
         rep.topics += 1
         rel = t.get("dir") or f"topics/{t['name']}@{t['epoch']}"
@@ -96,9 +113,28 @@ def check(data_dir: Path, cold_dir: Path | None = None) -> Report:
                                     f"the checkpoint expects {count}")
             for slot in loaded.slots[:count]:
                 rep.records += 1
-                rep.deleted += slot[6] == 1
-                rep.lost += slot[6] == 2
+                rep.deleted += slot[6] == DELETED
+                rep.lost += slot[6] == LOST
+                rep.trimmed += slot[6] == TRIMMED
     return rep
+
+
+def _check_body(fr: frames.Frame) -> str | None:
+    """What is wrong with a frame whose checksum holds but whose body recovery cannot read."""
+    try:
+        if fr.ftype in frames.RECORD_FRAMES:
+            _, _, _, _, n, pos = codec.append_header(fr.body)
+            for _ in codec.append_items(fr.body, pos, n):
+                pass
+            if fr.ftype == frames.T_APPEND_RC:
+                codec.append_rc(fr.body)
+        else:
+            d = codec.decode_json(fr.body)
+            if fr.ftype == frames.T_ROUTER and d["op"].get("op") not in ("put", "del"):
+                return f"router frame with an unknown op {d['op'].get('op')!r}"
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, struct.error) as exc:
+        return f"unreadable body of a type {fr.ftype} frame ({exc})"
+    return None
 
 
 def main(data_dir: Path, cold_dir: Path | None) -> int:

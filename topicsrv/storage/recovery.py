@@ -90,6 +90,8 @@ class Recovered:
     notes: list[str] = field(default_factory=list)
     records: int = 0
     seconds: float = 0.0
+    routers: list[Any] = field(default_factory=list)  # engine.routers.Router, linked to `topics`
+    rederived: int = 0  # router copies re-derived (rederive.py)
 
 
 _TOPIC_KEYS = {"name": str, "epoch": int, "type": str, "seq_base": int, "created_ts": int,
@@ -136,15 +138,18 @@ def replay_from(ck: dict[str, Any]) -> dict[str, int]:
 
 
 def _frame_owner(ftype: int, body: memoryview) -> tuple[str, int, dict[str, Any] | None]:
-    if ftype == frames.T_APPEND:
+    if ftype in frames.RECORD_FRAMES:
         name, epoch, _, _, _, _ = codec.append_header(body)
         return name, epoch, None
     d = codec.decode_json(body)
     return d["name"], int(d["epoch"]), d
 
 
-def build_images(ck: dict[str, Any], wal: list[tuple[int, int, memoryview]]
+def build_images(ck: dict[str, Any], wal: list[tuple[int, int, memoryview]],
+                 dropped: dict[tuple[str, int], Image] | None = None
                  ) -> tuple[dict[str, Image], dict[str, int]]:
+    """Per topic, its checkpointed state and its WAL frames to replay. `dropped` receives the
+    images of topics dropped during the replayed WAL (a router's source: rederive.py)."""
     images: dict[str, Image] = {}
     epochs = {k: int(v) for k, v in ck.get("epochs", {}).items()}
     for t in ck.get("topics", []):
@@ -173,12 +178,14 @@ def build_images(ck: dict[str, Any], wal: list[tuple[int, int, memoryview]]
             continue
         if ftype == frames.T_DROP:
             if img is not None and img.epoch <= epoch:
+                if dropped is not None:
+                    dropped[(name, img.epoch)] = img
                 del images[name]
             continue
         if img is None or img.epoch != epoch:
             continue
         img.ops.append((ftype, body))
-        if ftype == frames.T_APPEND:
+        if ftype in frames.RECORD_FRAMES:
             _, _, first, _, n, _ = codec.append_header(body)
             img.max_seq = max(img.max_seq, first + n - 1)
         elif ftype == frames.T_CEIL:
@@ -250,6 +257,16 @@ class Builder:
         return topic
 
     def build(self, img: Image) -> Topic:
+        topic, st, done = self.load(img)
+        if not done:
+            for ftype, body in img.ops:
+                self._apply(topic, st, ftype, body)
+            self.finalize(img, topic, st)
+        return topic
+
+    def load(self, img: Image) -> tuple[Topic, TState, bool]:
+        """The checkpointed state of `img` with its segment files and Runs, before its WAL
+        frames; True when that is all there is to it (a config-only class)."""
         ck = img.ckpt or {}
         cfg = restore.config_from_dict(img.config)
         pol = policy_of(cfg)
@@ -270,7 +287,7 @@ class Builder:
                     self._apply(topic, st, ftype, body)
             if img.type == "queue":
                 leases.restore(topic, None)
-            return topic
+            return topic, st, True
         files = ck.get("files", [])
         dropped = set()
         for ftype, body in img.ops:
@@ -284,6 +301,8 @@ class Builder:
         groups.restore(topic, ck.get("groups"))
         if img.type == "queue":
             leases.restore(topic, ck.get("queue"))
+        if ck.get("hops"):  # hop counts of a router source's copies above its cursors
+            topic.ext["hops"] = {int(seq): int(hop) for seq, hop in ck["hops"]}
         for _, kind, part in parts:
             if kind:
                 base, n, flag, ts = part
@@ -291,8 +310,14 @@ class Builder:
             else:
                 base, count, cold, dead = part
                 self._load_file(topic, st, base, count, cold, dead or base in dropped)
-        for ftype, body in img.ops:
-            self._apply(topic, st, ftype, body)
+        return topic, st, False
+
+    def finalize(self, img: Image, topic: Topic, st: TState) -> None:
+        """After every WAL frame: next_seq above everything known, watermarks, the gap."""
+        ck = img.ckpt or {}
+        cfg = topic.config
+        pol = policy_of(cfg)
+        ceiling = max(img.ceiling, ck.get("ceiling", 0))
         nxt = max(topic.next_seq, ck.get("next_seq", 0), img.skip_to)
         if pol.ceiling:
             nxt = max(nxt, ceiling + 1)
@@ -311,7 +336,6 @@ class Builder:
             # non-durable leases end with the process: their jobs are claimable at once
             # (seeds 10.6; docs/decisions.md), delivery counts are kept
             leases.release_all(leases.state_of(topic), self.now)
-        return topic
 
     def _load_file(self, topic: Topic, st: TState, base: int, count: int, cold: bool, dead: bool) -> None:
         key = base // SEGMENT_RECORDS
@@ -357,7 +381,7 @@ class Builder:
         self._progress()
 
     def _apply(self, topic: Topic, st: TState, ftype: int, body: memoryview) -> None:
-        if ftype == frames.T_APPEND:
+        if ftype in frames.RECORD_FRAMES:
             _, _, first, ts, n, pos = codec.append_header(body)
             for i, (blob, size, node, tag) in enumerate(codec.append_items(body, pos, n)):
                 restore.put_slot(topic, first + i, ts, blob, size, node, tag, LIVE)
@@ -385,6 +409,8 @@ class Builder:
             for ev in d["ev"]:
                 leases.apply(qs, ev)
         elif ftype == frames.T_LOSTRANGE:
+            if topic.next_seq < int(d["first"]):  # a dest whose copies before it are gone
+                restore.fill_lost(topic, int(d["first"]), topic.last_ts)
             if d.get("silent"):
                 restore.mark_silent(topic, int(d["first"]), int(d["count"]), topic.last_ts)
             else:
@@ -407,15 +433,26 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     wal = read_wal(data_dir / "wal", min([gen0, *replay_from(ck).values()]), ops, repair)
     out.notes = wal.notes
     out.next_gen = max(wal.top_gen, gen0) + 1
-    images, out.epochs = build_images(ck, wal.frames)
+    dropped: dict[tuple[str, int], Image] = {}
+    images, out.epochs = build_images(ck, wal.frames, dropped)
     out.damage = apply_cuts(images, out.epochs, wal.cuts)
     b = Builder(data_dir, cold_dir, ops, shards, now, repair)
+    from topicsrv.storage.rederive import Rederiver  # it builds on this module
+
+    rd = Rederiver(b, images, dropped, ck, now)
+    involved = rd.involved()
     for img in images.values():
         if img.policy.recovery == "after_ready":
             out.topics.append(b.placeholder(img))
             out.pending.append(img)
-        else:
+        elif img.name not in involved:
             out.topics.append(b.build(img))
+    rd.load(involved)  # routers: sources and dests, then the dests' copies re-derived
+    rd.run()
+    out.topics += rd.finalize()
+    rd.static(list(images.values()))
+    out.routers = rd.relink(out.topics)
+    out.rederived = rd.copies
     out.damage += b.damage
     out.records = b.records
     out.seconds = time.monotonic() - t0

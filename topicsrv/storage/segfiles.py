@@ -20,7 +20,7 @@ from typing import Any
 
 import xxhash
 
-from topicsrv.engine.segments import DELETED, LIVE, LOST, Segment
+from topicsrv.engine.segments import DELETED, LIVE, LOST, TRIMMED, Segment
 from topicsrv.storage import codec, frames
 from topicsrv.storage.fsops import OsOps
 
@@ -88,6 +88,8 @@ def slot_frame(seg: Segment, i: int) -> tuple[bytes, int]:
     blob = seg.blobs[i]
     if flag == LOST:
         return frames.encode(frames.T_SLOT_LOST, codec.encode_lost(seq, ts)), 1
+    if flag == TRIMMED:  # a router dest's `source_trim` gap keeps its reason on disk
+        return frames.encode(frames.T_SLOT_TRIMMED, codec.encode_lost(seq, ts)), 1
     if flag == LIVE and blob is not None:
         body = codec.encode_slot(seq, ts, blob, int(seg.sizes[i]), seg.node(i), seg.tag(i))
         return frames.encode(frames.T_REC, body), 0
@@ -180,6 +182,9 @@ def _slot(fr: frames.Frame) -> Slot | None:
         if fr.ftype == frames.T_SLOT_LOST:
             seq, ts = codec.decode_lost(fr.body)
             return seq, ts, None, 0, None, None, LOST
+        if fr.ftype == frames.T_SLOT_TRIMMED:
+            seq, ts = codec.decode_lost(fr.body)
+            return seq, ts, None, 0, None, None, TRIMMED
     except (struct.error, UnicodeDecodeError):
         return None
     return None

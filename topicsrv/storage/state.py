@@ -9,6 +9,7 @@ Rule 2: a file name on disk is never longer than ~100 bytes whatever the topic n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import xxhash
 
@@ -16,6 +17,7 @@ from topicsrv.engine.topic import Topic
 from topicsrv.storage.segfiles import SegFile
 
 EXT_KEY = "storage"
+HEADROOM = 1024  # seqs a HeadWatermark reserves above the head (at least)
 DIR_NAME_MAX = 100  # a topic dir named NAME@EPOCH up to this length (the old layout, unchanged)
 DIR_PREFIX = 64  # characters of a longer name kept readable in its dir name
 
@@ -44,6 +46,10 @@ class TState:
     dead: set[int] = field(default_factory=set)  # keys of whole-dead segments already unlinked
     ceil_durable: int = 0  # highest seq a durable HeadWatermark covers
     ceil_head: int = 0  # head when the last ceiling was reserved
+    # router copies appended while earlier (fsync-class) writes were still hidden: [first, end)
+    # ranges revealed together with those writes (routerlog.reveal_upto)
+    hidden_derived: list[tuple[int, int]] = field(default_factory=list)
+    router: Any = None  # a dest's inbound Router as last logged (its cursor goes into a `del`)
 
 
 def state_of(topic: Topic, shards: int) -> TState:

@@ -28,11 +28,11 @@ from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
-from topicsrv.storage import codec, frames, recovery
+from topicsrv.storage import codec, frames, recovery, routerlog
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.segtasks import SegTasks
-from topicsrv.storage.state import TState, state_of
+from topicsrv.storage.state import HEADROOM, TState, state_of
 from topicsrv.storage.wal import Batch, Shard, Token, storage_error
 from topicsrv.storage.walread import RESERVE_MAX
 
@@ -42,10 +42,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("topicsrv.storage")
 
-HEADROOM = 1024  # seqs a HeadWatermark reserves above the head (at least)
 
 
-class Storage(SegTasks):
+class Storage(routerlog.RouterJournal, SegTasks):
     def __init__(
         self,
         engine: Engine,
@@ -119,6 +118,9 @@ class Storage(SegTasks):
         self.ckpt_gen = rec.ckpt_gen
         for topic in rec.topics:
             restore.install(self.engine, topic)
+        for router in rec.routers:  # linked to their topics by recovery (rederive.py)
+            self.engine.routers[router.name] = router
+            state_of(self.engine.topics[router.spec.dest], self.nshards).router = router
         for name, epoch in rec.epochs.items():
             self.engine.epochs[name] = max(self.engine.epochs.get(name, 0), epoch)
         self.pending = rec.pending
@@ -128,8 +130,9 @@ class Storage(SegTasks):
         for msg in rec.damage:
             log.error("recovery: damaged: %s", msg)
         rate = rec.records / rec.seconds if rec.seconds > 0 else 0.0
-        log.info("recovered %d topics, %d records in %.3fs (%.0f records/s)%s",
-                 len(rec.topics), rec.records, rec.seconds, rate,
+        log.info("recovered %d topics, %d records, %d routers (%d copies re-derived) in %.3fs "
+                 "(%.0f records/s)%s", len(rec.topics), rec.records, len(rec.routers), rec.rederived,
+                 rec.seconds, rate,
                  f"; {len(rec.pending)} memory topics follow" if rec.pending else "")
         self.gen = rec.next_gen
         self.shards = [Shard(i, self.data_dir / "wal", self.gen, self.ops, self._ceilings, self._failed,
@@ -162,6 +165,7 @@ class Storage(SegTasks):
                 topic = await trio.to_thread.run_sync(b.build, img)
             if self.engine.topics.get(img.name) is placeholder and not placeholder.appended_total:
                 topic.config = placeholder.config
+                routerlog.carry(placeholder, topic)
                 restore.install(self.engine, topic)
                 for listener in self.engine.listeners:
                     listener(img.name)
@@ -212,8 +216,13 @@ class Storage(SegTasks):
         if pol.readable == "durable":
             topic.hide_from(first_seq)  # readable once durable (Topic Rule 6)
         items = [(blob, rec.size, rec.node, rec.tag) for blob, rec in zip(blobs, records, strict=True)]
-        body = codec.encode_append(topic.name, topic.epoch, first_seq, ts, items)
-        commit = sh.enqueue(frames.encode(frames.T_APPEND, body), (topic, topic.epoch, first_seq, len(blobs)))
+        rc = routerlog.rc_of(topic)
+        if rc is None:
+            frame = frames.encode(frames.T_APPEND, codec.encode_append(topic.name, topic.epoch, first_seq, ts, items))
+        else:  # a router's dest: recovery merges the re-derived copies up to `rc` first
+            frame = frames.encode(frames.T_APPEND_RC,
+                                  codec.encode_append_rc(topic.name, topic.epoch, first_seq, ts, items, rc))
+        commit = sh.enqueue(frame, (topic, topic.epoch, first_seq, len(blobs), rc))
         if pol.ceiling:
             sh.want_ceiling(topic)
         if pol.ack == "fdatasync":
@@ -225,6 +234,9 @@ class Storage(SegTasks):
     def _control(self, topic: Topic, ftype: int, obj: dict[str, Any], gated: bool) -> Token | None:
         _, sh = self._shard(topic)
         obj = {"name": topic.name, "epoch": topic.epoch, **obj}
+        rc = routerlog.rc_of(topic)
+        if rc is not None and "rc" not in obj:
+            obj["rc"] = rc  # a router's dest: the frame's place among the re-derived copies
         commit = sh.enqueue(frames.encode(ftype, codec.encode_json(obj)))
         return Token(commit, False) if gated else None
 
@@ -292,14 +304,16 @@ class Storage(SegTasks):
         return Token(sh.batch.commit, False)
 
     def _reveal(self, topic: Topic, upto: int) -> None:
-        # a topic whose class stopped hiding records meanwhile has nothing left to hide
+        # a topic whose class stopped hiding records meanwhile has nothing left to hide;
+        # router copies appended behind a hidden write are revealed with it (routerlog.py)
+        upto = routerlog.reveal_upto(topic, upto)
         if topic.reveal(upto if policy_of(topic.config).readable == "durable" else topic.next_seq):
             for listener in self.engine.listeners:
                 listener(topic.name)
 
     def _durable(self, batch: Batch) -> None:
         """A batch is durable: its hidden (fsync-class) records become readable."""
-        for topic, epoch, first, count in batch.ranges:
+        for topic, epoch, first, count, _rc in batch.ranges:
             if topic.visible_next is not None and topic.epoch == epoch and self._current(topic):
                 self._reveal(topic, first + count)
 
@@ -308,14 +322,17 @@ class Storage(SegTasks):
         memory classes, acknowledged on enqueue) become LOST: a reader crossing them gets a
         `lost` tombstone. Hidden fsync-class records were never readable nor acknowledged
         (their writers get 507), so their seqs are skipped silently. Seqs are never reused."""
-        for topic, epoch, first, count in batch.ranges:
+        for topic, epoch, first, count, rc in batch.ranges:
             if topic.epoch != epoch or not self._current(topic):
                 continue
             hidden = topic.visible_next is not None and first >= topic.visible_next
             n = restore.mark_lost(topic, first, count, DELETED if hidden else LOST)
             sh = self.shards[state_of(topic, self.nshards).shard]
-            sh.retry.append(frames.encode(frames.T_LOSTRANGE, codec.encode_json(
-                {"name": topic.name, "epoch": epoch, "first": first, "count": count, "silent": hidden})))
+            lost: dict[str, Any] = {"name": topic.name, "epoch": epoch, "first": first, "count": count,
+                                    "silent": hidden}
+            if rc is not None:
+                lost["rc"] = rc
+            sh.retry.append(frames.encode(frames.T_LOSTRANGE, codec.encode_json(lost)))
             if hidden:
                 log.error("topic %s: seqs %d..%d could not be made durable; their writes failed "
                           "(507) and the seqs are skipped", topic.name, first, first + count - 1)
@@ -424,4 +441,13 @@ class _NotReady:
         return None
 
     def barrier(self, topic: Topic) -> None:
+        return None
+
+    def derived(self, topic: Topic, first_seq: int, n: int) -> None:
+        return None
+
+    def derived_gap(self, topic: Topic, first_seq: int, n: int, flag: int) -> None:
+        return None
+
+    def router_logged(self, dest: Topic, op: dict[str, Any]) -> None:
         return None

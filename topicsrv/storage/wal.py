@@ -88,8 +88,9 @@ class Token:
 @dataclass
 class Batch:
     frames: list[bytes] = field(default_factory=list)
-    # (topic object, epoch, first_seq, count) of the record frames in this batch
-    ranges: list[tuple[Any, int, int, int]] = field(default_factory=list)
+    # (topic object, epoch, first_seq, count, rc) of the record frames in this batch; rc: the
+    # inbound router's cursor when the write ran (a router dest), else None
+    ranges: list[tuple[Any, int, int, int, int | None]] = field(default_factory=list)
     control: list[bytes] = field(default_factory=list)  # non-record frames (retried on failure)
     commit: Commit = field(default_factory=Commit)
     nbytes: int = 0
@@ -154,7 +155,7 @@ class Shard:
         self.fd = fd
         self.offset = path.stat().st_size
 
-    def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int] | None = None) -> Commit:
+    def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
         b = self.batch
         if not b.frames:
             b.since = trio.current_time()

@@ -114,7 +114,7 @@ def _harvest(cut: Cut, buf: memoryview, offset: int) -> None:
             continue
         cut.good_after += 1
         try:
-            if got.ftype == frames.T_APPEND:
+            if got.ftype in frames.RECORD_FRAMES:
                 name, epoch, first, _, n, _ = codec.append_header(got.body)
                 top = first + n - 1
             else:
@@ -200,6 +200,6 @@ def read_wal(wal_dir: Path, from_gen: int, ops: OsOps, repair: bool) -> WalRead:
 
 
 def _owner(fr: frames.Frame) -> str:
-    if fr.ftype == frames.T_APPEND:
+    if fr.ftype in frames.RECORD_FRAMES:
         return codec.append_header(fr.body)[0]
     return str(codec.decode_json(fr.body)["name"])

@@ -1,0 +1,468 @@
+"""Recovery of routers: definitions back, and the dests' copies re-derived from their sources.
+
+A router's copies are never WAL frames (routerlog.py Rule 1). A dest comes back as its
+checkpointed slots plus `router_in.cursor` (taken in the same step), then this module replays
+the router from that cursor with `routers.forward(..., until=...)`, merging the dest's own
+WAL frames (direct writes, deletes, trims, router changes) at the places they were written:
+
+Rule 1 (placing a dest frame): a frame written while the dest had a router carries `rc`, the
+cursor at that moment, and an APPEND/DELETE/LOSTRANGE frame also names the dest's next seq
+then (`first_seq`, `bound`, `first`). Re-derivation runs until the cursor reaches `rc` or the
+dest reaches that seq, whichever comes first (each source seq yields at most one dest seq,
+so stepping with `until = cursor + missing seqs` never overshoots); if it produced fewer
+seqs than the frame names, the rest become LOST (tombstone `lost`); then the frame applies.
+A frame without `rc` while a router is installed means the router was removed before it
+(its source was dropped): the dest re-derives up to the frame's seq, then loses the router.
+Rule 2 (order): forwarding is deterministic given the source's records, so re-deriving from
+the cursor yields the same copies at the same dest seqs the live router made: a dest record
+whose source record survives keeps its seq. Sources are rebuilt before dests (all of their
+own frames; they are finalized, i.e. capped, expired and given their crash gap, only after
+every dest is re-derived); dests are visited in topological order and passes repeat to a
+fixed point (chains and cycles); when nothing moves and a frame still waits, it is forced
+(LOST fill, Rule 1).
+Rule 3 (a source that lost records): after its source is finalized, a router whose cursor
+lies in the source's non-silent crash gap (records that may have been forwarded and read,
+then lost) makes its dest skip as many seqs as a LOST run, so no seq a reader saw is reused;
+a cursor above the source's head is clamped; in a silent gap (fsync class) the cursor simply
+moves to the head.
+Rule 4 (what is not re-derived): a dest of the memory or ephemeral class, or of a memory-class
+source (rebuilt after readiness), comes back with its frames applied as they are and its
+router at the newest cursor known (checkpoint, `put`, or any frame's `rc`); the worker
+forwards from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from topicsrv.clock import Clock
+from topicsrv.engine import restore, routers
+from topicsrv.engine.core import Engine
+from topicsrv.engine.segments import LOST
+from topicsrv.engine.topic import Topic
+from topicsrv.storage import codec, frames
+from topicsrv.storage.recovery import Builder, Image
+from topicsrv.storage.state import TState
+
+log = logging.getLogger("topicsrv.storage")
+
+BATCH = 4096  # source seqs per forward step while re-deriving
+
+
+class _At:
+    """The recovery's clock: every copy re-derived at startup gets the startup time."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+@dataclass
+class Loaded:
+    img: Image
+    topic: Topic
+    st: TState
+    done: bool  # a config-only class: nothing more to apply or finalize
+    head: int = 0  # next_seq - 1 once its frames are applied (before the crash gap)
+
+
+@dataclass
+class Plan:
+    """A dest whose frames are merged with its router's re-derived copies."""
+
+    loaded: Loaded
+    rederive: bool
+    i: int = 0  # next frame of img.ops
+    last_rc: int = -1
+    removed: list[str] = field(default_factory=list)
+
+    @property
+    def topic(self) -> Topic:
+        return self.loaded.topic
+
+    @property
+    def ops(self) -> list[tuple[int, memoryview]]:
+        return self.loaded.img.ops
+
+    @property
+    def router(self) -> routers.Router | None:
+        r: routers.Router | None = self.topic.ext.get("router_in")
+        return r
+
+
+# frames written through the journal while a router was installed carry `rc` (routerlog Rule 2);
+# the others (ceilings, segment drops, topic configs) apply where they are, unplaced
+PLACED = frozenset({frames.T_APPEND, frames.T_APPEND_RC, frames.T_DELETE, frames.T_TRIM, frames.T_GROUPOP,
+                    frames.T_LEASES, frames.T_LOSTRANGE, frames.T_ROUTER})
+
+
+def _target(ftype: int, body: memoryview) -> tuple[int | None, int | None, dict[str, Any] | None]:
+    """(rc, the dest's next seq the frame names or None, the JSON body or None)."""
+    if ftype == frames.T_APPEND:
+        return None, codec.append_header(body)[2], None
+    if ftype == frames.T_APPEND_RC:
+        return codec.append_rc(body), codec.append_header(body)[2], None
+    d = codec.decode_json(body)
+    rc = d.get("rc")
+    at: int | None = None
+    if ftype == frames.T_DELETE:
+        at = int(d["bound"])
+    elif ftype == frames.T_LOSTRANGE:
+        at = int(d["first"])
+    return (None if rc is None else int(rc)), at, d
+
+
+def _has_router(img: Image) -> bool:
+    ck = img.ckpt or {}
+    return bool(ck.get("router_in")) or any(ftype == frames.T_ROUTER for ftype, _ in img.ops)
+
+
+def _sources(img: Image, specs: dict[str, dict[str, Any]]) -> set[str]:
+    out = set()
+    ri = (img.ckpt or {}).get("router_in")
+    if ri:
+        spec = ri.get("spec") or specs.get(ri["name"])
+        if spec:
+            out.add(spec["source"])
+    for ftype, body in img.ops:
+        if ftype == frames.T_ROUTER:
+            op = codec.decode_json(body)["op"]
+            if op.get("op") == "put":
+                out.add(op["spec"]["source"])
+    return out
+
+
+class Rederiver:
+    def __init__(self, b: Builder, images: dict[str, Image], dropped: dict[tuple[str, int], Image],
+                 ck: dict[str, Any], now: int, clock: Clock | None = None) -> None:
+        self.b = b
+        self.images = images
+        self.dropped = dropped
+        self.specs = {s["name"]: s for s in ck.get("routers", []) if isinstance(s, dict)}
+        self.engine = Engine(clock=clock or _At(now))
+        self.loaded: dict[str, Loaded] = {}
+        self.ghosts: dict[tuple[str, int], Loaded] = {}  # dropped sources, rebuilt for their dests
+        self.plans: dict[str, Plan] = {}
+        self.copies = 0
+        self.t0 = time.monotonic()
+        self.last_log = self.t0
+
+    # ---- which images take part -------------------------------------------------------------
+
+    def involved(self) -> set[str]:
+        """Dests with a router (at any point of the replay) and their sources."""
+        names: set[str] = set()
+        for img in self.images.values():
+            if _has_router(img):
+                names.add(img.name)
+                names |= _sources(img, self.specs) & self.images.keys()
+        return {n for n in names if self.images[n].policy.recovery != "after_ready"}
+
+    def load(self, names: set[str]) -> None:
+        for name in names:
+            img = self.images[name]
+            topic, st, done = self.b.load(img)
+            self.loaded[name] = ld = Loaded(img, topic, st, done)
+            self.engine.topics[name] = topic
+            if _has_router(img) and not done:
+                self.plans[name] = Plan(ld, rederive=img.policy.wal)
+            elif not done:
+                for ftype, body in img.ops:
+                    self.b._apply(topic, st, ftype, body)
+            ld.head = topic.next_seq - 1
+        for name, plan in self.plans.items():
+            ri = (plan.loaded.img.ckpt or {}).get("router_in")
+            if ri:
+                spec = ri.get("spec") or self.specs.get(ri["name"])
+                if spec is not None:
+                    self._attach(plan, spec, int(ri["cursor"]), int(ri["source_epoch"]))
+            del name
+
+    def _source_topic(self, name: str, epoch: int) -> Topic | None:
+        """The source as it is being recovered, or the image it had before a DROP."""
+        ld = self.loaded.get(name)
+        if ld is not None and ld.img.epoch == epoch:
+            return ld.topic
+        ghost = self.ghosts.get((name, epoch))
+        if ghost is None:
+            img = self.dropped.get((name, epoch))
+            if img is None or img.policy.recovery != "at_open":
+                return None
+            topic, st, done = self.b.load(img)
+            if not done:
+                for ftype, body in img.ops:
+                    self.b._apply(topic, st, ftype, body)
+            ghost = self.ghosts[(name, epoch)] = Loaded(img, topic, st, done, topic.next_seq - 1)
+        return ghost.topic
+
+    def _attach(self, plan: Plan, spec_json: dict[str, Any], cursor: int, source_epoch: int) -> None:
+        spec = routers.spec_from_json(spec_json)
+        src = self._source_topic(spec.source, source_epoch)
+        router = routers.Router(spec, cursor, source_epoch)
+        ld = self.loaded.get(spec.source)
+        if src is None or (ld is not None and ld.topic is src and ld.done):
+            # a source rebuilt after readiness (memory class), one whose records are gone by
+            # design (ephemeral: Rule 3 at the end), or unknown: nothing to re-derive
+            src = src or restore.new_topic(spec.source, source_epoch, "log", plan.topic.config, 1, 0)
+            plan.rederive = False
+        routers.attach(self.engine, router, src, plan.topic)
+        routers.refresh_caps(self.engine)
+
+    def _detach(self, plan: Plan) -> None:
+        router = plan.router
+        if router is None:
+            return
+        self.engine.routers.pop(router.name, None)
+        for topic in {id(t): t for t in [*self.engine.topics.values(),
+                                          *(g.topic for g in self.ghosts.values())]}.values():
+            outs = topic.ext.get("router_out")
+            if outs and router in outs:
+                outs.remove(router)
+                if not outs:
+                    del topic.ext["router_out"]
+        del plan.topic.ext["router_in"]
+        routers.refresh_caps(self.engine)
+
+    # ---- forwarding ---------------------------------------------------------------------------
+
+    def _forward(self, plan: Plan, rc: int | None, at: int | None) -> bool:
+        """Re-derive until the cursor reaches `rc` or the dest reaches seq `at` (Rule 1);
+        True when the target is met."""
+        router = plan.router
+        if router is None or not plan.rederive:
+            return True
+        dest = plan.topic
+        src = self._source_topic(router.spec.source, router.source_epoch)
+        if src is None:
+            return True
+        swap = self.engine.topics.get(src.name)
+        self.engine.topics[src.name] = src  # a dropped source, rebuilt for its dest
+        try:
+            while True:
+                if rc is not None and router.cursor >= rc:
+                    return True
+                if at is not None and dest.next_seq >= at:
+                    return True
+                until = router.cursor + BATCH if rc is None else min(rc, router.cursor + BATCH)
+                if at is not None:
+                    until = min(until, router.cursor + (at - dest.next_seq))
+                before = (router.cursor, dest.next_seq)
+                step = routers.forward(self.engine, router, limit=BATCH, until=until)
+                self.copies += step.forwarded
+                self._progress()
+                if step.blocked is not None or (router.cursor, dest.next_seq) == before:
+                    return rc is None and at is None
+        finally:
+            if swap is None:
+                self.engine.topics.pop(src.name, None)
+            else:
+                self.engine.topics[src.name] = swap
+
+    def _progress(self) -> None:
+        t = time.monotonic()
+        if t - self.last_log >= 1.0:
+            self.last_log = t
+            log.info("recovery: %d router copies re-derived so far (%.0f copies/s)", self.copies,
+                     self.copies / max(t - self.t0, 1e-9))
+
+    def _growing(self, plan: Plan) -> bool:
+        """Can the plan's source still grow (a dest itself, not settled yet)?"""
+        router = plan.router
+        if router is None:
+            return False
+        src = self.plans.get(router.spec.source)
+        return src is not None and not src.loaded.done and (src.i < len(src.ops) or src.router is not None)
+
+    def _apply(self, plan: Plan, ftype: int, body: memoryview, rc: int | None, at: int | None,
+               d: dict[str, Any] | None) -> None:
+        dest = plan.topic
+        if rc is not None:
+            plan.last_rc = max(plan.last_rc, rc)
+        if at is not None and dest.next_seq < at:
+            restore.fill_lost(dest, at, dest.last_ts, LOST)
+        if ftype != frames.T_ROUTER:
+            self.b._apply(dest, plan.loaded.st, ftype, body)
+            return
+        assert d is not None
+        op = d["op"]
+        router = plan.router
+        if op.get("op") == "put":
+            if router is not None and router.name == op["spec"]["name"]:
+                spec = routers.spec_from_json(op["spec"])
+                router.spec = spec
+                routers.refresh_caps(self.engine)
+                return
+            self._detach(plan)
+            self._attach(plan, op["spec"], int(op["cursor"]), int(op["source_epoch"]))
+        elif router is not None and router.name == op.get("name"):
+            self._detach(plan)
+
+    def _step(self, plan: Plan, force: bool) -> bool:
+        """Apply as many of the plan's frames as can be placed; True if anything moved."""
+        moved = False
+        while plan.i < len(plan.ops):
+            ftype, body = plan.ops[plan.i]
+            rc, at, d = _target(ftype, body)
+            router = plan.router
+            if ftype not in PLACED:
+                pass
+            elif router is not None and plan.rederive:
+                before = (router.cursor, plan.topic.next_seq)
+                if rc is None:  # Rule 1: the router was removed before this frame
+                    reached = self._forward(plan, None, at) if at is not None else True
+                else:
+                    reached = self._forward(plan, rc, at)
+                moved |= (router.cursor, plan.topic.next_seq) != before
+                if not reached and self._growing(plan) and not force:
+                    return moved
+                if rc is None:
+                    self._detach(plan)
+            elif router is not None and rc is not None:
+                router.cursor = max(router.cursor, rc)
+            self._apply(plan, ftype, body, rc, at, d)
+            plan.i += 1
+            moved = True
+            force = False
+        router = plan.router
+        if router is not None and plan.rederive:
+            before = (router.cursor, plan.topic.next_seq)
+            self._forward(plan, None, None)
+            moved |= (router.cursor, plan.topic.next_seq) != before
+        return moved
+
+    def _order(self) -> list[Plan]:
+        """Plans with their sources first (cycles in any order: passes repeat)."""
+        seen: set[str] = set()
+        out: list[Plan] = []
+
+        def visit(name: str, stack: set[str]) -> None:
+            if name in seen or name in stack or name not in self.plans:
+                return
+            stack.add(name)
+            router = self.plans[name].router
+            if router is not None:
+                visit(router.spec.source, stack)
+            seen.add(name)
+            out.append(self.plans[name])
+
+        for name in sorted(self.plans):
+            visit(name, set())
+        return out
+
+    def run(self) -> None:
+        order = self._order()
+        while True:
+            moved = False
+            for plan in order:
+                moved |= self._step(plan, False)
+            waiting = [p for p in order if p.i < len(p.ops)]
+            if not waiting:
+                if not moved:
+                    break
+                continue
+            if not moved:
+                self._step(waiting[0], True)
+
+    # ---- after re-derivation ------------------------------------------------------------------
+
+    def finalize(self) -> list[Topic]:
+        """Finalize every loaded topic, sources before dests, with Rule 3 between."""
+        done: set[str] = set()
+        out: list[Topic] = []
+        order = [p.loaded.img.name for p in self._order()]
+        names = [n for n in self.loaded if n not in self.plans] + order
+        names += [n for n in self.plans if n not in order]
+        for name in names:
+            if name in done:
+                continue
+            done.add(name)
+            ld = self.loaded[name]
+            plan = self.plans.get(name)
+            if plan is not None and plan.i < len(plan.ops):  # never placed: apply as they are
+                for ftype, body in plan.ops[plan.i:]:
+                    self._apply(plan, ftype, body, *_target(ftype, body))
+                plan.i = len(plan.ops)
+            if plan is not None:
+                self._settle(plan)
+            if not ld.done:
+                self.b.finalize(ld.img, ld.topic, ld.st)
+            out.append(ld.topic)
+        return out
+
+    def _settle(self, plan: Plan) -> None:
+        """Rule 3 (the source is finalized already: it comes first in `finalize`)."""
+        router = plan.router
+        if router is None:
+            return
+        if not plan.rederive:
+            router.cursor = max(router.cursor, plan.last_rc)
+        src = self.loaded.get(router.spec.source)
+        if src is None or src.img.epoch != router.source_epoch:
+            return  # removed below (dropped source) or rebuilt after readiness (memory class)
+        head = src.topic.next_seq - 1
+        if router.cursor >= head:
+            router.cursor = head  # clamped: the source lost what the cursor had passed
+            return
+        recovered = router.cursor if src.done else src.head  # config-only: nothing came back
+        if router.cursor < recovered:
+            return  # records remain to be forwarded: the worker does it
+        gap = head - router.cursor
+        if src.done or not (src.img.policy.crash_gap is None and not src.img.damaged):
+            restore.fill_lost(plan.topic, plan.topic.next_seq + gap, plan.topic.last_ts, LOST)
+            log.warning("recovery: router %s: source %s lost seqs %d..%d that may have been "
+                        "forwarded; dest %s skips %d seqs (readers get a `lost` tombstone)",
+                        router.name, src.img.name, router.cursor + 1, head, plan.topic.name, gap)
+        router.cursor = head
+
+    def static(self, images: list[Image]) -> None:
+        """Rule 4: routers of dests that are not re-derived, at the newest cursor known."""
+        for img in images:
+            if img.name in self.plans or not _has_router(img):
+                continue
+            state: dict[str, Any] | None = None
+            ri = (img.ckpt or {}).get("router_in")
+            if ri:
+                spec = ri.get("spec") or self.specs.get(ri["name"])
+                if spec is not None:
+                    state = {"spec": spec, "cursor": int(ri["cursor"]), "source_epoch": int(ri["source_epoch"])}
+            for ftype, body in img.ops:
+                rc, _, d = _target(ftype, body)
+                if ftype == frames.T_ROUTER and d is not None:
+                    op = d["op"]
+                    if op.get("op") == "put":
+                        if state is not None and state["spec"]["name"] == op["spec"]["name"]:
+                            state["spec"] = op["spec"]
+                        else:
+                            state = {"spec": op["spec"], "cursor": int(op["cursor"]),
+                                     "source_epoch": int(op["source_epoch"])}
+                    elif state is not None and state["spec"]["name"] == op.get("name"):
+                        state = None
+                elif state is not None and rc is not None:
+                    state["cursor"] = max(state["cursor"], rc)
+            if state is not None:
+                spec = routers.spec_from_json(state["spec"])
+                router = routers.Router(spec, state["cursor"], state["source_epoch"])
+                self.engine.routers[router.name] = router
+
+    def relink(self, topics: list[Topic]) -> list[routers.Router]:
+        """Link every surviving router to the topics recovery returns (routers Rule 5); a
+        router whose source or dest did not come back (a DROP implies its routers) is gone."""
+        by_name = {t.name: t for t in topics}
+        for t in topics:
+            t.ext.pop("router_in", None)
+            t.ext.pop("router_out", None)
+            t.drop_hook = None
+        every, self.engine.routers = list(self.engine.routers.values()), {}
+        for router in every:
+            src, dst = by_name.get(router.spec.source), by_name.get(router.spec.dest)
+            if src is None or dst is None or src.epoch != router.source_epoch:
+                continue
+            routers.attach(self.engine, router, src, dst)
+        routers.refresh_caps(self.engine)
+        return list(self.engine.routers.values())
+

@@ -1,0 +1,125 @@
+"""Routers in storage: derived copies cost no WAL write; router definitions are control frames.
+
+Rule 1: a router's copies (`Journal.derived`, `derived_gap`) write nothing for the classes
+that log records: no frame, no HeadWatermark. They are re-derived from the source after a
+crash (recovery + rederive.py). Ephemeral dests keep their ceiling behaviour (their seqs
+continue above a reserved ceiling, as for a direct write).
+Rule 2: every frame of a topic with an inbound router carries that router's cursor at the
+moment it was written (`rc`: APPEND_RC's trailing u64, the `rc` key of JSON frames), so
+recovery can place it exactly among the re-derived copies.
+Rule 3: a router definition change (`router_logged`) is a T_ROUTER frame in the DEST's shard,
+fsync-gated like a topic create, for every class: a router a client was told exists
+survives a crash. A topic DROP implies its routers are gone (no frame of its own).
+Rule 4: the checkpoint entry of a dest carries `router_in` (name, cursor, source_epoch,
+spec) taken in the same step as the dest's slots, so contents and cursor always match (also
+for Rule 4's fallback entry); a source's entry carries `hops` above its smallest outbound
+cursor; checkpoint.json lists every router spec (`routers`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from topicsrv.engine.topic import Topic
+from topicsrv.storage import frames
+from topicsrv.storage.policy import policy_of
+from topicsrv.storage.state import EXT_KEY, HEADROOM, TState, state_of
+
+if TYPE_CHECKING:
+    from topicsrv.engine.core import Engine
+    from topicsrv.storage.wal import Shard, Token
+
+IN_KEY = "router_in"  # topic.ext: the inbound Router of a dest (engine/routers.py)
+OUT_KEY = "router_out"  # topic.ext: the outbound Routers of a source
+HOPS_KEY = "hops"  # topic.ext: {seq: hop} of resident copies with hop > 0
+
+
+def rc_of(topic: Topic) -> int | None:
+    """The inbound router's cursor (Rule 2), None for a topic without one."""
+    router = topic.ext.get(IN_KEY)
+    return None if router is None else int(router.cursor)
+
+
+def reveal_upto(topic: Topic, upto: int) -> int:
+    """`upto`, extended over router copies that were appended right behind it while it was
+    hidden (they are readable once everything before them is)."""
+    st: TState | None = topic.ext.get(EXT_KEY)
+    if st is None or not st.hidden_derived:
+        return upto
+    ranges = st.hidden_derived
+    while ranges and ranges[0][0] <= upto:
+        upto = max(upto, ranges.pop(0)[1])
+    return upto
+
+
+def entry_fields(topic: Topic) -> dict[str, Any]:
+    """The checkpoint entry's router fields of `topic` (Rule 4)."""
+    from topicsrv.engine.routers import spec_to_json
+
+    out: dict[str, Any] = {}
+    router = topic.ext.get(IN_KEY)
+    if router is not None:
+        out["router_in"] = {"name": router.spec.name, "cursor": int(router.cursor),
+                            "source_epoch": int(router.source_epoch), "spec": spec_to_json(router.spec)}
+    hops: dict[int, int] | None = topic.ext.get(HOPS_KEY)
+    outs = topic.ext.get(OUT_KEY)
+    if hops and outs:
+        low = min(int(r.cursor) for r in outs)
+        kept = [[seq, hop] for seq, hop in sorted(hops.items()) if seq > low]
+        if kept:
+            out["hops"] = kept
+    return out
+
+
+def specs(engine: Engine) -> list[dict[str, Any]]:
+    from topicsrv.engine.routers import spec_to_json
+
+    routers: dict[str, Any] = getattr(engine, "routers", {})
+    return [spec_to_json(r.spec) for _, r in sorted(routers.items())]
+
+
+class RouterJournal:
+    """The router half of the storage Journal (a mixin of `Storage`)."""
+
+    nshards: int
+    shards: list[Shard]
+
+    def _control(self, topic: Topic, ftype: int, obj: dict[str, Any], gated: bool) -> Token | None:
+        raise NotImplementedError  # Storage's
+
+    def derived(self, topic: Topic, first_seq: int, n: int) -> None:
+        """Router copies [first_seq, first_seq + n) were appended to `topic` (Rule 1)."""
+        st = state_of(topic, self.nshards)
+        pol = policy_of(topic.config)
+        if not pol.wal:
+            if first_seq + n - 1 + HEADROOM // 2 > st.ceil_durable:  # as `appended`
+                self.shards[st.shard].want_ceiling(topic)
+            return
+        if topic.visible_next is not None and n > 0:
+            st.hidden_derived.append((first_seq, first_seq + n))
+
+    def derived_gap(self, topic: Topic, first_seq: int, n: int, flag: int) -> None:
+        """A run of `n` seqs with no record (a `source_trim` gap): like copies (Rule 1)."""
+        self.derived(topic, first_seq, n)
+
+    def router_logged(self, dest: Topic, op: dict[str, Any]) -> Token | None:
+        """A router definition change, in the dest's shard, gated (Rule 3). A `del` carries
+        the cursor the router stopped at (`rc`): recovery re-derives its copies up to it."""
+        st = state_of(dest, self.nshards)
+        obj: dict[str, Any] = {"op": op}
+        if op.get("op") == "del":
+            old = st.router
+            if old is not None and old.spec.name == op.get("name"):
+                obj["rc"] = int(old.cursor)
+            st.router = None
+        else:
+            st.router = dest.ext.get(IN_KEY)
+        return self._control(dest, frames.T_ROUTER, obj, True)
+
+
+def carry(old: Topic, new: Topic) -> None:
+    """A memory-class topic rebuilt after readiness takes its placeholder's router links."""
+    for key in (IN_KEY, OUT_KEY):
+        if key in old.ext:
+            new.ext[key] = old.ext[key]
+    new.drop_hook = old.drop_hook
