@@ -25,13 +25,19 @@ def test_json_and_resp_carry_the_same_fields_and_values() -> None:
 
 
 def test_reasons_come_from_one_table() -> None:
-    assert set(REASONS) == {"cap", "ttl", "mixed", "recreated", "lost", "from_seq_too_old"}
+    assert set(REASONS) == {"cap", "ttl", "mixed", "recreated", "lost", "source_trim",
+                            "from_seq_too_old"}
     with pytest.raises(ValueError, match="unknown tombstone reason"):
-        make("source_trim")  # not a reason until routers add its row
+        make("bogus")
 
 
 def test_adding_a_reason_is_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(REASONS, "source_trim", tb.Reason("source_trim", False, "router"))
+    monkeypatch.setitem(REASONS, "another", tb.Reason("another", False, "test"))
+    t = make("another")
+    assert t.to_json()["reason"] == "another" and t.at_connect() is t
+
+
+def test_source_trim_is_reported_as_itself_at_connect() -> None:
     t = make("source_trim")
     assert t.to_json()["reason"] == "source_trim" and t.at_connect() is t
 

@@ -14,8 +14,9 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import deletes, groupops, groups, queues
+from topicsrv.engine import deletes, groupops, groups, queues, routers
 from topicsrv.engine.config import (
+    SEQ_MAX,
     ConfigRequest,
     TopicConfig,
     apply,
@@ -27,6 +28,8 @@ from topicsrv.engine.journal import CommitToken, Journal, NullJournal
 from topicsrv.engine.priority import effective_priority
 from topicsrv.engine.reads import FMT_JSON, ReadResult, read
 from topicsrv.engine.records import MAX_RECORDS_PER_WRITE, PreparedRecord
+from topicsrv.engine.restore import fill_lost
+from topicsrv.engine.segments import TRIMMED
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import TopicsError, invalid, not_found
 
@@ -43,6 +46,7 @@ class Engine:
         self.topics: SortedDict = SortedDict()
         self.epochs: dict[str, int] = {}  # last epoch per name, kept after a topic is deleted
         self.listeners: list[Callable[[str], None]] = []
+        self.routers: dict[str, routers.Router] = {}
         self.stats = {"writes": 0, "records_written": 0, "reads": 0, "records_read": 0,
                       "deletes": 0, "records_deleted": 0, "bytes_written": 0}
 
@@ -179,9 +183,49 @@ class Engine:
         topic = self.get(name)
         self.journal.check_writable(topic)
         del self.topics[name]
+        routers.drop_topic(self, topic)
         token = self.journal.topic_dropped(name, topic.epoch)
         self._notify(name)
         return topic, token
+
+    # ---- routers (engine/routers.py; seeds section 8) -----------------------------------
+
+    def router_put(self, name: str, body: Any) -> tuple[dict[str, Any], bool, CommitToken | None]:
+        return routers.put(self, name, body)
+
+    def router_get(self, name: str) -> dict[str, Any]:
+        return routers.get(self, name)
+
+    def router_list(self) -> list[dict[str, Any]]:
+        return routers.list_routers(self)
+
+    def router_delete(self, name: str) -> CommitToken | None:
+        return routers.delete(self, name)
+
+    def derive(self, dest: Topic, router: routers.Router, records: list[PreparedRecord]) -> int:
+        """Append a router's copies like `write` (the dest's caps, discard and TTL; no memory
+        guard, no idempotency), journaled as derived (no WAL frame). Returns the first seq;
+        the caller wakes the dest's readers."""
+        self.journal.check_writable(dest)
+        now = self.now()
+        dest.expire(now)
+        dest.check_append(records)
+        first, _, _ = dest.append(records, now)
+        self.journal.derived(dest, first, len(records))
+        return first
+
+    def derive_gap(self, dest: Topic, router: routers.Router, n: int) -> int:
+        """Append `n` TRIMMED slots (source seqs gone before they were forwarded)."""
+        self.journal.check_writable(dest)
+        first = dest.next_seq
+        if first + n - 1 > SEQ_MAX:
+            raise TopicsError("seq_exhausted", "The stream has exhausted the last possible ID, "
+                              "unable to add more items", {"topic": dest.name})
+        now = self.now()
+        fill_lost(dest, first + n, max(now, dest.last_ts), TRIMMED)
+        dest.last_ts = max(dest.last_ts, now)
+        self.journal.derived_gap(dest, first, n, TRIMMED)
+        return first
 
     # ---- writes ------------------------------------------------------------------------
 

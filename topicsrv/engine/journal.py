@@ -5,10 +5,15 @@ answering; it never awaits. A call may return a CommitToken, which the front awa
 acknowledges (fsync class), or None (nothing to wait for).
 Rule 2: `check_writable` runs before any mutation, so a storage failure refuses the write
 whole (507) instead of half-applying it.
+Rule 3 (routers): a router's copies are derived, never logged as records: `derived` and
+`derived_gap` tell storage that seqs were taken (it writes no frame for WAL classes; the
+copies are re-derived from the source on recovery). Router definitions are logged on the
+dest (`router_logged`), like a topic create.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -49,6 +54,36 @@ class Journal(Protocol):
         (None: nothing of it is ever written)."""
         ...
 
+    def derived(self, topic: Topic, first_seq: int, n: int) -> None:
+        """A router appended `n` copies to `topic` at `first_seq` (Rule 3)."""
+        ...
+
+    def derived_gap(self, topic: Topic, first_seq: int, n: int, flag: int) -> None:
+        """A router appended `n` record-less slots flagged `flag` (TRIMMED) at `first_seq`."""
+        ...
+
+    def router_logged(self, dest: Topic, op: dict[str, Any]) -> CommitToken | None:
+        """A router definition changed: `{"op": "put", "spec": {...}, "cursor": c,
+        "source_epoch": e}` or `{"op": "del", "name": n}`; logged on its dest."""
+        ...
+
+
+class _AllOf:
+    """A token that waits for several (a router PUT that also created its topics)."""
+
+    def __init__(self, tokens: list[CommitToken]) -> None:
+        self.tokens = tokens
+
+    async def wait(self) -> float:
+        return max([await t.wait() for t in self.tokens])
+
+
+def all_of(tokens: Iterable[CommitToken | None]) -> CommitToken | None:
+    real = [t for t in tokens if t is not None]
+    if len(real) <= 1:
+        return real[0] if real else None
+    return _AllOf(real)
+
 
 class NullJournal:
     """No storage: everything is resident only (used by engine tests and `--no-storage`)."""
@@ -80,4 +115,13 @@ class NullJournal:
         return None
 
     def barrier(self, topic: Topic) -> None:
+        return None
+
+    def derived(self, topic: Topic, first_seq: int, n: int) -> None:
+        return None
+
+    def derived_gap(self, topic: Topic, first_seq: int, n: int, flag: int) -> None:
+        return None
+
+    def router_logged(self, dest: Topic, op: dict[str, Any]) -> None:
         return None

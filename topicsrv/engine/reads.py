@@ -15,8 +15,10 @@ Rule: a cursor below `seq_base - 1` reads as `seq_base - 1`: no seq below seq_ba
 existed, so nothing there was lost (a fresh topic with seq_base 100 read from 0 gets no
 tombstone; one that lost records reports a gap starting at seq_base).
 Rule: at most one tombstone per response. Slots LOST in the middle of the log (an acked tail
-lost in a crash) are reported like a front gap, reason "lost"; a response that already carries
-records or a tombstone stops in front of them so the next read reports them first.
+lost in a crash) are reported like a front gap, reason "lost"; TRIMMED slots (a router's dest:
+source records evicted before they were forwarded) likewise, reason "source_trim". A response
+that already carries records or a tombstone stops in front of them so the next read reports
+them first; a cursor in a dead gap that holds such slots is never moved past them silently.
 The tombstone is a `Tombstone` value (engine/tombstone.py); the fronts only render it.
 """
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, blob_to_json, blob_to_resp
-from topicsrv.engine.segments import LIVE, LOST
+from topicsrv.engine.segments import GAP_FLAGS, LIVE, LOST
 from topicsrv.engine.tombstone import Tombstone
 from topicsrv.engine.topic import Topic
 
@@ -88,8 +90,22 @@ def gate(topic: Topic, from_seq: int, epoch: int | None = None) -> tuple[int, To
         )
         return earliest - 1, tomb
     if from_seq + 1 < earliest:
+        if _gap_below(topic, from_seq + 1, earliest):  # told by the scan, never skipped
+            return max(from_seq, topic.front - 1), None
         return earliest - 1, None
     return from_seq, None
+
+
+def _gap_below(topic: Topic, lo: int, hi: int) -> bool:
+    """True if a LOST or TRIMMED slot lies in [max(lo, front), hi)."""
+    s = max(lo, topic.front)
+    while s < hi:
+        seg, i = topic.locate(s)
+        j = min(hi, seg.next_seq) - seg.base
+        if any(seg.flags.find(flag, i, j) >= 0 for flag in GAP_FLAGS):
+            return True
+        s = seg.base + j
+    return False
 
 
 def read(
@@ -121,19 +137,21 @@ def read(
         if j >= n:  # the rest of this segment (up to the head) is deleted
             s = seg.base + n
             continue
-        if seg.flags[j] == LOST:
+        gap = seg.flags[j]
+        if gap in GAP_FLAGS:
             if records or tomb is not None:
                 s = seg.base + j
                 break
             end = seg.base + j
-            while end <= head:  # a run of LOST slots may span segments (and Runs)
+            while end <= head:  # a run of LOST (TRIMMED) slots may span segments (and Runs)
                 seg2, k = topic.locate(end)
-                stop = seg2.lost_end(k)
+                stop = seg2.lost_end(k, gap)
                 end = seg2.base + stop
                 if stop < len(seg2):
                     break
             end = min(end, head + 1)
-            tomb = tombstone(topic, from_seq + 1, end - 1, "lost", end - (seg.base + j), end)
+            reason = "lost" if gap == LOST else "source_trim"
+            tomb = tombstone(topic, from_seq + 1, end - 1, reason, end - (seg.base + j), end)
             s = end
             continue
         # A run of slots [j, k) that can go out as one slice: all live, no filter. Under a byte

@@ -6,7 +6,9 @@ Rule 2: a segment covers an aligned seq range [k*SEGMENT_RECORDS, (k+1)*SEGMENT_
 the first segment of a topic may start inside its range. So the segment of a seq is found by
 arithmetic, never by search.
 Rule 3: flags per slot: LIVE, DELETED (voluntary, silent) or LOST (involuntary loss in the
-middle of the log, e.g. an acked tail lost in a crash; crossing it is a tombstone).
+middle of the log, e.g. an acked tail lost in a crash; crossing it is a tombstone). TRIMMED
+reads like LOST (a router's dest: source records evicted before they were forwarded; the
+tombstone's reason is `source_trim`). LOST and TRIMMED are the GAP_FLAGS.
 Rule 4: a `Run` stands for any number of seqs that hold no record and share one flag (a gap
 recovery skips: seqs reserved by a HeadWatermark, or a jump after WAL damage). It costs O(1)
 memory whatever its length, so memory is O(records), never O(seq range). A run is always
@@ -26,6 +28,8 @@ LIVE = 0
 DELETED = 1
 LOST = 2
 EVICTED = 3  # below the topic's front: cap/TTL took it (never read again)
+TRIMMED = 4  # a router's dest: seqs standing for source records evicted unforwarded
+GAP_FLAGS = (LOST, TRIMMED)  # flags a reader crossing them is told about (a tombstone)
 
 MIXED = 1  # Segment.kinds when JSON and field/value records share a segment
 
@@ -126,23 +130,32 @@ class Segment:
         return n, b
 
     def next_visible(self, i: int) -> int:
-        """Index of the first LIVE or LOST slot at/after i, or len(self) when there is none."""
+        """Index of the first LIVE, LOST or TRIMMED slot at/after i, or len(self) when there
+        is none."""
         flags = self.flags
         a = flags.find(LIVE, i)
         if a == i:
             return i
-        c = flags.find(LOST, i)
-        if a < 0:
-            return len(self.blobs) if c < 0 else c
-        return a if c < 0 or a < c else c
+        n = len(self.blobs)
+        best = n if a < 0 else a
+        for flag in GAP_FLAGS:
+            c = flags.find(flag, i, best)
+            if c >= 0:
+                best = c
+        return best
 
-    def lost_end(self, i: int) -> int:
-        """Index of the first slot at/after i that is not LOST (len(self) when none)."""
+    def lost_end(self, i: int, flag: int = LOST) -> int:
+        """Index of the first slot at/after i that is not `flag` (len(self) when none)."""
         flags = self.flags
         n = len(flags)
-        while i < n and flags[i] == LOST:
+        while i < n and flags[i] == flag:
             i += 1
         return i
+
+    def has_gap(self) -> bool:
+        """True if a slot is LOST or TRIMMED (the segment must not be reclaimed silently)."""
+        flags = self.flags
+        return any(flags.find(flag) >= 0 for flag in GAP_FLAGS)
 
     def __len__(self) -> int:
         return len(self.blobs)
@@ -230,10 +243,13 @@ class Run:
 
     def next_visible(self, i: int) -> int:
         n = self.end - self.base
-        return i if self.flag == LOST and i < n else n
+        return i if self.flag in GAP_FLAGS and i < n else n
 
-    def lost_end(self, i: int) -> int:
-        return self.end - self.base if self.flag == LOST else i
+    def lost_end(self, i: int, flag: int = LOST) -> int:
+        return self.end - self.base if self.flag == flag else i
+
+    def has_gap(self) -> bool:
+        return self.flag in GAP_FLAGS
 
     def split(self, i: int, j: int, flag: int) -> list[Run]:
         """This run with its slots [i, j) re-flagged `flag`: one to three runs."""

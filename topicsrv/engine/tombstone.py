@@ -43,6 +43,8 @@ REASONS: dict[str, Reason] = {r.name: r for r in (
     Reason("mixed", True, "both cap eviction and TTL expiry contributed to the gap"),
     Reason("recreated", False, "the topic was deleted and created again since the cursor"),
     Reason("lost", False, "a crash lost acknowledged records of a non-fsync topic"),
+    Reason("source_trim", False,
+           "a router's source evicted (or lost) records before they were forwarded here"),
     Reason(FROM_SEQ_TOO_OLD, False, "SSE: cap/ttl/mixed loss found when the watch opened"),
 )}
 

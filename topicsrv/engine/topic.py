@@ -23,12 +23,13 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
 from topicsrv.engine.config import SEQ_MAX, TopicConfig
 from topicsrv.engine.records import PreparedRecord, too_large
-from topicsrv.engine.segments import EVICTED, LIVE, LOST, SEGMENT_RECORDS, AnySegment, Segment
+from topicsrv.engine.segments import EVICTED, LIVE, SEGMENT_RECORDS, TRIMMED, AnySegment, Segment
 from topicsrv.engine.tagindex import TagIndex
 from topicsrv.errors import TopicsError
 
@@ -69,6 +70,9 @@ class Topic:
         self.deleted_total = 0
         # Extension state owned by other layers (consumer groups, queues); opaque here.
         self.ext: dict[str, Any] = {}
+        # Called as (topic, front, new_front) before an eviction (engine/routerfwd.py counts
+        # the seqs its routers had not forwarded); None for a topic without outbound routers.
+        self.drop_hook: Callable[[Topic, int, int], None] | None = None
 
     # ---- watermarks -------------------------------------------------------------------
 
@@ -196,25 +200,30 @@ class Topic:
         self.drop_front(last.base + bisect_left(last.ts, cutoff), "ttl")
 
     def drop_front(self, new_front: int, cause: str) -> int:
-        """Remove [front, new_front) involuntarily; returns how many LIVE records went."""
+        """Remove [front, new_front) involuntarily; returns how many LIVE records went.
+        TRIMMED slots that go raise the floor too, so the reader who had not crossed them
+        still gets a tombstone (Rule 3 counts them as lost)."""
         new_front = min(new_front, self.next_seq)
         if new_front <= self.front:
             return 0
+        if self.drop_hook is not None:  # routers count what they had not forwarded yet
+            self.drop_hook(self, self.front, new_front)
         lost = 0
         highest_live = 0
         s = self.front
         while s < new_front:
             seg, i = self.locate(s)
             j = min(new_front, seg.next_seq) - seg.base
-            r = seg.flags.rfind(LIVE, i, j)
+            r = max(seg.flags.rfind(LIVE, i, j), seg.flags.rfind(TRIMMED, i, j))
             if r >= 0:
                 highest_live = seg.base + r
             lost += self.kill_slots(seg, i, j, EVICTED)
             s = seg.base + j
         self.front = new_front
+        if highest_live > self.floors[cause]:
+            self.floors[cause] = highest_live
         if lost:
             self.lost_total += lost
-            self.floors[cause] = max(self.floors[cause], highest_live)
             self._loss_seq.append(highest_live)
             self._loss_cum.append(self.lost_total)
             if len(self._loss_seq) > _LOSS_LOG_MAX:
@@ -258,7 +267,7 @@ class Topic:
             seg = self.segs[0]
             if seg.next_seq <= self.front and seg.full:
                 pass
-            elif seg.live == 0 and seg.full and seg.flags.count(LOST) == 0:
+            elif seg.live == 0 and seg.full and not seg.has_gap():
                 self.front = max(self.front, seg.next_seq)
             else:
                 break

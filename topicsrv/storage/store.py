@@ -282,6 +282,17 @@ class Storage(SegTasks):
             return None
         return self._control(topic, frames.T_LEASES, {"ev": events}, topic.config.leases_durable)
 
+    # ---- routers: placeholders until the storage side lands (branch routers-store) ------
+
+    def derived(self, topic: Topic, first_seq: int, n: int) -> None:
+        return None
+
+    def derived_gap(self, topic: Topic, first_seq: int, n: int, flag: int) -> None:
+        return None
+
+    def router_logged(self, dest: Topic, op: dict[str, Any]) -> Token | None:
+        return None
+
     def barrier(self, topic: Topic) -> Token | None:
         """The commit of everything enqueued for `topic` so far (its shard's open batch)."""
         if not policy_of(topic.config).wal:
@@ -424,4 +435,13 @@ class _NotReady:
         return None
 
     def barrier(self, topic: Topic) -> None:
+        return None
+
+    def derived(self, topic: Topic, first_seq: int, n: int) -> None:
+        return None
+
+    def derived_gap(self, topic: Topic, first_seq: int, n: int, flag: int) -> None:
+        return None
+
+    def router_logged(self, dest: Topic, op: dict[str, Any]) -> None:
         return None

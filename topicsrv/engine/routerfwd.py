@@ -1,0 +1,341 @@
+"""One forwarding step of a router (seeds 8.1-8.4): synchronous, one engine step.
+
+Rule 1 (order): source seqs are handled in order after the cursor, up to the source's
+VISIBLE head (an fsync-class record is forwarded once durable); the dest's appends (copies
+and gaps) come in the same order, so per-source FIFO holds and dest seqs are the dest's own.
+Rule 2 (what consumes a dest seq): a forwarded copy one; a source seq that is gone
+involuntarily (evicted by cap/TTL, LOST, or TRIMMED upstream) one TRIMMED slot, so a dest
+reader crossing it gets a `source_trim` tombstone; a deleted, filtered-out or hop-capped
+source record none. The cursor moves past all of them.
+Rule 3 (what carries): `$node` when `preserve_node`, `$tag` when `preserve_tag`, meta and data
+verbatim, in the record's own form (JSON stays JSON, field/value entries stay entries); an
+exactly_once copy also carries the key `<router>/<source>/<source_epoch>/<source_seq>` as
+`meta._topics_router` (JSON) or a trailing `_topics_router` field before `$node`/`$tag` (entries).
+Rule 4 (backpressure): a dest with `discard: "reject"` that is full, or whose storage refuses,
+holds the cursor before the first copy that does not fit; the step reports `blocked` and the
+copies before it stay. A copy larger than the dest's whole `cap_bytes` could never be kept:
+it leaves a one-seq TRIMMED gap instead of blocking the router forever.
+Rule 5 (hops): a copy's hop is its source record's hop + 1 (0 for a direct write); hops > 0
+live in `topic.ext["hops"]` ({seq: hop}) of a dest that has outbound routers or whose inbound
+router is `allow_cycle`/`max_hops`, pruned below the smallest outbound cursor (the front when
+there is none). A record is forwarded only if `hop < router.hop_cap`.
+Rule 6 (evicted before forwarded): the source's drop hook counts, per outbound router, the
+seqs it was going to forward (or report) that an eviction takes above its cursor, so the gap
+has exactly that many seqs (a restored router with no count reports the whole span).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from topicsrv.engine.entries import bulks, parse_entry
+from topicsrv.engine.records import KIND_JSON, PreparedRecord
+from topicsrv.engine.segments import GAP_FLAGS, LIVE, AnySegment
+from topicsrv.engine.topic import Topic
+from topicsrv.errors import TopicsError
+
+if TYPE_CHECKING:
+    from topicsrv.engine.core import Engine
+    from topicsrv.engine.routers import Router
+
+KEY_FIELD = "_topics_router"
+STEP_BYTES = 8 << 20  # at most this much copied data per step (then the next step goes on)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    forwarded: int
+    skipped: int
+    gap: int  # source seqs reported to the dest as source_trim
+    blocked: TopicsError | None
+    caught_up: bool
+
+
+def _key(router: Router, seq: int) -> str:
+    spec = router.spec
+    return f"{spec.name}/{spec.source}/{router.source_epoch}/{seq}"
+
+
+def _tracks_hops(dest: Topic, router: Router) -> bool:
+    return bool(dest.ext.get("router_out")) or router.spec.allow_cycle or router.spec.max_hops is not None
+
+
+def copy_of(seg: AnySegment, k: int, seq: int, router: Router) -> PreparedRecord:
+    """The dest record for the live source slot `k` of `seg` (Rule 3)."""
+    spec = router.spec
+    blob = seg.blobs[k]
+    assert blob is not None
+    node, tag = seg.node(k), seg.tag(k)
+    out_node = node if spec.preserve_node else None
+    out_tag = tag if spec.preserve_tag else None
+    key = _key(router, seq) if spec.guarantee == "exactly_once" else None
+    same = out_node == node and out_tag == tag and key is None
+    if blob[0] == KIND_JSON:
+        if same:  # the stored tail after `"$ts":<ts>` is the copy's tail, byte for byte
+            cut = blob.index(b",", blob.index(b'"$ts":') + 6)
+            return PreparedRecord(blob[cut:], KIND_JSON, node, tag, int(seg.sizes[k]))
+        rec = orjson.loads(blob)
+        parts = []
+        if out_node is not None:
+            parts.append(b',"$node":' + orjson.dumps(out_node))
+        if out_tag is not None:
+            parts.append(b',"$tag":' + orjson.dumps(out_tag))
+        meta = rec.get("meta")
+        if key is not None:
+            meta = {**(meta or {}), KEY_FIELD: key}
+        data = orjson.dumps(rec["data"])
+        size = len(data)
+        if meta is not None:
+            meta_bytes = orjson.dumps(meta)
+            size += len(meta_bytes)
+            parts.append(b',"meta":' + meta_bytes)
+        parts.append(b',"data":' + data + b"}")
+        return PreparedRecord(b"".join(parts), KIND_JSON, out_node, out_tag, size)
+    if same:  # an entry: the pairs array after the ID is the copy's tail
+        end = blob.index(b"\r\n", 5)
+        cut = end + 2 + int(blob[5:end]) + 2
+        return PreparedRecord(blob[cut:], blob[0], node, tag, int(seg.sizes[k]))
+    _, _, pairs = parse_entry(blob)
+    extras = (node is not None) + (tag is not None)
+    items = pairs[: len(pairs) - 2 * extras]
+    if key is not None:
+        items += [KEY_FIELD.encode(), key.encode()]
+    size = sum(map(len, items))
+    if out_node is not None:
+        items += [b"$node", out_node.encode()]
+    if out_tag is not None:
+        items += [b"$tag", out_tag.encode()]
+    return PreparedRecord(bulks(items), blob[0], out_node, out_tag, size)
+
+
+def _would_forward(router: Router, seg: AnySegment, k: int, hops: dict[int, int] | None) -> bool:
+    flag = seg.flags[k]
+    if flag in GAP_FLAGS:
+        return True
+    if flag != LIVE:
+        return False
+    cap = router.hop_cap
+    if cap is not None and hops and hops.get(seg.base + k, 0) >= cap:
+        return False
+    return router.spec.matches(seg.tag(k))
+
+
+def on_drop(topic: Topic, front: int, new_front: int) -> None:
+    """The source's drop hook (Rule 6): before [front, new_front) goes, count per outbound
+    router the seqs above its cursor it would have forwarded or reported."""
+    hops = topic.ext.get("hops")
+    for router in topic.ext.get("router_out", ()):
+        if router.gone is None:
+            continue
+        s = max(front, router.cursor + 1)
+        plain = router.spec.filter is None and router.hop_cap is None
+        while s < new_front:
+            seg, i = topic.locate(s)
+            j = min(new_front, seg.next_seq) - seg.base
+            if plain or not seg.live:
+                router.gone += seg.flags.count(LIVE, i, j) + sum(seg.flags.count(f, i, j) for f in GAP_FLAGS)
+            else:
+                router.gone += sum(_would_forward(router, seg, k, hops) for k in range(i, j))
+            s = seg.base + j
+
+
+def prune_hops(topic: Topic) -> None:
+    hops: dict[int, int] | None = topic.ext.get("hops")
+    if not hops:
+        return
+    outs = topic.ext.get("router_out")
+    floor = min(r.cursor for r in outs) if outs else topic.front - 1
+    while hops:
+        first = next(iter(hops))
+        if first > floor:
+            break
+        del hops[first]
+
+
+def _block(router: Router, exc: TopicsError, now: int) -> None:
+    last = router.last_error
+    if router.status == "blocked" and last is not None and last["code"] == exc.code:
+        router.retries += 1
+        last["message"] = exc.message
+        return
+    router.status = "blocked"
+    router.last_error = {"code": exc.code, "message": exc.message, "since_ts": now}
+
+
+def _fits_never(dest: Topic, rec: PreparedRecord) -> bool:
+    cap = dest.config.cap_bytes
+    return bool(cap) and rec.size > cap
+
+
+def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None = None) -> Step:
+    """One batch (Rules 1-6): read the source after the cursor, append copies and gaps to
+    the dest, move the cursor, wake the dest's readers. `until`: never move the cursor past
+    this source seq (recovery re-derives up to a recorded cursor)."""
+    spec = router.spec
+    src, dst = engine.find(spec.source), engine.find(spec.dest)
+    if engine.routers.get(spec.name) is not router or src is None or dst is None:
+        return Step(0, 0, 0, None, True)  # deleted: nothing moves, ever (a step never runs late)
+    now = engine.now()
+    src.expire(now)
+    dst.expire(now)
+    hi = src.head_seq if until is None else min(src.head_seq, until)
+    ops: list[tuple[int, Any]] = []  # (first source seq, list[(record, hop)] | gap count)
+    skipped = 0
+    s = router.cursor + 1
+    if s <= hi and s < src.front:  # evicted unforwarded (Rule 6)
+        stop = min(src.front - 1, hi)
+        span = stop - router.cursor
+        n = span if router.gone is None else min(router.gone, span)
+        router.gone = 0 if stop == src.front - 1 or router.gone is None else router.gone - n
+        if n:
+            ops.append((s, n))
+        s = stop + 1
+    hops: dict[int, int] | None = src.ext.get("hops")
+    cap = router.hop_cap
+    budget, nbytes = limit, 0
+    reject = dst.config.discard == "reject" and bool(dst.config.cap_records or dst.config.cap_bytes)
+    room_n = dst.config.cap_records - dst.count if dst.config.cap_records else -1
+    room_b = dst.config.cap_bytes - dst.bytes if dst.config.cap_bytes else -1
+    stuck: PreparedRecord | None = None  # the first copy that did not fit (Rule 4)
+    while s <= hi and budget > 0 and nbytes < STEP_BYTES and stuck is None:
+        seg, i = src.locate(s)
+        n = min(len(seg), hi + 1 - seg.base)
+        if not seg.live:  # nothing to copy here: count the gap slots, skip the rest
+            gaps = sum(seg.flags.count(f, i, n) for f in GAP_FLAGS)
+            if gaps:
+                _add_gap(ops, s, gaps)
+            budget -= 1
+            s = seg.base + n
+            continue
+        flags = seg.flags
+        for k in range(i, n):
+            if budget <= 0 or nbytes >= STEP_BYTES:
+                break
+            seq = seg.base + k
+            flag = flags[k]
+            budget -= 1
+            s = seq + 1
+            if flag in GAP_FLAGS:
+                _add_gap(ops, seq, 1)
+                continue
+            if flag != LIVE:
+                continue
+            hop = hops.get(seq, 0) if hops else 0
+            if (cap is not None and hop >= cap) or not spec.matches(seg.tag(k)):
+                skipped += 1
+                continue
+            rec = copy_of(seg, k, seq, router)
+            if _fits_never(dst, rec):
+                _add_gap(ops, seq, 1)
+                continue
+            if reject and ((room_n >= 0 and room_n < 1) or (room_b >= 0 and room_b < rec.size)):
+                s = seq  # the cursor holds before it (Rule 4)
+                stuck = rec
+                break
+            room_n -= 1
+            room_b -= rec.size
+            nbytes += rec.size
+            if ops and isinstance(ops[-1][1], list):
+                ops[-1][1].append((rec, hop + 1))
+            else:
+                ops.append((seq, [(rec, hop + 1)]))
+    scanned_to = s - 1
+    return _apply(engine, router, src, dst, ops, skipped, scanned_to, stuck, now)
+
+
+def _add_gap(ops: list[tuple[int, Any]], seq: int, n: int) -> None:
+    if ops and isinstance(ops[-1][1], int):
+        ops[-1] = (ops[-1][0], ops[-1][1] + n)
+    else:
+        ops.append((seq, n))
+
+
+def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tuple[int, Any]],
+           skipped: int, scanned_to: int, stuck: PreparedRecord | None, now: int) -> Step:
+    forwarded = gap = 0
+    blocked: TopicsError | None = None
+    track = _tracks_hops(dst, router)
+    for first, op in ops:
+        try:
+            if isinstance(op, int):
+                engine.derive_gap(dst, router, op)
+                gap += op
+            else:
+                base = engine.derive(dst, router, [rec for rec, _ in op])
+                forwarded += len(op)
+                if track:
+                    dh = dst.ext.setdefault("hops", {})
+                    for x, (_, hop) in enumerate(op):
+                        dh[base + x] = hop
+        except TopicsError as exc:
+            blocked = exc
+            scanned_to = first - 1
+            break
+    if stuck is not None and blocked is None:
+        try:  # the error a write that does not fit gets from the dest
+            dst.check_append([stuck])
+            blocked = TopicsError("topic_full", f"topic '{dst.name}' is full (discard: reject)")
+        except TopicsError as exc:
+            blocked = exc
+    if scanned_to > router.cursor:
+        router.cursor = scanned_to
+    router.forwarded += forwarded
+    router.skipped += skipped
+    router.source_trimmed += gap
+    if blocked is not None:
+        _block(router, blocked, now)
+    else:
+        router.last_error = None
+        router.status = "caught_up" if router.cursor >= src.head_seq else "forwarding"
+    prune_hops(src)
+    if track:
+        prune_hops(dst)
+    if forwarded or gap:
+        engine.notify(dst.name)
+    return Step(forwarded, skipped, gap, blocked, blocked is None and router.cursor >= src.head_seq)
+
+
+def _evidence(blob: bytes, prefix: bytes) -> int | None:
+    """The source seq of this router's key in a dest record, or None."""
+    if blob[0] == KIND_JSON:
+        at = blob.find(b'"' + KEY_FIELD.encode() + b'":"' + prefix)
+        if at < 0:
+            return None
+        start = at + len(KEY_FIELD) + 4 + len(prefix)
+        end = blob.index(b'"', start)
+        digits = blob[start:end]
+    else:
+        if KEY_FIELD.encode() not in blob:
+            return None
+        _, _, pairs = parse_entry(blob)
+        values = [v for f, v in zip(pairs[0::2], pairs[1::2], strict=True) if f == KEY_FIELD.encode()]
+        if not values or not values[-1].startswith(prefix):
+            return None
+        digits = values[-1][len(prefix):]
+    return int(digits) if digits.isdigit() else None
+
+
+def resume_from_evidence(engine: Engine, router: Router) -> int | None:
+    """exactly_once: find the newest dest record carrying this router's key (scanning back
+    from the dest's head) and move the cursor up to its source seq, so no copy the dest
+    already holds is appended again. Returns that seq (None: no evidence)."""
+    dst = engine.find(router.spec.dest)
+    if dst is None or not dst.segs:
+        return None
+    prefix = f"{router.spec.name}/{router.spec.source}/{router.source_epoch}/".encode()
+    for seg in reversed(dst.segs):
+        if not seg.live:
+            continue
+        for k in range(len(seg) - 1, -1, -1):
+            blob = seg.blobs[k]
+            if blob is None or seg.flags[k] != LIVE:
+                continue
+            seq = _evidence(blob, prefix)
+            if seq is not None:
+                if seq > router.cursor:
+                    router.cursor = seq
+                return seq
+    return None
