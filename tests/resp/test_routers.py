@@ -131,7 +131,7 @@ def test_bad_arguments_change_nothing(srv: InProc, args: list[str], error: str) 
 def test_graph_refusals_name_their_code(srv: InProc) -> None:
     r = conn(srv)
     router(r, "SET", "ab", "a", "b")
-    with pytest.raises(redis.ResponseError, match=r"\(router_cycle: b -> a -> b\)$"):
+    with pytest.raises(redis.ResponseError, match=r"cycle b -> a -> b; .*\(router_cycle\)$"):
         router(r, "SET", "ba", "b", "a")
     with pytest.raises(redis.ResponseError,
                        match=r"\(topic_exists_incompatible: router_dest_fan_in\)$"):
@@ -183,7 +183,7 @@ def test_help_and_command_docs(srv: InProc) -> None:
     r = conn(srv)
     lines = router(r, "HELP")
     assert lines[0].startswith("TOPIC.ROUTER <subcommand>") and "LIST" in lines
-    docs = r.execute_command("COMMAND", "DOCS", "topic.router")["topic.router"]
+    docs = r.execute_command("COMMAND DOCS", "topic.router")["topic.router"]
     subs = docs["subcommands"]
     assert set(subs) == {"topic.router|set", "topic.router|del", "topic.router|info",
                          "topic.router|list", "topic.router|help"}
@@ -191,6 +191,6 @@ def test_help_and_command_docs(srv: InProc) -> None:
     assert tokens == ["name", "source", "dest", "PRESERVE_NODE", "PRESERVE_TAG", "FILTER",
                       "ALLOW_CYCLE", "MAX_HOPS", "GUARANTEE", "CREATE_DEST"]
     assert "not available" not in docs["summary"]
-    info = r.execute_command("COMMAND", "INFO", "topic.router|set")[0]
+    info = r.execute_command("COMMAND INFO", "topic.router|set")[0]
     assert info[1] == -5 and info[3:6] == [3, 4, 1]  # source and dest are the keys
     r.close()

@@ -20,8 +20,9 @@ Rule 3: replies are the HTTP JSON objects as RESP3 maps (flat key/value arrays u
 as XINFO answers); SET adds `created` (1 new, 0 updated). A nested value (`filter`,
 `last_error`) nests the same way; JSON null is a null.
 Rule 4: an engine refusal is `-ERR <message> (<code>)`, the HTTP error code appended so a
-client can tell a cycle from a fan-in without parsing the text; `router_cycle` also names the
-cycle (`a -> b -> a`), `topic_exists_incompatible` its reason.
+client can tell a cycle from a fan-in without parsing the text (`router_cycle`'s message
+names the cycle, `a -> b -> a`); `topic_exists_incompatible` adds its reason
+(`(topic_exists_incompatible: router_dest_fan_in)`).
 """
 
 from __future__ import annotations
@@ -115,13 +116,10 @@ def parse_set(args: list[bytes]) -> tuple[str, dict[str, Any]]:
 
 
 def _refused(e: TopicsError) -> Err:
-    """Rule 4: the engine's message and its HTTP code (and what a 409 names)."""
-    detail = e.detail or {}
-    extra = e.code
-    if e.code == "router_cycle" and isinstance(detail.get("cycle"), list):
-        extra += ": " + " -> ".join(str(t) for t in detail["cycle"])
-    elif detail.get("reason"):
-        extra += f": {detail['reason']}"
+    """Rule 4: the engine's message (a cycle names itself there) with its HTTP code and, for a
+    409 `topic_exists_incompatible`, its reason."""
+    reason = (e.detail or {}).get("reason")
+    extra = f"{e.code}: {reason}" if reason else e.code
     return Err(f"{e.resp_prefix} {e.message} ({extra})")
 
 
