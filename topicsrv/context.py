@@ -21,6 +21,7 @@ from topicsrv.engine import Engine
 from topicsrv.memory import MemoryGuard
 from topicsrv.notify import Notifier
 from topicsrv.tasks.claims import Claims
+from topicsrv.tasks.routers import Routers
 
 if TYPE_CHECKING:
     from topicsrv.storage.store import Storage
@@ -88,11 +89,17 @@ class ServerContext:
     admission: Admission = field(default_factory=lambda: Admission(10000))
     memory: MemoryGuard = field(default_factory=lambda: MemoryGuard(0))
     claims: Claims | None = None  # claim cohorts, long polls, the dead-letter mover
+    routers: Routers | None = None  # one forwarding worker per router
 
     def claims_service(self) -> Claims:
         if self.claims is None:
             self.claims = Claims(self.engine, self.notifier)
         return self.claims
+
+    def routers_service(self) -> Routers:
+        if self.routers is None:
+            self.routers = Routers(self.engine)
+        return self.routers
 
 
 def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerContext:

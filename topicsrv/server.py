@@ -84,6 +84,8 @@ async def run(
             if storage is not None:  # /v0/ready stays 503 until fsync/disk topics are back
                 await storage.open()
                 await nursery.start(storage.run)
+            # routers forward once recovery has re-derived their dests (storage calls forward)
+            await nursery.start(ctx.routers_service().run)
             ctx.ready = True
             # the startup line comes once recovered, so a script may write right after it
             print("listening " + " ".join(parts), flush=True)

@@ -27,7 +27,7 @@ has exactly that many seqs (a restored router with no count reports the whole sp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -75,8 +75,7 @@ def copy_of(seg: AnySegment, k: int, seq: int, router: Router) -> PreparedRecord
     same = out_node == node and out_tag == tag and key is None
     if blob[0] == KIND_JSON:
         if same:  # the stored tail after `"$ts":<ts>` is the copy's tail, byte for byte
-            cut = blob.index(b",", blob.index(b'"$ts":') + 6)
-            return PreparedRecord(blob[cut:], KIND_JSON, node, tag, int(seg.sizes[k]))
+            return PreparedRecord(_tail(blob), KIND_JSON, node, tag, int(seg.sizes[k]))
         rec = orjson.loads(blob)
         parts = []
         if out_node is not None:
@@ -95,9 +94,7 @@ def copy_of(seg: AnySegment, k: int, seq: int, router: Router) -> PreparedRecord
         parts.append(b',"data":' + data + b"}")
         return PreparedRecord(b"".join(parts), KIND_JSON, out_node, out_tag, size)
     if same:  # an entry: the pairs array after the ID is the copy's tail
-        end = blob.index(b"\r\n", 5)
-        cut = end + 2 + int(blob[5:end]) + 2
-        return PreparedRecord(blob[cut:], blob[0], node, tag, int(seg.sizes[k]))
+        return PreparedRecord(_tail(blob), blob[0], node, tag, int(seg.sizes[k]))
     _, _, pairs = parse_entry(blob)
     extras = (node is not None) + (tag is not None)
     items = pairs[: len(pairs) - 2 * extras]
@@ -165,9 +162,22 @@ def _block(router: Router, exc: TopicsError, now: int) -> None:
     router.last_error = {"code": exc.code, "message": exc.message, "since_ts": now}
 
 
-def _fits_never(dest: Topic, rec: PreparedRecord) -> bool:
-    cap = dest.config.cap_bytes
-    return bool(cap) and rec.size > cap
+class _Copies:
+    """A run of copies for one `Engine.derive` call, with their hops."""
+
+    __slots__ = ("recs", "hops")
+
+    def __init__(self) -> None:
+        self.recs: list[PreparedRecord] = []
+        self.hops: list[int] = []
+
+
+def _tail(blob: bytes) -> bytes:
+    """The stored record after its `$seq`/`$ts` (a JSON blob) or its ID (an entry)."""
+    if blob[0] == KIND_JSON:  # {"$seq":N,"$ts":T,...: the comma after T
+        return blob[blob.index(b",", blob.index(b",", 8) + 7):]
+    end = blob.index(b"\r\n", 5)
+    return blob[end + 4 + int(blob[5:end]):]
 
 
 def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None = None) -> Step:
@@ -182,7 +192,7 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
     src.expire(now)
     dst.expire(now)
     hi = src.head_seq if until is None else min(src.head_seq, until)
-    ops: list[tuple[int, Any]] = []  # (first source seq, list[(record, hop)] | gap count)
+    ops: list[tuple[int, _Copies | int]] = []  # (first source seq, copies | gap length)
     skipped = 0
     s = router.cursor + 1
     if s <= hi and s < src.front:  # evicted unforwarded (Rule 6)
@@ -195,10 +205,15 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
         s = stop + 1
     hops: dict[int, int] | None = src.ext.get("hops")
     cap = router.hop_cap
+    cfg = dst.config
+    reject = cfg.discard == "reject" and bool(cfg.cap_records or cfg.cap_bytes)
+    room_n = cfg.cap_records - dst.count if cfg.cap_records else -1
+    room_b = cfg.cap_bytes - dst.bytes if cfg.cap_bytes else -1
+    # a plain router copies runs of live slots as slices (Rule 3: the stored tails verbatim)
+    plain = (spec.filter is None and (cap is None or not hops) and spec.preserve_node
+             and spec.preserve_tag and spec.guarantee == "at_least_once" and not reject
+             and not cfg.cap_bytes)
     budget, nbytes = limit, 0
-    reject = dst.config.discard == "reject" and bool(dst.config.cap_records or dst.config.cap_bytes)
-    room_n = dst.config.cap_records - dst.count if dst.config.cap_records else -1
-    room_b = dst.config.cap_bytes - dst.bytes if dst.config.cap_bytes else -1
     stuck: PreparedRecord | None = None  # the first copy that did not fit (Rule 4)
     while s <= hi and budget > 0 and nbytes < STEP_BYTES and stuck is None:
         seg, i = src.locate(s)
@@ -211,6 +226,20 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
             s = seg.base + n
             continue
         flags = seg.flags
+        if plain:
+            j = min(n, i + budget)
+            if flags.count(LIVE, i, j) == j - i:
+                base = seg.base
+                nodes = seg.nodes[i:j] if seg.nodes is not None else [None] * (j - i)
+                tags = seg.tags[i:j] if seg.tags is not None else [None] * (j - i)
+                run = _copies(ops, base + i)
+                run.recs += [PreparedRecord(_tail(b), b[0], nd, tg, sz) for b, nd, tg, sz in
+                             zip(seg.blobs[i:j], nodes, tags, seg.sizes[i:j], strict=True)]
+                run.hops += [hops.get(q, 0) + 1 for q in range(base + i, base + j)] if hops else [1] * (j - i)
+                nbytes += sum(seg.sizes[i:j])
+                budget -= j - i
+                s = base + j
+                continue
         for k in range(i, n):
             if budget <= 0 or nbytes >= STEP_BYTES:
                 break
@@ -228,7 +257,7 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
                 skipped += 1
                 continue
             rec = copy_of(seg, k, seq, router)
-            if _fits_never(dst, rec):
+            if cfg.cap_bytes and rec.size > cfg.cap_bytes:  # could never be kept (Rule 4)
                 _add_gap(ops, seq, 1)
                 continue
             if reject and ((room_n >= 0 and room_n < 1) or (room_b >= 0 and room_b < rec.size)):
@@ -238,22 +267,32 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
             room_n -= 1
             room_b -= rec.size
             nbytes += rec.size
-            if ops and isinstance(ops[-1][1], list):
-                ops[-1][1].append((rec, hop + 1))
-            else:
-                ops.append((seq, [(rec, hop + 1)]))
-    scanned_to = s - 1
-    return _apply(engine, router, src, dst, ops, skipped, scanned_to, stuck, now)
+            run = _copies(ops, seq)
+            run.recs.append(rec)
+            run.hops.append(hop + 1)
+    return _apply(engine, router, src, dst, ops, skipped, s - 1, stuck, now)
 
 
-def _add_gap(ops: list[tuple[int, Any]], seq: int, n: int) -> None:
-    if ops and isinstance(ops[-1][1], int):
-        ops[-1] = (ops[-1][0], ops[-1][1] + n)
-    else:
-        ops.append((seq, n))
+def _copies(ops: list[tuple[int, _Copies | int]], seq: int) -> _Copies:
+    if ops:
+        last = ops[-1][1]
+        if isinstance(last, _Copies):
+            return last
+    run = _Copies()
+    ops.append((seq, run))
+    return run
 
 
-def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tuple[int, Any]],
+def _add_gap(ops: list[tuple[int, _Copies | int]], seq: int, n: int) -> None:
+    if ops:
+        first, last = ops[-1]
+        if isinstance(last, int):
+            ops[-1] = (first, last + n)
+            return
+    ops.append((seq, n))
+
+
+def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tuple[int, _Copies | int]],
            skipped: int, scanned_to: int, stuck: PreparedRecord | None, now: int) -> Step:
     forwarded = gap = 0
     blocked: TopicsError | None = None
@@ -264,12 +303,10 @@ def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tup
                 engine.derive_gap(dst, router, op)
                 gap += op
             else:
-                base = engine.derive(dst, router, [rec for rec, _ in op])
-                forwarded += len(op)
+                base = engine.derive(dst, router, op.recs)
+                forwarded += len(op.recs)
                 if track:
-                    dh = dst.ext.setdefault("hops", {})
-                    for x, (_, hop) in enumerate(op):
-                        dh[base + x] = hop
+                    dst.ext.setdefault("hops", {}).update(zip(range(base, base + len(op.hops)), op.hops, strict=True))
         except TopicsError as exc:
             blocked = exc
             scanned_to = first - 1

@@ -238,6 +238,9 @@ def _detach(engine: Engine, router: Router) -> None:
         else:
             src.ext.pop("router_out", None)
             src.drop_hook = None
+            inbound: Router | None = src.ext.get("router_in")
+            if inbound is None or not (inbound.spec.allow_cycle or inbound.spec.max_hops is not None):
+                src.ext.pop("hops", None)  # nobody reads them any more (routerfwd Rule 5)
     dst = engine.find(router.spec.dest)
     if dst is not None and dst.ext.get("router_in") is router:
         del dst.ext["router_in"]

@@ -1,0 +1,170 @@
+"""The router workers (tasks/routers.py): background forwarding, backoff, logging, stopping.
+
+trio's MockClock (autojump) drives the backoff sleeps; the engine runs on a FakeClock."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+import pytest
+import trio
+import trio.testing
+
+from topicsrv.clock import FakeClock
+from topicsrv.engine import Engine, routers
+from topicsrv.engine.records import prepare_json
+from topicsrv.tasks.routers import Routers
+
+
+def write(eng: Engine, name: str, *recs: dict[str, Any]) -> dict[str, Any]:
+    result, _ = eng.write(name, [prepare_json(r, i) for i, r in enumerate(recs)])
+    return result
+
+
+def data(eng: Engine, name: str) -> list[Any]:
+    return [orjson.loads(b)["data"] for b in eng.diff(name, 0, 10_000).records]
+
+
+async def until(cond: Callable[[], bool], seconds: float = 30) -> None:
+    """Poll `cond` each (mock) millisecond: the workers wake on engine events the test
+    does not see."""
+    with trio.fail_after(seconds):
+        for _ in itertools.count():
+            if cond():
+                return
+            await trio.sleep(0.001)
+
+
+@pytest.fixture
+async def eng() -> Engine:
+    return Engine(clock=FakeClock())
+
+
+@pytest.fixture
+async def service(eng: Engine) -> AsyncIterator[Routers]:
+    """The service on `eng`; a test using it takes `autojump_clock` (pytest-trio hands trio.run
+    the clock only from the test's own arguments)."""
+    svc = Routers(eng, batch=10)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        yield svc
+        nursery.cancel_scope.cancel()
+
+
+async def test_forwards_in_the_background(eng: Engine, service: Routers, autojump_clock: trio.testing.MockClock) -> None:
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    write(eng, "a", *({"data": i} for i in range(95)))
+    assert data(eng, "b") == []  # the write returned before any forwarding
+    await until(lambda: len(data(eng, "b")) == 95)
+    assert data(eng, "b") == list(range(95))
+    await until(lambda: eng.router_get("r")["status"] == "caught_up")
+    write(eng, "a", {"data": "more"})
+    await until(lambda: data(eng, "b")[-1:] == ["more"])
+    assert eng.router_get("r")["lag"] == 0 and eng.router_get("r")["forwarded"] == 96
+
+
+async def test_routers_that_exist_at_start_get_workers(eng: Engine, autojump_clock: trio.testing.MockClock) -> None:
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    write(eng, "a", {"data": 1})
+    svc = Routers(eng)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        await until(lambda: data(eng, "b") == [1])
+        nursery.cancel_scope.cancel()
+
+
+async def test_blocked_dest_never_slows_the_source_and_logs_once(
+        eng: Engine, service: Routers, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="topicsrv.routers")
+    eng.put_topic("b", {"cap_records": 5, "discard": "reject"})
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    for i in range(200):  # every source write is accepted at once while the dest is full
+        assert write(eng, "a", {"data": i})["seqs"] == [i + 1]  # synchronous: no wait, no error
+        await trio.sleep(0.005)  # the worker runs (and backs off) meanwhile
+    await until(lambda: eng.router_get("r")["status"] == "blocked")
+    steps = service.steps
+    await trio.sleep(10)  # 10 s blocked: backoff 10 ms doubling to 1 s -> ~16 tries, not 1000
+    retries = service.steps - steps
+    assert 5 <= retries <= 25, retries
+    st = eng.router_get("r")
+    assert st["cursor"] == 5 and st["lag"] == 195 and st["last_error"]["code"] == "topic_full"
+    assert st["retries"] >= retries - 1
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "blocked" in warnings[0].getMessage()
+    eng.put_topic("b", {"cap_records": 1000})  # room: the dest's change wakes it at once
+    await until(lambda: eng.router_get("r")["status"] == "caught_up", seconds=0.5)
+    assert data(eng, "b") == list(range(200))
+    infos = [r for r in caplog.records if r.levelno == logging.INFO and "resumed" in r.getMessage()]
+    assert len(infos) == 1
+    assert eng.router_get("r")["last_error"] is None
+
+
+async def test_delete_stops_forwarding_at_once(eng: Engine, service: Routers, autojump_clock: trio.testing.MockClock) -> None:
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    write(eng, "a", *({"data": i} for i in range(1000)))
+    while not data(eng, "b"):  # look between the worker's batches (it yields after each)
+        await trio.lowlevel.checkpoint()
+    eng.router_delete("r")
+    copied = len(data(eng, "b"))
+    assert copied < 1000
+    await until(lambda: not service.workers)
+    write(eng, "a", {"data": "after"})
+    await trio.sleep(1)
+    assert len(data(eng, "b")) == copied  # the copies made stay; nothing more comes
+
+
+async def test_topic_delete_ends_the_worker(eng: Engine, service: Routers, autojump_clock: trio.testing.MockClock) -> None:
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    await until(lambda: "r" in service.workers)
+    eng.delete_topic("b")
+    await until(lambda: not service.workers)
+    assert eng.routers == {}
+
+
+async def test_recreated_router_gets_a_new_worker(eng: Engine, service: Routers, autojump_clock: trio.testing.MockClock) -> None:
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    await until(lambda: "r" in service.workers)
+    eng.router_delete("r")
+    eng.router_put("r", {"source": "a", "dest": "c"})
+    write(eng, "a", {"data": 1})
+    await until(lambda: data(eng, "c") == [1])
+    assert service.workers["r"] is eng.routers["r"] and data(eng, "b") == []
+
+
+async def test_mirror_through_the_workers_settles(eng: Engine, service: Routers, autojump_clock: trio.testing.MockClock) -> None:
+    eng.router_put("ab", {"source": "a", "dest": "b", "allow_cycle": True})
+    eng.router_put("ba", {"source": "b", "dest": "a", "allow_cycle": True})
+    for i in range(30):
+        write(eng, "a", {"data": f"a{i}", "node": "A"})
+        write(eng, "b", {"data": f"b{i}", "node": "B"})
+    await until(lambda: len(data(eng, "a")) == 60 and len(data(eng, "b")) == 60)
+    await trio.sleep(5)
+    assert sorted(data(eng, "a")) == sorted(data(eng, "b"))
+    assert len(data(eng, "a")) == 60
+    assert all(r["status"] == "caught_up" for r in eng.router_list())
+
+
+async def test_a_failing_step_is_logged_once_and_retried(
+        eng: Engine, service: Routers, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = routers.forward
+    broken = True
+
+    def forward(engine: Engine, router: routers.Router, limit: int = 1000, until: int | None = None) -> routers.Step:
+        if broken:
+            raise RuntimeError("boom")
+        return real(engine, router, limit, until)
+
+    monkeypatch.setattr(routers, "forward", forward)
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    write(eng, "a", {"data": 1})
+    await until(lambda: eng.router_get("r")["status"] == "blocked")
+    await trio.sleep(5)
+    assert eng.router_get("r")["last_error"]["code"] == "internal"
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
+    broken = False
+    await until(lambda: data(eng, "b") == [1], seconds=2)
