@@ -199,7 +199,11 @@ def test_source_trim_on_http_diff(trim: dict[str, Any]) -> None:
 def test_source_trim_on_sse_and_xread(trim: dict[str, Any]) -> None:
     tomb, *recs = trim["sse"]
     assert tomb["event"] == "tombstone" and tomb["cursor"] == {"trim.dst": 10}
-    assert tomb["data"] == {"topic": "trim.dst", **trim["diff"]["tombstone"]}
+    # the same gap; the watermarks are those of the moment the frame went out (the gap may
+    # be sent before the copies after it exist)
+    assert tomb["data"]["topic"] == "trim.dst"
+    assert {k: tomb["data"][k] for k in WANT} == WANT
+    assert list(tomb["data"])[1:] == list(FIELDS)
     assert [f["data"]["data"] for f in recs] == [11, 12]
     entries = trim["xread"][0][1]
     tid, pairs = entries[0]
