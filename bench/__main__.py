@@ -9,8 +9,9 @@ Rule 3: a failing workload fills its cells with the error and the run goes on; a
 phase (e.g. a server that does not start) is reported and the next phase runs. Exit status:
 0 when every phase ran (missed targets are reported, not fatal), 1 when a phase failed, or
 when a workload errored and `--strict` was given.
-Phases: in-process micro-benchmarks; pair 1 (RESP + HTTP workloads); pair 2, fresh, for
-memory; then the engine's in-process memory figure (bench/engine_memory.py).
+Phases: in-process micro-benchmarks; pair 1 (RESP + HTTP workloads); a fresh topicsrv for the
+router workloads (bench/routerbench.py); pair 2, fresh, for memory; then the engine's
+in-process memory figure (bench/engine_memory.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import httpbench, micro, queuebench, respbench
+from bench import httpbench, micro, queuebench, respbench, routerbench
 from bench import memory as membench
 from bench.procs import Proc, Procs, install_signal_handlers
 from bench.report import Row, render, save
@@ -36,15 +37,18 @@ SIZES: dict[str, dict[str, int]] = {
     "full": {"xadd_p1": 100_000, "xadd_p16": 500_000, "stream": 100_000, "range_p1": 20_000,
              "range_p16": 50_000, "py_xadd": 200_000, "py_xread": 100_000, "group": 50_000,
              "http_records": 1_000_000, "sse": 100_000, "memory": 1_000_000,
-             "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000},
+             "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000,
+             "router_fwd": 200_000, "router_write": 200_000},
     "quick": {"xadd_p1": 20_000, "xadd_p16": 100_000, "stream": 100_000, "range_p1": 4_000,
               "range_p16": 10_000, "py_xadd": 30_000, "py_xread": 100_000, "group": 10_000,
               "http_records": 200_000, "sse": 20_000, "memory": 200_000,
-              "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000},
+              "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000,
+              "router_fwd": 50_000, "router_write": 100_000},
     "tiny": {"xadd_p1": 200, "xadd_p16": 1_600, "stream": 1_000, "range_p1": 100,
              "range_p16": 320, "py_xadd": 300, "py_xread": 1_000, "group": 200,
              "http_records": 2_000, "sse": 200, "memory": 2_000,
-             "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000},
+             "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000,
+             "router_fwd": 2_000, "router_write": 2_000},
 }
 
 
@@ -243,6 +247,34 @@ class Run:
                              per(e, "records_per_s"),
                              ref_note="SSE rate = records delivered to all watchers per second"))
 
+    def routers(self) -> None:
+        """Router workloads on a fresh topicsrv (bench/routerbench.py). Forwarding rows compare
+        with the batched HTTP write rate of the same run (can routers keep up with writers?);
+        the write row compares writers of a source with 4 routers to writers with none."""
+        s = self.sizes
+        top = self.procs.start_topicsrv()
+        port = top.http_port
+        assert port is not None
+        sec = "routers, topicsrv only (records/s)"
+        self.log(f"source writes, 0 vs 4 routers, {s['router_write']} records")
+        w = attempt(lambda: routerbench.write_ratio(port, s["router_write"]))
+        none = w["none"] if isinstance(w, dict) else w
+        four = w["four"] if isinstance(w, dict) else w
+        self.rows.append(Row(sec, "source writes with 4 routers vs none (POST 1000 x 100 B)",
+                             "rec/s", per(none, "records_per_s"), per(four, "records_per_s"),
+                             target=0.8,
+                             ref_note="redis column = the same writes to a topic with no router"))
+        for fanout in (1, 4):
+            n = s["router_fwd"]
+            self.log(f"forwarding {n} records through {fanout} router(s)")
+            f = attempt(lambda fo=fanout, n=n: routerbench.forwarding(port, n, fo))
+            self.rows.append(Row(sec, f"forwarding, fan-out {fanout} (source rec/s per router)",
+                                 "rec/s", per(none, "records_per_s"), per(f, "records_per_s"),
+                                 ref_note="redis column = batched HTTP writes with no router"))
+            self.extra[f"router_forward_{fanout}"] = f
+        self.extra["router_writes"] = w
+        self.procs.stop(top)
+
     def _redis_records(self, key: str) -> float | str:
         m = self.extra.get(key, {}).get("redis")
         return m.records_per_s if isinstance(m, Measure) else "error: no redis reference"
@@ -301,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="a few hundred ops per workload (smoke test; numbers meaningless)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["micro", "servers", "memory"], help="skip a phase (repeatable)")
+                        choices=["micro", "servers", "routers", "memory"], help="skip a phase (repeatable)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any workload errored")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
@@ -312,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[str] = []
     try:
         for name, phase in (("micro", run.micro), ("servers", run.servers),
-                            ("memory", run.memory)):
+                            ("routers", run.routers), ("memory", run.memory)):
             if name in args.skip:
                 continue
             try:

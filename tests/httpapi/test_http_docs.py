@@ -24,7 +24,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "http-api.md"
 VOLATILE = {"$ts", "ts", "server_total_ms", "fsync_ms", "last_write_ts", "last_read_ts",
             "uptime_s", "effective_priority", "version",
             # queues: lease ids carry a random nonce, deadlines follow the clock
-            "lease_id", "deadline", "deadlines", "ready_at", "oldest_ready_age_ms"}
+            "lease_id", "deadline", "deadlines", "ready_at", "oldest_ready_age_ms",
+            # routers: the creation time and a blocked router's since_ts follow the clock
+            "created_ts", "since_ts"}
 BLOCK = re.compile(r"^```(http-request|http-response|sse-response)\n(.*?)^```", re.M | re.S)
 
 
@@ -56,12 +58,14 @@ def test_doc_has_examples_for_every_route() -> None:
     for route in ("PUT /v0/topics/", "GET /v0/topics/", "GET /v0/topics?", "DELETE /v0/topics/",
                   "POST /v0/topics/", "/diff", "/delete", "GET /v0/health", "GET /v0/ready",
                   "GET /metrics", "/watch?from_seq", "GET /v0/watch?topics=", "/claim", "/ack",
-                  "/nack", "/extend", "GET /v0/work?topics="):
+                  "/nack", "/extend", "GET /v0/work?topics=", "PUT /v0/routers/",
+                  "GET /v0/routers/", "GET /v0/routers", "DELETE /v0/routers/"):
         assert any(route in r for r in requests), route
     for code in ("invalid_request", "invalid_topic_name", "record_too_large", "invalid_json",
                  "unauthorized", "topic_not_found", "not_found", "method_not_allowed",
                  "topic_exists_incompatible", "body_too_large", "topic_full", "not_ready",
-                 "forbidden", "unsupported_media_type", "not_a_queue"):
+                 "forbidden", "unsupported_media_type", "not_a_queue", "router_not_found",
+                 "router_cycle"):
         assert f"`{code}`" in text, code
 
 

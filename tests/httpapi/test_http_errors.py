@@ -58,11 +58,11 @@ def test_not_found_and_method_not_allowed(client: Any, topic: str) -> None:
     assert r.status == 405 and r.headers["allow"] == "GET"
 
 
-def test_routers_are_not_available(client: Any, topic: str) -> None:
-    for method, path in (("PUT", "/v0/routers/r1"), ("GET", "/v0/routers")):
-        r = client.request(method, path, body={} if method != "GET" else None)
-        assert_error_shape(r, 404, "not_found")
-        assert "not available in this version" in r.json["error"]["message"]
+def test_router_and_queue_routes_exist(client: Any, topic: str) -> None:
+    # routers (tests/httpapi/test_http_routers.py): a missing router is router_not_found
+    for method in ("GET", "DELETE"):
+        assert_error_shape(client.request(method, f"/v0/routers/{topic}"), 404, "router_not_found")
+    assert client.get("/v0/routers").status == 200
     # queue routes exist (tests/httpapi/test_http_queues.py): a missing queue is topic_not_found
     for method, path in (("POST", f"/v0/topics/{topic}/claim"), ("POST", f"/v0/topics/{topic}/ack"),
                          ("GET", f"/v0/work?topics={topic}&node=w")):

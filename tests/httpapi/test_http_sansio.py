@@ -111,9 +111,11 @@ def test_router_table() -> None:
     with pytest.raises(TopicsError) as e:
         resolve("GET", "/v0/topics/-bad")
     assert e.value.code == "invalid_topic_name"
+    assert resolve("GET", "/v0/routers/r1") == Match("get_router", {"router": "r1"})
+    assert resolve("GET", "/v0/routers").handler == "list_routers"
     with pytest.raises(TopicsError) as e:
-        resolve("GET", "/v0/routers/r1")
-    assert e.value.code == "not_found" and "not available" in e.value.message
+        resolve("POST", "/v0/routers/r1")
+    assert e.value.code == "method_not_allowed"
     assert resolve("POST", "/v0/topics/q/claim") == Match("claim", {"topic": "q"})
     assert resolve("GET", "/v0/work").handler == "work"
     every = {h for r in ROUTES for h in r.methods.values()} - {"unavailable"}

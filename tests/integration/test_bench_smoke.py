@@ -57,9 +57,15 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
     for label in ("CLAIM MAX 1 + ACK vs XREADGROUP COUNT 1 + XACK",
                   "CLAIM MAX 100 + one ACK vs XREADGROUP COUNT 100 + XACK"):
         assert isinstance(rows[label]["redis"], float) and isinstance(rows[label]["topicsrv"], float), rows[label]
-    # Every server the harness started (two pairs) was stopped by pid and is gone.
+    # The router rows ran (every router forwarded every record; the writers' ratio exists).
+    for label in ("source writes with 4 routers vs none (POST 1000 x 100 B)",
+                  "forwarding, fan-out 1 (source rec/s per router)",
+                  "forwarding, fan-out 4 (source rec/s per router)"):
+        assert isinstance(rows[label]["topicsrv"], float) and rows[label]["ratio"] > 0, rows[label]
+    # Every server the harness started (two pairs, one topicsrv for routers) was stopped by
+    # pid and is gone.
     started = doc["processes"]
-    assert sorted(name for name, _ in started) == ["redis-server"] * 2 + ["topicsrv"] * 2
+    assert sorted(name for name, _ in started) == ["redis-server"] * 2 + ["topicsrv"] * 3
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie_of_other(pid), pid
 

@@ -2,7 +2,8 @@
 
 `start_inproc(clock=FakeClock(), http=True)` gives the engine a fake clock and also serves
 the HTTP front on the same context (both fronts over one engine, as `topicsrv serve`); the
-claims service (cohorts, long polls, the dead-letter mover) always runs, as in server.run.
+claims service (cohorts, long polls, the dead-letter mover) and the routers service (the
+forwarding workers) always run, as in server.run.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def start_inproc(clock: Clock | None = None, http: bool = False, **config: Any) 
             box["cancel"] = nursery.cancel_scope
             box["token"] = trio.lowlevel.current_trio_token()
             await nursery.start(ctx.claims_service().run)
+            await nursery.start(ctx.routers_service().run)
             _, port = await nursery.start(serve_resp, ctx)
             box["port"] = port
             if http:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from topicsrv.errors import TopicsError
-from topicsrv.http import claims, guards, handlers, ops, sse, work
+from topicsrv.http import claims, guards, handlers, ops, routers, sse, work
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
 from topicsrv.http.router import resolve
@@ -45,6 +45,10 @@ HANDLERS: dict[str, Handler] = {
     "ack": claims.ack,
     "nack": claims.nack,
     "extend": claims.extend,
+    "put_router": routers.put_router,
+    "get_router": routers.get_router,
+    "list_routers": routers.list_routers,
+    "delete_router": routers.delete_router,
 }
 
 # handlers refused with 507 `insufficient_memory` over --max-memory (topicsrv/memory.py)

@@ -10,6 +10,10 @@ request waited for its durability class), in seconds, cumulative buckets as Prom
 Rule 5: queue topics add per-queue families with fixed label sets: jobs by state (gauges from
 `queues.stats`) and lifecycle events (counters from `queues.counters`), so cardinality grows
 with the number of queues only.
+Rule 6: every router adds gauges (`lag`, `cursor`, `blocked` 0/1) and counters (`forwarded`,
+`skipped`, `source_trimmed`, `retries`, counted since the router was created), labelled by
+router name only (source and dest are in its state), read from the same `routers.state` the
+HTTP GET answers.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from topicsrv.context import FSYNC_BUCKETS_S
-from topicsrv.engine import queues
+from topicsrv.engine import queues, routers
 
 if TYPE_CHECKING:
     from topicsrv.context import HttpStats, ServerContext
@@ -99,6 +103,38 @@ def _queue_families(ctx: ServerContext) -> list[str]:
     ]
 
 
+ROUTER_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("lag", "topicsrv_router_lag", "Source records not yet handled: source head_seq - cursor."),
+    ("cursor", "topicsrv_router_cursor", "The last source seq the router handled."),
+)
+ROUTER_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("forwarded", "topicsrv_router_forwarded_total", "Records copied into the dest."),
+    ("skipped", "topicsrv_router_skipped_total",
+     "Source records not copied: filtered out or at the hop cap."),
+    ("source_trimmed", "topicsrv_router_source_trimmed_total",
+     "Source seqs evicted before they were forwarded (a source_trim gap in the dest)."),
+    ("retries", "topicsrv_router_retries_total",
+     "Forward attempts refused by the dest (discard reject, full) and retried."),
+)
+
+
+def _router_families(ctx: ServerContext) -> list[str]:
+    engine = ctx.engine
+    states = [routers.state(engine, r) for _, r in sorted(engine.routers.items())]
+    lines: list[str] = []
+    for key, name, help_text in ROUTER_GAUGES:
+        lines += _family(name, "gauge", help_text,
+                         [f'{name}{{router="{_label(s["name"])}"}} {int(s[key])}' for s in states])
+    lines += _family("topicsrv_router_blocked", "gauge",
+                     "1 while the router cannot forward (dest full with discard reject), else 0.",
+                     [f'topicsrv_router_blocked{{router="{_label(s["name"])}"}} '
+                      f'{int(s["status"] == "blocked")}' for s in states])
+    for key, name, help_text in ROUTER_COUNTERS:
+        lines += _family(name, "counter", help_text,
+                         [f'{name}{{router="{_label(s["name"])}"}} {int(s[key])}' for s in states])
+    return lines
+
+
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -146,6 +182,7 @@ def render(ctx: ServerContext) -> str:
                      [f"topicsrv_sse_frames_total {stats.sse_frames}"])
     lines += _fsync_family(ctx)
     lines += _queue_families(ctx)
+    lines += _router_families(ctx)
     for exporter in ctx.metrics.exporters:
         lines += list(exporter())
     return "\n".join(lines) + "\n"

@@ -4,9 +4,11 @@ Rule 1: `ROUTES` is the whole HTTP surface; adding a route is adding a row.
 Rule 2: a path that matches no pattern is 404 `not_found`; a path that matches with the wrong
 method is 405 `method_not_allowed` with an `Allow` header listing the methods it has.
 Rule 3: `{topic}` segments are percent-decoded and validated here (400 `invalid_topic_name`),
-so a handler only ever sees a well-formed name.
-Rule 4: routes of features this version does not ship (routers) match on purpose and answer
-404 `not_found` saying so, instead of a generic "no such route".
+so a handler only ever sees a well-formed name. `{router}` segments are percent-decoded; the
+engine checks a router name (400 `invalid_request`) before it looks it up.
+Rule 4: a route of a feature this version does not ship may match on purpose with the handler
+`UNAVAILABLE` and answer 404 `not_found` saying so, instead of a generic "no such route"
+(none today: routers shipped in issue 13).
 Rule 5: only canonical paths match. The path is the raw request target (not percent-decoded);
 an empty segment (`//`, a trailing `/`), a dot segment (`.`, `..`, also percent-encoded) or a
 literal segment spelled any other way (`%2F`, `%76`, other letter case) matches nothing and is
@@ -38,9 +40,6 @@ def _r(path: str, **methods: str) -> Route:
     return Route(tuple(path.strip("/").split("/")), methods)
 
 
-_ALL = ("GET", "PUT", "POST", "DELETE")
-_OFF = {m: UNAVAILABLE for m in _ALL}
-
 ROUTES: tuple[Route, ...] = (
     _r("/v0/health", GET="health"),
     _r("/v0/ready", GET="ready"),
@@ -57,9 +56,8 @@ ROUTES: tuple[Route, ...] = (
     _r("/v0/topics/{topic}/nack", POST="nack"),
     _r("/v0/topics/{topic}/extend", POST="extend"),
     _r("/v0/work", GET="work"),
-    # Routers (API section 6) are not part of this version.
-    _r("/v0/routers", **_OFF),
-    _r("/v0/routers/{router}", **_OFF),
+    _r("/v0/routers", GET="list_routers"),
+    _r("/v0/routers/{router}", GET="get_router", PUT="put_router", DELETE="delete_router"),
 )
 
 
@@ -118,7 +116,7 @@ def resolve(method: str, path: str, routes: tuple[Route, ...] = ROUTES) -> Match
         if handler == UNAVAILABLE:
             raise TopicsError(
                 "not_found",
-                f"{path}: routers are not available in this version of topicsrv",
+                f"{path}: this feature is not available in this version of topicsrv",
                 {"path": path},
             )
         if "topic" in params:

@@ -5,8 +5,8 @@
   TOPIC.INFO key                                          the HTTP topic state
   TOPIC.DIFF key from_seq [LIMIT n] [NODE n ...]          one diff read (records as stream entries)
   TOPIC.DELETE key [BEFORE seq] [MATCH EQ|GLOB pattern]   permanent (silent) delete
-  TOPIC.ROUTER                                            `ERR ... not available yet`
-(TOPIC.CLAIM/ACK/NACK/EXTEND, the lease queue commands, live in queues.py.)
+(TOPIC.CLAIM/ACK/NACK/EXTEND, the lease queue commands, live in queues.py; TOPIC.ROUTER in
+routers.py.)
 
 Rule 1: replies are the HTTP JSON objects as RESP3 maps (flat arrays under RESP2); nested
 objects nest the same way; JSON null -> null, booleans -> RESP3 booleans (`:1`/`:0` in RESP2).
@@ -155,15 +155,3 @@ def topic_delete(ctx: CommandContext, args: list[bytes]) -> Any:
         raise Err("ERR TOPIC.DELETE needs BEFORE seq, MATCH EQ|GLOB pattern, or both")
     result, token = ctx.engine.delete_records(key_name(args[0]), before, match)
     return committed(token, result)
-
-
-def _not_yet(what: str) -> Any:
-    def handler(ctx: CommandContext, args: list[bytes]) -> Any:
-        raise Err(f"ERR {what} is not available yet: queues and routers come in a later release")
-
-    return handler
-
-
-_cmd("topic.router", -2, ["write"], "Manage routers (not available yet)",
-     "(SET name:string source:string dest:string [(option:string value:string)...]|"
-     "DEL name:string|INFO name:string|LIST)", first=0)(_not_yet("TOPIC.ROUTER"))
