@@ -34,6 +34,16 @@ def _size(text: str) -> int:
     return value
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError("must be in (0, 1]")
+    return value
+
+
 def _max_memory(text: str) -> int:
     """`auto` (a share of the machine's or cgroup's memory), `0` (no limit) or a size."""
     raw = text.strip().lower()
@@ -122,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "Redis's maxmemory with noeviction (reads and deletes still work); "
                             "'auto' (default) = 80%% of the memory the process may use (cgroup "
                             "limit or RAM), 0 = no limit; accepts k/kb/m/mb/g/gb suffixes")
+    serve.add_argument("--forward-share", type=_share, default=0.1, metavar="F",
+                       help="while clients are writing, router forwarding takes at most this "
+                            "fraction of the server's time and catches up when writes pause "
+                            "(0 < F <= 1; default 0.1; 1 = forward as fast as possible)")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -175,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             maxclients=args.maxclients,
             protected_mode=args.protected_mode,
             max_memory=args.max_memory,
+            forward_share=args.forward_share,
         )
         try:
             trio.run(run, config)

@@ -73,6 +73,7 @@ class ServerConfig:
     protected_mode: bool = True  # a front without password/token serves loopback clients only
     trusted_nets: tuple[str, ...] | None = None  # tests: networks that count as local
     max_memory: int = 0  # bytes of RSS past which writes are refused (0 = no limit)
+    forward_share: float = 0.1  # loop share router forwarding may take while clients write
 
 
 @dataclass
@@ -98,7 +99,7 @@ class ServerContext:
 
     def routers_service(self) -> Routers:
         if self.routers is None:
-            self.routers = Routers(self.engine)
+            self.routers = Routers(self.engine, share=self.config.forward_share)
         return self.routers
 
 

@@ -168,3 +168,74 @@ async def test_a_failing_step_is_logged_once_and_retried(
     assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
     broken = False
     await until(lambda: data(eng, "b") == [1], seconds=2)
+
+
+async def test_pacer_holds_forwarding_to_its_share_while_clients_write(
+        eng: Engine, autojump_clock: trio.testing.MockClock) -> None:
+    """Rule 6: after a step that took 10 ms, with share 0.1 the next step waits 90 ms if a
+    client wrote meanwhile, and does not wait at all when nobody wrote."""
+    from topicsrv.tasks.routers import Pacer
+
+    pacer = Pacer(eng, share=0.1)
+    t0 = trio.current_time()
+    await pacer.step_start()  # nothing written since the pacer was made: no wait
+    pacer.step_done(0.010)
+    await pacer.step_start()
+    assert trio.current_time() == t0
+    write(eng, "a", {"data": 1})
+    await pacer.step_start()  # a client wrote, but no contended step ran before: no wait
+    assert trio.current_time() == t0
+    pacer.step_done(0.010)
+    write(eng, "a", {"data": 2})
+    await pacer.step_start()  # the contended 10 ms step is followed by 90 ms of the fronts
+    assert trio.current_time() - t0 == pytest.approx(0.090)
+    assert pacer.held == 1
+    pacer.step_done(0.010)
+    write(eng, "a", {"data": 3})
+    await pacer.step_start()
+    assert trio.current_time() - t0 == pytest.approx(0.180)
+    await trio.sleep(0.2)  # nobody wrote for 200 ms: no wait, and the debt is cleared
+    t1 = trio.current_time()
+    await pacer.step_start()
+    pacer.step_done(0.010)
+    write(eng, "a", {"data": 4})
+    await pacer.step_start()
+    assert trio.current_time() == t1
+    with pytest.raises(ValueError):
+        Pacer(eng, share=0)
+
+
+async def test_forwarding_keeps_running_while_clients_write(
+        eng: Engine, autojump_clock: trio.testing.MockClock) -> None:
+    """Held back, never starved: a writer that never pauses still sees its router follow."""
+    svc = Routers(eng, batch=10, share=0.5)
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+
+        async def writer() -> None:
+            for i in range(200):
+                write(eng, "a", {"data": i})
+                await trio.sleep(0.0005)
+
+        nursery.start_soon(writer)
+        await until(lambda: eng.find("b") is not None and eng.find("b").head_seq == 200)
+        assert data(eng, "b") == list(range(200))
+        nursery.cancel_scope.cancel()
+
+
+async def test_pacer_runs_up_no_debt_while_nobody_writes(
+        eng: Engine, autojump_clock: trio.testing.MockClock) -> None:
+    """A long catch-up with no client writing must not hold back the first step after the
+    next write (regression: the debt of uncontended steps was kept)."""
+    from topicsrv.tasks.routers import Pacer
+
+    pacer = Pacer(eng, share=0.1)
+    for _ in range(100):  # 1 s of uncontended forwarding
+        await pacer.step_start()
+        pacer.step_done(0.010)
+        await trio.sleep(0.010)
+    t0 = trio.current_time()
+    write(eng, "a", {"data": 1})
+    await pacer.step_start()
+    assert trio.current_time() == t0

@@ -18,11 +18,20 @@ ends); `forward` never moves a router that is not in `engine.routers`, so nothin
 after the delete returns.
 Rule 5: an unexpected error in a step is logged once, reported in the router's state as
 blocked (`internal`), and retried with the same backoff; it never takes the server down.
+Rule 6 (share): forwarding shares one event loop with the fronts, so while clients are writing
+(the engine's write count moved in the last 100 ms) all workers together take at most `share`
+of the loop's time: after each step the shared pacer holds the next one back for
+`spent * (1/share - 1)`. When nobody writes, steps run back to back. A write burst therefore
+acks at nearly the speed it would without routers and the lag is caught up afterwards; under
+a sustained overload the lag grows (and a source that evicts unforwarded records reports it to
+dest readers as `source_trim`) instead of every writer slowing down.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import time
 
 import trio
 
@@ -35,12 +44,49 @@ log = logging.getLogger("topicsrv.routers")
 BACKOFF_MIN_S = 0.010
 BACKOFF_MAX_S = 1.0
 BATCH = 1000
+SHARE = 0.1  # Rule 6: the loop's share forwarding may take while clients write
+CONTENDED_S = 0.1  # Rule 6: "while clients write" = a write seen in the last 100 ms
+
+
+class Pacer:
+    """Rule 6: one for all workers of a server."""
+
+    def __init__(self, engine: Engine, share: float = SHARE) -> None:
+        if not 0 < share <= 1:
+            raise ValueError("the forwarding share is in (0, 1]")
+        self.engine = engine
+        self.factor = 1 / share - 1
+        self.writes = engine.stats["writes"]
+        self.resume_at = 0.0  # trio time before which no step starts while clients write
+        self.held = 0  # steps held back (statistics)
+        self.wrote_at = -math.inf  # trio time a client write was last seen
+        self.contended = False  # clients wrote within CONTENDED_S of this step
+
+    async def step_start(self) -> None:
+        now = trio.current_time()
+        writes = self.engine.stats["writes"]
+        if writes != self.writes:
+            self.writes = writes
+            self.wrote_at = now
+        self.contended = now - self.wrote_at < CONTENDED_S
+        if self.contended and self.factor and now < self.resume_at:
+            self.held += 1
+            await trio.sleep_until(self.resume_at)
+
+    def step_done(self, spent: float) -> None:
+        """Only a step taken while clients wrote runs up a debt; an uncontended one clears it."""
+        now = trio.current_time()
+        if self.contended:
+            self.resume_at = max(self.resume_at, now) + spent * self.factor
+        else:
+            self.resume_at = now
 
 
 class Routers:
-    def __init__(self, engine: Engine, batch: int = BATCH) -> None:
+    def __init__(self, engine: Engine, batch: int = BATCH, share: float = SHARE) -> None:
         self.engine = engine
         self.batch = batch
+        self.pacer = Pacer(engine, share)
         self.workers: dict[str, Router] = {}  # router name -> the Router its worker serves
         self._by_topic: dict[str, set[str]] = {}  # topic -> names of routers touching it
         self._source_events: dict[str, trio.Event] = {}
@@ -126,6 +172,10 @@ class Routers:
             while engine.routers.get(name) is router:
                 source_changed = self._event(self._source_events, name)
                 dest_changed = self._event(self._dest_events, name)
+                await self.pacer.step_start()
+                if engine.routers.get(name) is not router:
+                    break
+                t0 = time.perf_counter()
                 try:
                     step = routers.forward(engine, router, self.batch)
                     failed = False
@@ -140,6 +190,7 @@ class Routers:
                     else:
                         router.retries += 1
                     step = None
+                self.pacer.step_done(time.perf_counter() - t0)
                 self.steps += 1
                 blocked = None if step is None else step.blocked
                 if step is None or blocked is not None:
@@ -170,4 +221,4 @@ class Routers:
                 self._dest_events.pop(name, None)
 
     def statistics(self) -> dict[str, int]:
-        return {"workers": len(self.workers), "steps": self.steps}
+        return {"workers": len(self.workers), "steps": self.steps, "held": self.pacer.held}
