@@ -383,6 +383,8 @@ class Builder:
         elif ftype == frames.T_LEASES:  # a queue's leases-log events, in order
             qs = leases.state_of(topic)
             for ev in d["ev"]:
+                if ev[0] == "A":  # an ack: its jobs' delete first (engine/leases.py Rule 1)
+                    deletes.delete_seqs(topic, self.now, ev[2])
                 leases.apply(qs, ev)
         elif ftype == frames.T_LOSTRANGE:
             if d.get("silent"):

@@ -34,6 +34,7 @@ holds under another lease id) is skipped and named, never an error (engine/queue
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from topicsrv.engine.config import CONFIG_INT_MAX
@@ -84,6 +85,16 @@ def _translate(e: TopicsError) -> Exception:
     if e.code == "not_a_queue" and e.detail:
         return not_a_queue(str(e.detail.get("topic")))
     return e
+
+
+_SEQS = re.compile(rb"(?:(?:0|[1-9][0-9]{0,17}) )*(?:0|[1-9][0-9]{0,17})")
+
+
+def _seqs(raw: list[bytes]) -> list[int] | None:
+    """Canonical decimal seqs (no LEASEIDS among them) parsed in bulk; None: go one by one."""
+    if raw and _SEQS.fullmatch(b" ".join(raw)):
+        return list(map(int, raw))
+    return None
 
 
 def _seq(raw: bytes) -> int:
@@ -176,6 +187,9 @@ def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[in
     if opt is not None and a.option(opt):
         value = a.next_int()
         ms = _ranged(value, "DELAY", 0) if opt == b"delay" else _ranged(value, "LEASE", 1)
+    fast = _seqs(args[a.pos:])
+    if fast is not None:
+        return key_name(args[0]), _text(args[1]), _checked(fast), None, ms
     seqs: list[int] = []
     while a and a.peek().lower() != b"leaseids":
         seqs.append(_seq(a.next()))
@@ -188,9 +202,13 @@ def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[in
         if len(lease_ids) != len(seqs):
             raise Err(f"ERR LEASEIDS names {len(lease_ids)} lease ids for {len(seqs)} seqs: "
                       "give one per seq, in the same order")
+    return key_name(args[0]), _text(args[1]), _checked(seqs), lease_ids, ms
+
+
+def _checked(seqs: list[int]) -> list[int]:
     if len(seqs) > MAX_SEQS:
         raise Err(f"ERR too many seqs: {len(seqs)}; the limit is {MAX_SEQS}")
-    return key_name(args[0]), _text(args[1]), seqs, lease_ids, ms
+    return seqs
 
 
 def _skipped(result: dict[str, Any]) -> list[list[Any]]:
