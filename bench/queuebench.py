@@ -3,7 +3,8 @@
 Rule 1 (same work on both servers): both are pre-filled with the same N jobs (100-byte
 entries, pipelined XADD, exactly N), then `workers` processes, each with its own redis-py client
 (its default protocol, RESP3 since redis-py 8),
-drain them: topicsrv `TOPIC.CLAIM q wI MAX k` + one `TOPIC.ACK q wI seq...` of what it got;
+drain them: topicsrv `TOPIC.CLAIM q wI MAX k` + one `TOPIC.ACK q wI seq...` of what it got
+(a job is `[id, fields, seq, lease_id, deadline, delivery]`, docs/resp.md);
 redis-server `XREADGROUP GROUP g wI COUNT k STREAMS s >` + one `XACK s g id...` of what it
 got. A worker stops at its first empty claim / read. Processes, not threads, so the clients
 are not serialised by one GIL and the server is what is measured.
@@ -51,6 +52,11 @@ def _map(reply: Any) -> Any:
     return reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2], strict=True))
 
 
+def _seqs(jobs: list[Any]) -> list[Any]:
+    """The seqs of claimed jobs (an older server's RESP3 map jobs too, for A/B runs)."""
+    return [j[2] for j in jobs] if type(jobs[0]) is list else [j[b"seq"] for j in jobs]
+
+
 def _drain(port: int, key: str, node: str, count: int, queue: bool,
            ready: Any, go: Any, out: Any) -> None:
     """One worker (Rule 1): claim/read `count`, ack them all, until nothing comes back."""
@@ -68,7 +74,7 @@ def _drain(port: int, key: str, node: str, count: int, queue: bool,
                 if not jobs:
                     break
                 acked = _map(r.execute_command("TOPIC.ACK", key, node,
-                                               *[_map(j)[b"seq"] for j in jobs]))[b"acked"]
+                                               *_seqs(jobs)))[b"acked"]
                 if len(acked) != len(jobs):
                     raise RuntimeError(f"TOPIC.ACK acked {len(acked)} of {len(jobs)}")
                 done += len(jobs)
@@ -144,3 +150,58 @@ def workload(port: int, key: str, jobs: int, count: int, *, queue: bool, workers
              threads: bool = False) -> Measure:
     prefill(port, key, jobs, queue=queue)
     return drain(port, key, jobs, count, queue=queue, workers=workers, threads=threads)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.queuebench [--rounds 3] [--sizes quick] [--against DIR]`: only the two
+    queue rows of `make bench`, `rounds` times (a fresh topicsrv per round, one redis-server),
+    then the median ratio of each row. `--against DIR` also runs the topicsrv package found
+    in DIR (e.g. a `git archive` of an older commit) in every round, alternating, for A/B."""
+    import argparse
+    import statistics
+    from pathlib import Path
+
+    from bench import procs as procs_mod
+    from bench.__main__ import SIZES
+
+    parser = argparse.ArgumentParser(prog="python -m bench.queuebench")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sizes", choices=sorted(SIZES), default="quick")
+    parser.add_argument("--rows", default="1,100", help="claim sizes to run, e.g. 100")
+    parser.add_argument("--against", type=Path, help="a second source tree to A/B against")
+    args = parser.parse_args(argv)
+    trees = {"this": procs_mod.ROOT}
+    if args.against:
+        trees = {"base": args.against.resolve(), **trees}
+    counts = [int(c) for c in args.rows.split(",")]
+    ratios: dict[tuple[str, int], list[float]] = {(t, c): [] for t in trees for c in counts}
+    procs = procs_mod.Procs()
+    procs_mod.install_signal_handlers()
+    try:
+        red = procs.start_redis()
+        for rnd in range(args.rounds):
+            for count in counts:
+                n = SIZES[args.sizes][f"queue_{count}"]
+                key = f"jobs{count}r{rnd}"
+                ref = workload(red.resp_port or 0, key, n, count, queue=False)
+                for tree, root in trees.items():
+                    procs_mod.ROOT = root  # start_topicsrv runs `python -m topicsrv` from ROOT
+                    top = procs.start_topicsrv()
+                    try:
+                        got = workload(top.resp_port or 0, key, n, count, queue=True)
+                    finally:
+                        procs.stop(top)
+                    ratio = got.records_per_s / ref.records_per_s
+                    ratios[(tree, count)].append(ratio)
+                    print(f"round {rnd + 1} MAX {count} {tree}: redis {ref.records_per_s:,.0f} "
+                          f"topicsrv {got.records_per_s:,.0f} jobs/s ratio {ratio:.2f}", flush=True)
+    finally:
+        procs.stop_all()
+    for (tree, count), rs in ratios.items():
+        print(f"MAX {count} {tree}: median ratio {statistics.median(rs):.2f} "
+              f"({', '.join(f'{r:.2f}' for r in rs)})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

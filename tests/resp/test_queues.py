@@ -41,8 +41,13 @@ def queue(r: redis.Redis, name: str = "q", *opts: Any, jobs: int = 0) -> list[st
     return [r.xadd(name, {"n": str(i)}) for i in range(jobs)]
 
 
+JOB = ("id", "fields", "seq", "lease_id", "deadline", "delivery")  # a job's array, by position
+
+
 def claim(r: redis.Redis, node: str, *opts: Any, key: str = "q") -> Any:
-    return r.execute_command("TOPIC.CLAIM", key, node, *opts)
+    """TOPIC.CLAIM's jobs as dicts named by JOB (None: BLOCK timed out)."""
+    jobs = r.execute_command("TOPIC.CLAIM", key, node, *opts)
+    return None if jobs is None else [dict(zip(JOB, j, strict=True)) for j in jobs]
 
 
 def flat(reply: Any) -> dict[str, Any]:
@@ -70,12 +75,10 @@ def test_lifecycle_claim_ack_with_redis_py(srv: Srv, protocol: int) -> None:
     r = conn(s, protocol)
     ids = queue(r, "q", "LEASE_MS", "30000", jobs=3)
     now = clock.now_ms()
-    jobs = claim(r, "w1", "MAX", "2")
-    if protocol == 2:  # the same map as a flat array
-        jobs = [dict(zip(j[::2], j[1::2], strict=True)) for j in jobs]
-    assert [(j["id"], j["seq"], j["deadline"], j["delivery"], j["fields"]) for j in jobs] == [
-        (ids[0], 1, now + 30000, 1, ["n", "0"]), (ids[1], 2, now + 30000, 1, ["n", "1"])]
-    assert jobs[0]["lease_id"] != jobs[1]["lease_id"]
+    jobs = r.execute_command("TOPIC.CLAIM", "q", "w1", "MAX", "2")  # the same array on both
+    assert [(j[0], j[1], j[2], j[4], j[5]) for j in jobs] == [
+        (ids[0], ["n", "0"], 1, now + 30000, 1), (ids[1], ["n", "1"], 2, now + 30000, 1)]
+    assert len(jobs[0]) == 6 and jobs[0][3] != jobs[1][3]  # lease ids
     stats = qstats(r)
     assert (stats["in_flight"], stats["ready"]) == (2, 1)
     acked = r.execute_command("TOPIC.ACK", "q", "w1", "1", "2")
@@ -94,8 +97,8 @@ def test_lifecycle_claim_ack_with_redis_py(srv: Srv, protocol: int) -> None:
 
 
 def test_reply_bytes_resp2_and_resp3_raw_socket(srv: Srv) -> None:
-    """Rule 2 of the command module, byte for byte: the job's id and fields are the stream
-    entry XREADGROUP would send; RESP3 a map, RESP2 the same flat."""
+    """Rule 2 of the command module, byte for byte: the job is the stream entry XREADGROUP
+    would send, its lease fields appended by position, the same array on RESP2 and RESP3."""
     s, clock = srv
     r = conn(s)
     queue(r, "q", "LEASE_MS", "1000")
@@ -106,19 +109,16 @@ def test_reply_bytes_resp2_and_resp3_raw_socket(srv: Srv) -> None:
     two = read_until(sock, b"*4\r\n$1\r\nf\r\n$4\r\nv\r\n\x00\r\n$1\r\nf\r\n$1\r\n2\r\n")
     lease_id = state_of(s.ctx.engine.get("q")).leases[1].lease_id.encode()
     eid = entry_id.encode()
-    body = (b"$2\r\nid\r\n$%d\r\n%b\r\n$3\r\nseq\r\n:1\r\n$8\r\nlease_id\r\n$%d\r\n%b\r\n"
-            b"$8\r\ndeadline\r\n:%d\r\n$8\r\ndelivery\r\n:1\r\n$6\r\nfields\r\n"
-            b"*4\r\n$1\r\nf\r\n$4\r\nv\r\n\x00\r\n$1\r\nf\r\n$1\r\n2\r\n") % (
-        len(eid), eid, len(lease_id), lease_id, now + 1000)
-    assert two == b"*1\r\n*12\r\n" + body
+    body = (b"$%d\r\n%b\r\n*4\r\n$1\r\nf\r\n$4\r\nv\r\n\x00\r\n$1\r\nf\r\n$1\r\n2\r\n"
+            b":1\r\n$%d\r\n%b\r\n:%d\r\n") % (len(eid), eid, len(lease_id), lease_id, now + 1000)
+    assert two == b"*1\r\n*6\r\n" + body + b":1\r\n"
     r.execute_command("TOPIC.NACK", "q", "w", "1")
     sock.sendall(frame(b"HELLO", b"3"))
     read_until(sock, b"modules\r\n*0\r\n")  # the end of HELLO's reply
     sock.sendall(frame(b"TOPIC.CLAIM", b"q", b"w"))
-    three = read_until(sock, b"$1\r\n2\r\n")
+    three = read_until(sock, b":2\r\n")  # delivery 2
     lease_id2 = state_of(s.ctx.engine.get("q")).leases[1].lease_id.encode()
-    body = body.replace(b":1\r\n$6\r\nfields", b":2\r\n$6\r\nfields").replace(lease_id, lease_id2)
-    assert three == b"*1\r\n%6\r\n" + body
+    assert three == b"*1\r\n*6\r\n" + body.replace(lease_id, lease_id2) + b":2\r\n"
     sock.sendall(frame(b"TOPIC.CLAIM", b"q", b"w") + frame(b"TOPIC.CLAIM", b"q", b"w", b"BLOCK", b"20"))
     assert read_until(sock, b"_\r\n") == b"*0\r\n_\r\n"  # nothing: empty; BLOCK timed out: null
     sock.sendall(frame(b"HELLO", b"2"))
@@ -355,7 +355,7 @@ def test_pipelined_claims_and_acks(srv: Srv) -> None:
     for _ in range(3):
         pipe.execute_command("TOPIC.CLAIM", "q", "w", "MAX", "2")
     batches = pipe.execute()
-    seqs = [j[3] for batch in batches for j in batch]
+    seqs = [j[2] for batch in batches for j in batch]
     assert seqs == [1, 2, 3, 4, 5, 6]
     pipe = r.pipeline(transaction=False)
     for seq in seqs:
@@ -473,11 +473,11 @@ def test_redis_py_worker_loop_example(srv: Srv) -> None:
             jobs = r.execute_command("TOPIC.CLAIM", "q", name, "MAX", "5", "BLOCK", "300")
             if not jobs:  # None: BLOCK timed out, the queue stayed empty
                 break
-            for job in jobs:
-                fields = dict(zip(job["fields"][::2], job["fields"][1::2], strict=True))
-                done[name].append(int(fields["n"]))  # "process" the job (idempotently)
-            r.execute_command("TOPIC.ACK", "q", name, *[j["seq"] for j in jobs],
-                              "LEASEIDS", *[j["lease_id"] for j in jobs])
+            for _id, fields, _seq, _lease_id, _deadline, _delivery in jobs:
+                data = dict(zip(fields[::2], fields[1::2], strict=True))
+                done[name].append(int(data["n"]))  # "process" the job (idempotently)
+            r.execute_command("TOPIC.ACK", "q", name, *[j[2] for j in jobs],
+                              "LEASEIDS", *[j[3] for j in jobs])
         r.close()
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in done]

@@ -4,6 +4,7 @@ leases hold until their deadline, delivery counts and dead-letter moves survive.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine, leases, queues
 from topicsrv.engine.queues import Claimer, Job, Move
 from topicsrv.engine.records import prepare_json
+from topicsrv.storage import frames
+from topicsrv.storage.walread import wal_files
 
 from .harness import live, running
 
@@ -262,3 +265,44 @@ async def test_an_interrupted_move_into_a_memory_class_dead_letter_topic(tmp_pat
         assert [(j.seq, j.delivery) for j in got] == [(2, 2)]
         assert [m["$dead_letter_seq"] for m in copies(e)] == ["1"]
         assert e.state("q")["queue"]["dead_lettered"] == 1
+
+
+def _wal_frames(path: Path) -> list[tuple[Path, frames.Frame]]:
+    """Every frame of every WAL file, in order."""
+    out = []
+    for _, _, p in wal_files(path / "wal"):
+        buf = memoryview(p.read_bytes())
+        offset = frames.FILE_HEADER_SIZE
+        while isinstance(fr := frames.read_at(buf, offset), frames.Frame):
+            out.append((p, fr))
+            offset = fr.end
+    return out
+
+
+@pytest.mark.parametrize("torn", [False, True])
+async def test_an_ack_is_one_wal_frame_kept_whole_or_not_at_all(tmp_path: Path, torn: bool) -> None:
+    """An ack's delete and its acked events are one frame: a crash keeps both (the job is
+    gone, its lease too) or, with the frame torn, neither (the job is still live and, with
+    durable leases, still leased to its worker); never a deleted job with a live lease."""
+    clock = FakeClock()
+    async with running(tmp_path, clock=clock, crash=True) as (e, _):
+        e.put_topic("q", {"type": "queue", "durable": True, "leases_durable": True})
+        await produce(e, 5)
+        got, _ = await claim(e, mx=3)
+        await flush(e, "q")
+        before = len(_wal_frames(tmp_path))
+        res, token = e.ack("q", "w", [1, 2], [got[0].lease_id, got[1].lease_id])
+        assert res["acked"] == [1, 2]
+        await done(token)
+        await flush(e, "q")
+    written = _wal_frames(tmp_path)[before:]
+    assert [fr.ftype for _, fr in written] == [frames.T_LEASES]
+    if torn:
+        path, fr = written[0]
+        os.truncate(path, fr.offset + frames.HEADER_SIZE + len(fr.body) // 2)
+    async with running(tmp_path, clock=clock) as (e, _):
+        held = leases.state_of(e.get("q")).leases
+        if torn:
+            assert set(live(e, "q")) == {1, 2, 3, 4, 5} and set(held) == {1, 2, 3}
+        else:
+            assert set(live(e, "q")) == {3, 4, 5} and set(held) == {3}

@@ -16,7 +16,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
-from topicsrv.engine.segments import DELETED, LIVE
+from topicsrv.engine.segments import DELETED, LIVE, Segment
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import invalid
 
@@ -106,17 +106,31 @@ def delete(topic: Topic, now: int, before_seq: int | None, match: Match | None) 
 
 
 def delete_seqs(topic: Topic, now: int, seqs: list[int]) -> int:
-    """Delete the given seqs (XDEL); tags of the deleted records are pruned from the index."""
+    """Delete the given seqs (XDEL, queue acks); tags of the deleted records are pruned from
+    the index. Consecutive seqs of one segment go as one run (one kill of a slot range), so
+    a batch ack costs one locate per run, not two per seq."""
     topic.expire(now)
     deleted = 0
-    for seq in seqs:
-        rec = topic.record_at(seq)
-        if rec is None:
+    front, nxt = topic.front, topic.next_seq
+    k, n = 0, len(seqs)
+    while k < n:
+        seq = seqs[k]
+        k += 1
+        if seq < front or seq >= nxt:
             continue
-        tag = rec[2]
-        deleted += _delete_seq(topic, seq)
-        if tag is not None:
-            topic.tags.discard(tag, seq)
+        seg, i = topic.locate(seq)
+        j, stop, base = i + 1, min(len(seg), nxt - seg.base), seg.base
+        while k < n and j < stop and seqs[k] == base + j:
+            j += 1
+            k += 1
+        tags = seg.tags if isinstance(seg, Segment) else None
+        if tags is not None:
+            flags = seg.flags
+            for x in range(i, j):
+                tag = tags[x]
+                if tag is not None and flags[x] == LIVE:
+                    topic.tags.discard(tag, base + x)
+        deleted += topic.kill_slots(seg, i, j, DELETED)
     topic.deleted_total += deleted
     topic.reclaim()
     return deleted

@@ -49,6 +49,12 @@ class Journal(Protocol):
         `leases_durable` is set (and its class writes a WAL)."""
         ...
 
+    def acked(self, topic: Topic, seqs: list[int], bound: int, events: list[list[Any]],
+              wait: bool) -> CommitToken | None:
+        """A queue ack: the jobs' delete (as `deleted`) and the acked events (as
+        `leases_logged`), which a journal may write as one frame; `wait` as for `deleted`."""
+        ...
+
     def barrier(self, topic: Topic) -> CommitToken | None:
         """A token that completes once everything logged for `topic` so far is durable
         (None: nothing of it is ever written)."""
@@ -113,6 +119,13 @@ class NullJournal:
 
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> None:
         return None
+
+    def acked(self, topic: Topic, seqs: list[int], bound: int, events: list[list[Any]],
+              wait: bool) -> CommitToken | None:
+        """The delete, then the events (a journal without one frame for both)."""
+        journal: Journal = self  # subclasses (test doubles) may return tokens
+        token = journal.deleted(topic, {"seqs": seqs}, bound, wait)
+        return journal.leases_logged(topic, events) or (token if wait else None)
 
     def barrier(self, topic: Topic) -> None:
         return None

@@ -4,6 +4,8 @@ A queue is two logs (seeds 10.1): the jobs log (the topic's records) and the lea
 append-only list of lifecycle events. This module is the leases log's *projection*, the
 state those events produce, and the one place each event's effect is written down:
 
+    ["C", ts, node, deadline, [seq...], [lease_id...], [delivery...]]  claimed, a batch
+    ["A", ts, [seq...], [lease_id...]]                  acked, a batch: the jobs are deleted
     ["c", seq, node, lease_id, deadline, delivery, ts]  claimed (fresh or reclaimed)
     ["r", seq, lease_id, ready_at, ts, why]             released: why = "nack" | "expired"
     ["x", seq, lease_id, deadline, ts]                  extended
@@ -14,6 +16,10 @@ state those events produce, and the one place each event's effect is written dow
 Rule 1: `apply(state, event)` is the only way the projection changes, live or at replay,
 so replaying a log rebuilds exactly the state that wrote it (event sourcing). Events are
 idempotent where a crash can repeat them (a checkpoint snapshot + the WAL tail after it).
+A claim or an ack logs one batch event ("C", "A": the same effect as one "c" / "a" per job,
+in order); older logs hold the per-job forms, which replay as before. An "A" event is also
+the jobs' delete: recovery deletes its seqs from the jobs log before applying it, so an ack
+is one WAL frame, its delete and its events together (storage/recovery.py).
 Rule 2: no timers. A lease holds until `now > deadline`; the next claim pass finds expired
 leases (`expired`, a heap with stale entries skipped) and releases them (seeds 10.6).
 Rule 3: the freelist (released jobs, each with the time it becomes claimable) is served
@@ -56,7 +62,10 @@ class QueueState:
     deliveries: dict[int, int] = field(default_factory=dict)  # seq -> claims so far (live jobs)
     free: SortedList = field(default_factory=SortedList)  # (ready_at, seq): the freelist
     ready_at: dict[int, int] = field(default_factory=dict)  # seq -> its key in `free`
-    expiry: list[tuple[int, int, str]] = field(default_factory=list)  # heap (deadline, seq, id)
+    # heap of (deadline, n, seqs, lease ids): one entry per claim batch or extend (n: a tie
+    # breaker); an entry whose lease is gone or was extended since is skipped (Rule 2)
+    expiry: list[tuple[int, int, tuple[int, ...], tuple[str, ...]]] = field(default_factory=list)
+    pushed: int = 0
     moving: dict[int, tuple[str, int]] = field(default_factory=dict)  # seq -> (dl topic, dl seq)
     counter: int = 0
     nonce: str = field(default_factory=_nonce)
@@ -70,6 +79,19 @@ class QueueState:
         self.counter += 1
         self.issued = f"{self.nonce}.{self.counter}"
         return self.issued
+
+    def new_lease_ids(self, n: int) -> list[str]:
+        """`n` fresh lease ids (Rule 4), in order."""
+        c, prefix = self.counter, self.nonce + "."
+        ids = [prefix + str(k) for k in range(c + 1, c + n + 1)]
+        self.counter = c + n
+        if ids:
+            self.issued = ids[-1]
+        return ids
+
+    def _expire_at(self, deadline: int, seqs: tuple[int, ...], ids: tuple[str, ...]) -> None:
+        self.pushed += 1
+        heapq.heappush(self.expiry, (deadline, self.pushed, seqs, ids))
 
     def held(self, seq: int) -> Lease | None:
         found: Lease | None = self.leases.get(seq)
@@ -88,12 +110,13 @@ class QueueState:
     def expired_leases(self, now: int) -> list[Lease]:
         """Leases whose deadline has passed (`now > deadline`), oldest deadline first."""
         out: list[Lease] = []
-        heap = self.expiry
+        heap, live = self.expiry, self.leases
         while heap and heap[0][0] < now:
-            deadline, seq, lease_id = heapq.heappop(heap)
-            lease = self.leases.get(seq)
-            if lease is not None and lease.lease_id == lease_id and lease.deadline == deadline:
-                out.append(lease)
+            deadline, _, seqs, ids = heapq.heappop(heap)
+            for seq, lease_id in zip(seqs, ids, strict=True):
+                lease = live.get(seq)
+                if lease is not None and lease.lease_id == lease_id and lease.deadline == deadline:
+                    out.append(lease)
         return out
 
     def next_due(self, now: int) -> int | None:
@@ -117,7 +140,14 @@ def state_of(topic: Any) -> QueueState:
 
 def apply(qs: QueueState, ev: Event) -> None:
     """Rule 1: the effect of one event."""
-    kind, seq = ev[0], int(ev[1])
+    kind = ev[0]
+    if kind == "C":
+        _claimed(qs, ev)
+        return
+    if kind == "A":
+        _acked(qs, ev[2], ev[3])
+        return
+    seq = int(ev[1])
     lease: Lease | None
     if kind == "c":
         _, _, node, lease_id, deadline, delivery, _ts = ev
@@ -125,7 +155,7 @@ def apply(qs: QueueState, ev: Event) -> None:
         new = Lease(seq, str(node), str(lease_id), int(deadline), int(delivery))
         qs.leases[seq] = new
         qs.deliveries[seq] = new.delivery
-        heapq.heappush(qs.expiry, (new.deadline, seq, new.lease_id))
+        qs._expire_at(new.deadline, (seq,), (new.lease_id,))
         if seq >= qs.cursor:
             qs.cursor = seq + 1
         _bump_counter(qs, str(lease_id))
@@ -142,14 +172,10 @@ def apply(qs: QueueState, ev: Event) -> None:
         lease = qs.leases.get(seq)
         if lease is not None and lease.lease_id == lease_id:
             lease.deadline = int(deadline)
-            heapq.heappush(qs.expiry, (lease.deadline, seq, lease.lease_id))
+            qs._expire_at(lease.deadline, (seq,), (lease.lease_id,))
             qs.stats["extended"] += 1
     elif kind == "a":
-        lease = qs.leases.get(seq)
-        if lease is not None and lease.lease_id == ev[2]:
-            del qs.leases[seq]
-            qs.deliveries.pop(seq, None)
-            qs.stats["acked"] += 1
+        _acked(qs, [seq], [ev[2]])
     elif kind == "d":
         qs._unfree(seq)
         qs.leases.pop(seq, None)
@@ -157,6 +183,40 @@ def apply(qs: QueueState, ev: Event) -> None:
         qs.stats["dead_lettered"] += 1
     elif kind == "f":
         forget(qs, seq)
+
+
+def _claimed(qs: QueueState, ev: Event) -> None:
+    """A "C" event: one "c" per job, in order, at the cost of one loop."""
+    _, _ts, node, deadline, seqs, ids, deliveries = ev
+    node, deadline = str(node), int(deadline)
+    live, counts, ready_at = qs.leases, qs.deliveries, qs.ready_at
+    for seq, lease_id, delivery in zip(seqs, ids, deliveries, strict=True):
+        if ready_at:
+            qs._unfree(seq)
+        live[seq] = Lease(seq, node, lease_id, deadline, delivery)
+        counts[seq] = delivery
+    if seqs:
+        qs._expire_at(deadline, tuple(seqs), tuple(ids))
+        top = max(seqs)
+        if top >= qs.cursor:
+            qs.cursor = top + 1
+        if ids[-1] is not qs.issued:  # replayed: the counter may be behind (Rule 4)
+            for lease_id in ids:
+                _bump_counter(qs, lease_id)
+        qs.stats["claimed"] += len(seqs)
+
+
+def _acked(qs: QueueState, seqs: list[int], ids: list[str]) -> None:
+    """An "A" event (or one "a"): each lease still current ends and its job is forgotten."""
+    live, counts = qs.leases, qs.deliveries
+    n = 0
+    for seq, lease_id in zip(seqs, ids, strict=True):
+        lease = live.get(seq)
+        if lease is not None and lease.lease_id == lease_id:
+            del live[seq]
+            counts.pop(seq, None)
+            n += 1
+    qs.stats["acked"] += n
 
 
 def forget(qs: QueueState, seq: int) -> None:

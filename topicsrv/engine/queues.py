@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from topicsrv.engine import deadletter, leases
+from topicsrv.engine import deadletter, deletes, leases
 from topicsrv.engine.config import CONFIG_INT_MAX
 from topicsrv.engine.deadletter import DEAD_LETTER_RETRY_MS, Move, finish_moves, resolve_moves
 from topicsrv.engine.journal import CommitToken
@@ -224,20 +224,42 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
         qs._free(seq, max(at, now + DEAD_LETTER_RETRY_MS))
     if len(found) < want:  # then fresh jobs, from the claim cursor
         found += _live_after(topic, qs.cursor, want - len(found))
-    out: list[list[Job]] = [[] for _ in claimers]
+    if len(claimers) == 1:
+        dealt = [found]
+    else:
+        dealt = [[] for _ in claimers]
+        for item, i in zip(found, dealing(deal([c.max for c in claimers], len(found))), strict=True):
+            dealt[i].append(item)
+    out: list[list[Job]] = []
     deliveries = qs.deliveries
-    for (seq, blob, node, tag), i in zip(found, dealing(deal([c.max for c in claimers], len(found))),
-                                         strict=True):
-        c = claimers[i]
+    for c, recs in zip(claimers, dealt, strict=True):
         deadline = now + (c.lease_ms or cfg.lease_ms)
-        delivery = deliveries.get(seq, 0) + 1
-        lease_id = qs.new_lease_id()
-        ev = ["c", seq, c.node, lease_id, deadline, delivery, now]
+        fmt = c.fmt
+        if len(recs) <= 1:  # none or one job: the per-job event is the cheaper one
+            jobs: list[Job] = []
+            for seq, blob, node, tag in recs:
+                delivery = deliveries.get(seq, 0) + 1
+                lease_id = qs.new_lease_id()
+                ev = ["c", seq, c.node, lease_id, deadline, delivery, now]
+                leases.apply(qs, ev)
+                events.append(ev)
+                if blob[0] != fmt:
+                    blob = blob_to_json(blob, node, tag) if fmt == FMT_JSON else blob_to_resp(blob)
+                jobs.append(Job(seq, blob, lease_id, deadline, delivery))
+            out.append(jobs)
+            continue
+        seqs = [r[0] for r in recs]
+        counts = [deliveries.get(seq, 0) + 1 for seq in seqs] if deliveries else [1] * len(seqs)
+        ids = qs.new_lease_ids(len(seqs))
+        ev = ["C", now, c.node, deadline, seqs, ids, counts]  # one event for the claimer's batch
         leases.apply(qs, ev)
         events.append(ev)
-        if blob[0] != c.fmt:
-            blob = blob_to_json(blob, node, tag) if c.fmt == FMT_JSON else blob_to_resp(blob)
-        out[i].append(Job(seq, blob, lease_id, deadline, delivery))
+        jobs = []
+        for (seq, blob, node, tag), lease_id, delivery in zip(recs, ids, counts, strict=True):
+            if blob[0] != fmt:
+                blob = blob_to_json(blob, node, tag) if fmt == FMT_JSON else blob_to_resp(blob)
+            jobs.append(Job(seq, blob, lease_id, deadline, delivery))
+        out.append(jobs)
     if found:
         topic.last_consumed_at = topic.last_read_ts = now
     token = engine.journal.leases_logged(topic, events) if events else None
@@ -253,9 +275,10 @@ def _match(qs: QueueState, node: str, seqs: list[int], lease_ids: list[str] | No
     held: list[leases.Lease] = []
     skipped: list[dict[str, Any]] = []
     seen: set[int] = set()
+    live = qs.leases
     for i, seq in enumerate(seqs):
-        lease = qs.held(seq)
-        if seq in seen or lease is None:
+        lease = live.get(seq)
+        if lease is None or seq in seen:
             skipped.append({"seq": seq, "reason": "not_held"})
         elif lease.node != node:
             skipped.append({"seq": seq, "reason": "not_holder"})
@@ -279,17 +302,16 @@ def ack(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = None) 
     acked = [x.seq for x in held]
     token = None
     if acked:
-        # the delete is logged before the acked events: a torn WAL tail can keep the delete
-        # without the events (the job is gone; its stale lease is dropped at the next pass),
-        # never the events without the delete (a live job nobody could claim). The ack waits
-        # for the delete only on a durable queue (seeds 10.1: ack durability == jobs-log
+        # the delete and the acked events go to the journal together (storage writes them
+        # as one frame: a torn tail keeps both or neither, leases.py Rule 1). The ack waits
+        # for them only on a durable queue (seeds 10.1: ack durability == jobs-log
         # durability), so other queues' acks do not force a flush each.
-        durable = topic.config.durability == "fsync"
-        _, delete_token = engine.delete_seqs(name, acked, wait=durable)
-        events: list[Event] = [["a", x.seq, x.lease_id, now] for x in held]
-        for ev in events:
-            leases.apply(qs, ev)
-        token = engine.journal.leases_logged(topic, events) or (delete_token if durable else None)
+        bound = topic.next_seq
+        if deletes.delete_seqs(topic, now, acked):
+            engine.notify(name)
+        ev: Event = ["A", now, acked, [x.lease_id for x in held]]
+        leases.apply(qs, ev)
+        token = engine.journal.acked(topic, acked, bound, [ev], topic.config.durability == "fsync")
     return {"topic": name, "acked": acked, "skipped": skipped}, token
 
 

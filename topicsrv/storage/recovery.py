@@ -407,6 +407,8 @@ class Builder:
         elif ftype == frames.T_LEASES:  # a queue's leases-log events, in order
             qs = leases.state_of(topic)
             for ev in d["ev"]:
+                if ev[0] == "A":  # an ack: its jobs' delete first (engine/leases.py Rule 1)
+                    deletes.delete_seqs(topic, self.now, ev[2])
                 leases.apply(qs, ev)
         elif ftype == frames.T_LOSTRANGE:
             if topic.next_seq < int(d["first"]):  # a dest whose copies before it are gone

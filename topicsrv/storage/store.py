@@ -294,6 +294,21 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return None
         return self._control(topic, frames.T_LEASES, {"ev": events}, topic.config.leases_durable)
 
+    def acked(self, topic: Topic, seqs: list[int], bound: int, events: list[list[Any]],
+              wait: bool) -> Token | None:
+        """A queue ack as one leases frame: its "A" event is also the jobs' delete (recovery
+        deletes them before applying it, engine/leases.py Rule 1), so a torn WAL tail keeps
+        the delete and the acked events together or neither. Gated as the delete would be
+        (`wait` on a class whose deletes are gated) or as durable leases are."""
+        pol = policy_of(topic.config)
+        if not pol.wal:
+            return None
+        gated = (pol.deletes_gated and wait) or topic.config.leases_durable
+        token = self._control(topic, frames.T_LEASES, {"ev": events}, gated)
+        self.flip_topics[id(topic)] = topic
+        self.flip_wake.set()
+        return token
+
     def barrier(self, topic: Topic) -> Token | None:
         """The commit of everything enqueued for `topic` so far (its shard's open batch)."""
         if not policy_of(topic.config).wal:
@@ -438,6 +453,10 @@ class _NotReady:
         return None
 
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> None:
+        return None
+
+    def acked(self, topic: Topic, seqs: list[int], bound: int, events: list[list[Any]],
+              wait: bool) -> None:
         return None
 
     def barrier(self, topic: Topic) -> None:

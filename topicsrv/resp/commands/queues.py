@@ -10,10 +10,12 @@ claimers share cohorts, long polls and the dead-letter mover with HTTP claimers.
 that cannot wait (no BLOCK) on a greedy queue (claim_jitter_ms 0) is one pass answered at
 once (`claim_nowait`); any other claim returns an awaitable (session.py Rule 3), also a
 claim without BLOCK on a coalescing queue (it waits for its cohort's window).
-Rule 2: a job is `{id, seq, lease_id, deadline, delivery, fields}`, a RESP3 map (a flat
-array under RESP2, as every TOPIC.* reply); `id` and `fields` are spliced from the engine's
-RESP stream entry (`[id, [f, v, ...]]`, the same bytes XREADGROUP would send), never
-re-encoded. The reply is an array of jobs; no jobs is an empty array, and a BLOCK that
+Rule 2: a job is the stream entry XREADGROUP would send, `[id, [f, v, ...]]`, with the
+lease fields appended by position: `[id, fields, seq, lease_id, deadline, delivery]`, the
+same array under RESP2 and RESP3 (as XREADGROUP ... CLAIM appends its fields to an entry).
+The entry's bytes are spliced from the engine's blob, never re-encoded; an array, not a map,
+because clients parse a RESP3 map several times slower (hiredis: ~2.2 us against ~0.3 us
+for a 6-field job, docs/performance.md "Lease queues"). The reply is an array of jobs; no jobs is an empty array, and a BLOCK that
 timed out is a null array (`*-1`, RESP3 `_`), as XREADGROUP BLOCK answers. `BLOCK 0` waits
 for as long as it takes (in MAX_WAIT_MS long polls).
 Rule 3: claimed jobs are sent only once their lease events are committed (`Pending`), and
@@ -32,6 +34,7 @@ holds under another lease id) is skipped and named, never an error (engine/queue
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from topicsrv.engine.config import CONFIG_INT_MAX
@@ -55,10 +58,7 @@ from topicsrv.resp.commands.base import (
 from topicsrv.tasks.claims import MAX_WAIT_MS
 
 EMPTY = Raw(b"*0\r\n")
-_JOB3 = b"%6\r\n"
-_JOB2 = b"*12\r\n"
-_JOB = (b"$2\r\nid\r\n%b$3\r\nseq\r\n:%d\r\n$8\r\nlease_id\r\n$%d\r\n%b\r\n"
-        b"$8\r\ndeadline\r\n:%d\r\n$8\r\ndelivery\r\n:%d\r\n$6\r\nfields\r\n%b")
+_LEASE = b":%d\r\n$%d\r\n%b\r\n:%d\r\n:%d\r\n"  # seq, lease_id, deadline, delivery
 
 
 def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str) -> Any:
@@ -87,6 +87,16 @@ def _translate(e: TopicsError) -> Exception:
     return e
 
 
+_SEQS = re.compile(rb"(?:(?:0|[1-9][0-9]{0,17}) )*(?:0|[1-9][0-9]{0,17})")
+
+
+def _seqs(raw: list[bytes]) -> list[int] | None:
+    """Canonical decimal seqs (no LEASEIDS among them) parsed in bulk; None: go one by one."""
+    if raw and _SEQS.fullmatch(b" ".join(raw)):
+        return list(map(int, raw))
+    return None
+
+
 def _seq(raw: bytes) -> int:
     """A seq argument: a canonical decimal at once, anything else by Redis's strict parser."""
     if raw.isdigit() and len(raw) < 19 and (raw[0] != 0x30 or len(raw) == 1):
@@ -100,21 +110,16 @@ def _seq(raw: bytes) -> int:
 # ---- TOPIC.CLAIM ------------------------------------------------------------------------------
 
 
-def render_job(job: Job, resp3: bool) -> bytes:
-    """Rule 2: one job, its id and fields spliced from the entry blob `*2 $id *n ...`."""
-    blob = job.blob
-    end = blob.index(b"\r\n", 5)
-    stop = end + 4 + int(blob[5:end])  # past the id bulk string and its CRLF
+def render_job(job: Job) -> bytes:
+    """Rule 2: one job, the entry blob `*2 $id *n ...` grown to `*6` by its lease fields."""
     lid = job.lease_id.encode()
-    return (_JOB3 if resp3 else _JOB2) + _JOB % (
-        blob[4:stop], job.seq, len(lid), lid, job.deadline, job.delivery, blob[stop:])
+    return b"*6" + job.blob[2:] + _LEASE % (job.seq, len(lid), lid, job.deadline, job.delivery)
 
 
 def _reply(ctx: CommandContext, name: str, node: str, jobs: list[Job],
            token: CommitToken | None) -> Any:
     """Rule 3: the jobs that fit in one reply, once committed; the rest go back at once."""
-    resp3 = ctx.client.protocol == 3
-    parts = [render_job(j, resp3) for j in jobs]
+    parts = [render_job(j) for j in jobs]
     room = replysize.budget(ctx)
     keep = replysize.fit(parts, room)
     if keep < len(jobs):
@@ -182,6 +187,9 @@ def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[in
     if opt is not None and a.option(opt):
         value = a.next_int()
         ms = _ranged(value, "DELAY", 0) if opt == b"delay" else _ranged(value, "LEASE", 1)
+    fast = _seqs(args[a.pos:])
+    if fast is not None:
+        return key_name(args[0]), _text(args[1]), _checked(fast), None, ms
     seqs: list[int] = []
     while a and a.peek().lower() != b"leaseids":
         seqs.append(_seq(a.next()))
@@ -194,9 +202,13 @@ def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[in
         if len(lease_ids) != len(seqs):
             raise Err(f"ERR LEASEIDS names {len(lease_ids)} lease ids for {len(seqs)} seqs: "
                       "give one per seq, in the same order")
+    return key_name(args[0]), _text(args[1]), _checked(seqs), lease_ids, ms
+
+
+def _checked(seqs: list[int]) -> list[int]:
     if len(seqs) > MAX_SEQS:
         raise Err(f"ERR too many seqs: {len(seqs)}; the limit is {MAX_SEQS}")
-    return key_name(args[0]), _text(args[1]), seqs, lease_ids, ms
+    return seqs
 
 
 def _skipped(result: dict[str, Any]) -> list[list[Any]]:
