@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from topicsrv.engine.segments import LOST, SEGMENT_RECORDS
+from topicsrv.engine.segments import SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames, segfiles
 from topicsrv.storage.checkpoint import Checkpoints
@@ -87,7 +87,9 @@ class SegTasks(Checkpoints):
             seg = self._seg_for(topic, sf.base)
             if seg is None:
                 continue
-            if seg.full and seg.live == 0 and sf.count == len(seg) and seg.flags.count(LOST) == 0:
+            # a LOST or TRIMMED slot keeps its segment: its tombstone (`lost`, `source_trim`)
+            # must reach readers after a restart, which an all-DELETED dead segment cannot
+            if seg.full and seg.live == 0 and sf.count == len(seg) and not seg.has_gap():
                 drops.append(key)
                 continue
             segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
