@@ -33,7 +33,7 @@ import orjson
 
 from topicsrv.engine.entries import bulks, parse_entry
 from topicsrv.engine.records import KIND_JSON, PreparedRecord
-from topicsrv.engine.segments import GAP_FLAGS, LIVE, AnySegment
+from topicsrv.engine.segments import GAP_FLAGS, LIVE, AnySegment, Segment
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import TopicsError
 
@@ -271,6 +271,43 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
             run.recs.append(rec)
             run.hops.append(hop + 1)
     return _apply(engine, router, src, dst, ops, skipped, s - 1, stuck, now)
+
+
+def forward_removed(engine: Engine, router: Router, first: int, n: int, flag: int,
+                    slot: tuple[int, bytes, int, str | None, str | None] | None, forwarded: bool) -> Step:
+    """Recovery only (storage/removed.py): source seqs [first, first + n), right after the
+    cursor, that the source no longer holds, handled as they were when they went: `flag`
+    and `slot` (ts, blob, size, node, tag of a LIVE record; then n == 1) are the slot as it
+    was. `forwarded`: the router had passed it (a copy, a gap or a skip, as in `forward`);
+    else an eviction took it unforwarded (a gap if it would have been forwarded: Rule 6)."""
+    spec = router.spec
+    src, dst = engine.find(spec.source), engine.find(spec.dest)
+    if src is None or dst is None:
+        return Step(0, 0, 0, None, True)
+    now = engine.now()
+    ops: list[tuple[int, _Copies | int]] = []
+    skipped = 0
+    if flag in GAP_FLAGS:
+        ops.append((first, n))
+    elif flag == LIVE and slot is not None:
+        ts, blob, size, node, tag = slot
+        seg = Segment(first)
+        seg.append(blob, ts, size, node, tag)
+        hops: dict[int, int] | None = src.ext.get("hops")
+        if not _would_forward(router, seg, 0, hops):
+            skipped += forwarded
+        elif not forwarded:
+            ops.append((first, 1))
+        else:
+            rec = copy_of(seg, 0, first, router)
+            cap = dst.config.cap_bytes
+            if cap and rec.size > cap:
+                ops.append((first, 1))
+            else:
+                run = _copies(ops, first)
+                run.recs.append(rec)
+                run.hops.append((hops.get(first, 0) if hops else 0) + 1)
+    return _apply(engine, router, src, dst, ops, skipped, first + n - 1, None, now)
 
 
 def _copies(ops: list[tuple[int, _Copies | int]], seq: int) -> _Copies:

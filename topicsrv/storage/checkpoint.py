@@ -128,8 +128,9 @@ class Checkpoints:
         return out
 
     def _persist(self, st: TState, segs: list[tuple[Any, int]],
-                 stale: list[tuple[TState, segfiles.SegFile]]) -> list[list[Any]]:
-        """Append a topic's new slots to its segment files; its checkpoint `files` list."""
+                 stale: list[tuple[TState, segfiles.SegFile]], limit: int | None = None) -> list[list[Any]]:
+        """Append a topic's new slots to its segment files; its checkpoint `files` list.
+        `limit`: deleted slots above it stay live on disk (a router source: routerlog Rule 5)."""
         live_keys = set()
         for seg, upto in segs:
             key = seg.base // SEGMENT_RECORDS
@@ -144,7 +145,7 @@ class Checkpoints:
                 d = self._dir(st, sf) if sf is not None else self.data_dir / st.dir
                 sf = segfiles.append_slots(self.ops, d, sf, seg, upto)
                 st.files[key] = sf
-            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
+            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf, limit))
         files = []
         for key in sorted(live_keys | st.dead):
             if key in st.dead and key in live_keys:
@@ -184,7 +185,7 @@ class Checkpoints:
         for _topic, st, meta, segs in snap:
             mine: list[tuple[TState, segfiles.SegFile]] = []
             try:
-                files = self._persist(st, segs, mine)
+                files = self._persist(st, segs, mine, meta.get("dfloor"))
             except OSError as exc:
                 done[meta["name"]] = self._fallback({**meta, "dir": st.dir}, exc)
                 failed.append(f"{meta['name']}: {exc}")
@@ -198,6 +199,9 @@ class Checkpoints:
         self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
         self.entries = done
         self.ckpt_gen = gen
+        for _topic, st, meta, _segs in snap:
+            if done[meta["name"]][1] == gen:  # written: its cut now bounds the flips
+                st.rcut = st.rcut_next
         self.last_checkpoint_error = "; ".join(failed) if failed else None
         for st, sf in stale:
             self._unlink_seg(st, sf)

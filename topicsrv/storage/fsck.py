@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicsrv.engine.segments import DELETED, LOST, TRIMMED
-from topicsrv.storage import codec, frames, recovery, segfiles
+from topicsrv.storage import codec, frames, recovery, routerlog, segfiles
 from topicsrv.storage.walread import wal_files
 
 
@@ -86,6 +86,9 @@ def check(data_dir: Path, cold_dir: Path | None = None) -> Report:
     for t in ck.get("topics", []):
         rep.topics += 1
         rel = t.get("dir") or f"topics/{t['name']}@{t['epoch']}"
+        if not routerlog.valid_dels(t.get("dels", [])) or type(t.get("dfloor", 0)) is not int:
+            rep.problems.append(f"checkpoint.json: topic {t.get('name')!r}: malformed `dels`/`dfloor` "
+                                "(a router source's deleted slots not flipped on disk)")
         for base, count, _cold, dead in t.get("files", []):
             if dead:
                 continue
@@ -132,6 +135,8 @@ def _check_body(fr: frames.Frame) -> str | None:
             d = codec.decode_json(fr.body)
             if fr.ftype == frames.T_ROUTER and d["op"].get("op") not in ("put", "del"):
                 return f"router frame with an unknown op {d['op'].get('op')!r}"
+            if fr.ftype in (frames.T_DELETE, frames.T_TRIM) and "oc" in d and not routerlog.valid_oc(d["oc"]):
+                return "malformed `oc` (its routers' cursors) in a delete/trim frame"
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, struct.error) as exc:
         return f"unreadable body of a type {fr.ftype} frame ({exc})"
     return None

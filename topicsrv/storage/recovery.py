@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from topicsrv.engine import deletes, groupops, groups, leases, restore
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
-from topicsrv.storage import codec, frames, segfiles
+from topicsrv.storage import codec, frames, routerlog, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import Durability, policy, policy_of
 from topicsrv.storage.state import EXT_KEY, TState, shard_of, topic_dir
@@ -114,6 +115,8 @@ def _validate(ck: Any) -> None:
                 raise CheckpointError(f"topics[{i}].{key} is missing or not a {kind.__name__}")
         if not isinstance(t.get("files", []), list) or not isinstance(t.get("runs", []), list):
             raise CheckpointError(f"topics[{i}]: 'files' or 'runs' is not a list")
+        if not routerlog.valid_dels(t.get("dels", [])):
+            raise CheckpointError(f"topics[{i}]: 'dels' is not a list of [first, last] seq pairs")
 
 
 def read_checkpoint(data_dir: Path) -> dict[str, Any]:
@@ -232,6 +235,9 @@ class Builder:
         self.records = 0
         self.t0 = time.monotonic()
         self.last_log = self.t0
+        # replays a source's DELETE/TRIM frame that carries `oc` (rederive.py keeps aside the
+        # records it removes: storage/removed.py); None: apply it as any other frame
+        self.on_remove: Callable[[Topic, int, dict[str, Any], Callable[[], None]], None] | None = None
 
     def _progress(self) -> None:
         t = time.monotonic()
@@ -310,6 +316,8 @@ class Builder:
             else:
                 base, count, cold, dead = part
                 self._load_file(topic, st, base, count, cold, dead or base in dropped)
+        for first, last in ck.get("dels", []):  # a router source's deletes not flipped on disk
+            restore.mark_lost(topic, int(first), int(last) - int(first) + 1, DELETED)
         return topic, st, False
 
     def finalize(self, img: Image, topic: Topic, st: TState) -> None:
@@ -389,17 +397,11 @@ class Builder:
             self._progress()
             return
         d = codec.decode_json(body)
-        if ftype == frames.T_DELETE:
-            sel, bound = d["selector"], int(d["bound"])
-            if "seqs" in sel:
-                deletes.delete_seqs(topic, self.now, [s for s in sel["seqs"] if s < bound])
+        if ftype in (frames.T_DELETE, frames.T_TRIM):
+            if self.on_remove is not None and "oc" in d:
+                self.on_remove(topic, ftype, d, lambda: self._remove(topic, ftype, d))
             else:
-                before = sel.get("before_seq")
-                hi = bound if before is None else min(int(before), bound)
-                match = deletes.parse_match(sel["match"]) if "match" in sel else None
-                deletes.delete(topic, self.now, hi, match)
-        elif ftype == frames.T_TRIM:
-            topic.drop_front(int(d["front"]), "cap")
+                self._remove(topic, ftype, d)
         elif ftype == frames.T_GROUPS:  # a whole snapshot (written by older versions)
             groups.restore(topic, d.get("groups"))
         elif ftype == frames.T_GROUPOP:  # one definition change (XGROUP CREATE, SETID, ...)
@@ -422,6 +424,20 @@ class Builder:
             restore.drop_segment(topic, base)
             st.dead.add(base // SEGMENT_RECORDS)
             st.files.pop(base // SEGMENT_RECORDS, None)
+
+    def _remove(self, topic: Topic, ftype: int, d: dict[str, Any]) -> None:
+        """A DELETE or TRIM frame."""
+        if ftype == frames.T_TRIM:
+            topic.drop_front(int(d["front"]), "cap")
+            return
+        sel, bound = d["selector"], int(d["bound"])
+        if "seqs" in sel:
+            deletes.delete_seqs(topic, self.now, [s for s in sel["seqs"] if s < bound])
+        else:
+            before = sel.get("before_seq")
+            hi = bound if before is None else min(int(before), bound)
+            match = deletes.parse_match(sel["match"]) if "match" in sel else None
+            deletes.delete(topic, self.now, hi, match)
 
 
 def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now: int,

@@ -29,6 +29,8 @@ Rule 4 (what is not re-derived): a dest of the memory or ephemeral class, or of 
 source (rebuilt after readiness), comes back with its frames applied as they are and its
 router at the newest cursor known (checkpoint, `put`, or any frame's `rc`); the worker
 forwards from there.
+Rule 5 (removed source records): source records a DELETE/TRIM frame removed after the
+router forwarded them get their dest seqs again (storage/removed.py Rules 1-3).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from topicsrv.engine.segments import LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames
 from topicsrv.storage.recovery import Builder, Image
+from topicsrv.storage.removed import Removed, floors, pending_limit, removal_ocs
 from topicsrv.storage.state import TState
 
 log = logging.getLogger("topicsrv.storage")
@@ -80,6 +83,7 @@ class Plan:
     i: int = 0  # next frame of img.ops
     last_rc: int = -1
     removed: list[str] = field(default_factory=list)
+    removals: list[tuple[int, dict[str, Any]]] | None = None  # (op index, `oc`) of its DELETE/TRIMs
 
     @property
     def topic(self) -> Topic:
@@ -148,9 +152,20 @@ class Rederiver:
         self.loaded: dict[str, Loaded] = {}
         self.ghosts: dict[tuple[str, int], Loaded] = {}  # dropped sources, rebuilt for their dests
         self.plans: dict[str, Plan] = {}
+        self.removed = Removed(floors(images, dropped, self.specs))
+        b.on_remove = self.removed.capture
         self.copies = 0
         self.t0 = time.monotonic()
         self.last_log = self.t0
+
+    def _pending_oc(self, router: routers.Router, src: Topic) -> int | None:
+        """removed.py Rule 3: the source's removal frames not replayed yet bound the cursor."""
+        sp = self.plans.get(src.name)
+        if sp is None or sp.topic is not src or sp.i >= len(sp.ops):
+            return None
+        if sp.removals is None:
+            sp.removals = removal_ocs(sp.ops)
+        return pending_limit([oc for k, oc in sp.removals if k >= sp.i], router)
 
     # ---- which images take part -------------------------------------------------------------
 
@@ -251,6 +266,18 @@ class Rederiver:
                 until = router.cursor + BATCH if rc is None else min(rc, router.cursor + BATCH)
                 if at is not None:
                     until = min(until, router.cursor + (at - dest.next_seq))
+                kept = self.removed.next_for(src, router)  # removed.py Rule 2
+                if kept is not None and kept[0] == router.cursor + 1:
+                    step = self.removed.replay(self.engine, router, src, dest, *kept, until - router.cursor)
+                    self.copies += step.forwarded
+                    continue
+                if kept is not None:
+                    until = min(until, kept[0] - 1)
+                limit = self._pending_oc(router, src)
+                if limit is not None and limit < until:
+                    if limit <= router.cursor:
+                        return False  # waits for its source's frame (removed.py Rule 3)
+                    until = limit
                 before = (router.cursor, dest.next_seq)
                 step = routers.forward(self.engine, router, limit=BATCH, until=until)
                 self.copies += step.forwarded

@@ -14,12 +14,22 @@ Rule 4: the checkpoint entry of a dest carries `router_in` (name, cursor, source
 spec) taken in the same step as the dest's slots, so contents and cursor always match (also
 for Rule 4's fallback entry); a source's entry carries `hops` above its smallest outbound
 cursor; checkpoint.json lists every router spec (`routers`).
+Rule 5 (a source record removed after it was forwarded): a source's DELETE and TRIM frames
+carry `oc`, {router: [cursor, created_ts]} of its outbound routers at that moment, so
+recovery knows which removed records a router had already forwarded and gives each its
+dest seq again (storage/removed.py). For that the removed record's bytes must be at hand
+when recovery replays the frame: a deleted slot of a router source is flipped on disk
+(or its dead segment unlinked) only at or below `flip_limit`, the smallest outbound cursor
+of the last checkpoint written (re-derivation never starts below it); a checkpoint entry
+of a source lists its deleted slots above the seq it flipped up to (`dfloor`, `dels`), and
+recovery deletes them again at load.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from topicsrv.engine.segments import DELETED, Segment
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import frames
 from topicsrv.storage.policy import policy_of
@@ -38,6 +48,61 @@ def rc_of(topic: Topic) -> int | None:
     """The inbound router's cursor (Rule 2), None for a topic without one."""
     router = topic.ext.get(IN_KEY)
     return None if router is None else int(router.cursor)
+
+
+def oc_of(topic: Topic) -> dict[str, list[int]] | None:
+    """The outbound routers' cursors of a source (Rule 5), None for a topic without any."""
+    outs = topic.ext.get(OUT_KEY)
+    if not outs:
+        return None
+    return {r.spec.name: [int(r.cursor), int(r.spec.created_ts)] for r in outs}
+
+
+def valid_oc(oc: Any) -> bool:
+    """A frame's `oc` as this version writes it: {name: [cursor, created_ts]} (Rule 5)."""
+    return isinstance(oc, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v)
+        for k, v in oc.items())
+
+
+def valid_dels(dels: Any) -> bool:
+    """A checkpoint entry's `dels`: [[first, last], ...] with first <= last (Rule 5)."""
+    return isinstance(dels, list) and all(
+        isinstance(r, list) and len(r) == 2 and all(type(x) is int for x in r) and r[0] <= r[1]
+        for r in dels)
+
+
+def flip_limit(topic: Topic, st: TState) -> int | None:
+    """The highest seq whose deleted slot may be flipped on disk (Rule 5); None: any."""
+    outs = topic.ext.get(OUT_KEY)
+    if not outs and st.rcut is None:
+        return None
+    if st.rcut is None or any(r.spec.name not in st.rcut[1] for r in outs or ()):
+        return -1  # a router the last checkpoint did not know: it may re-derive from far back
+    return st.rcut[0]
+
+
+def _deleted_ranges(topic: Topic, above: int) -> list[list[int]]:
+    out: list[list[int]] = []
+    for seg in topic.segs:
+        if not isinstance(seg, Segment) or seg.next_seq <= above + 1:
+            continue
+        flags = seg.flags
+        k = max(0, above + 1 - seg.base)
+        while True:
+            k = flags.find(DELETED, k)
+            if k < 0:
+                break
+            j = k
+            while j < len(flags) and flags[j] == DELETED:
+                j += 1
+            a, b = seg.base + k, seg.base + j - 1
+            if out and out[-1][1] == a - 1:
+                out[-1][1] = b
+            else:
+                out.append([a, b])
+            k = j
+    return out
 
 
 def reveal_upto(topic: Topic, upto: int) -> int:
@@ -63,6 +128,16 @@ def entry_fields(topic: Topic) -> dict[str, Any]:
                             "source_epoch": int(router.source_epoch), "spec": spec_to_json(router.spec)}
     hops: dict[int, int] | None = topic.ext.get(HOPS_KEY)
     outs = topic.ext.get(OUT_KEY)
+    st: TState | None = topic.ext.get(EXT_KEY)
+    if st is not None:
+        st.rcut_next = None
+        if outs or st.rcut is not None:  # Rule 5: flipped up to `dfloor`, deleted above it listed
+            floor = min((int(r.cursor) for r in outs or ()), default=topic.next_seq - 1)
+            limit = flip_limit(topic, st)
+            dfloor = floor if limit is None else min(floor, limit)
+            out["dfloor"] = dfloor
+            out["dels"] = _deleted_ranges(topic, dfloor)
+            st.rcut_next = (floor, frozenset(r.spec.name for r in outs or ())) if outs else None
     if hops and outs:
         low = min(int(r.cursor) for r in outs)
         kept = [[seq, hop] for seq, hop in sorted(hops.items()) if seq > low]

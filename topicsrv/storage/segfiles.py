@@ -153,10 +153,12 @@ def flip(ops: OsOps, d: Path, sf: SegFile, indices: list[int]) -> None:
         sf.dead[i] = 1
 
 
-def to_flip(seg: Segment, sf: SegFile) -> list[int]:
-    """Slots dead in memory but live on disk."""
+def to_flip(seg: Segment, sf: SegFile, limit: int | None = None) -> list[int]:
+    """Slots dead in memory but live on disk (at seqs up to `limit`, when given)."""
     flags, dead = seg.flags, sf.dead
     n = min(len(flags), sf.count)
+    if limit is not None:
+        n = max(0, min(n, limit + 1 - seg.base))
     if flags.count(LIVE, 0, n) == n - sum(dead[:n]):
         return []
     return [i for i in range(n) if flags[i] != LIVE and not dead[i]]

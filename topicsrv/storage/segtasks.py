@@ -16,9 +16,9 @@ from typing import Any
 
 import trio
 
-from topicsrv.engine.segments import LOST, SEGMENT_RECORDS
+from topicsrv.engine.segments import SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
-from topicsrv.storage import codec, frames, segfiles
+from topicsrv.storage import codec, frames, routerlog, segfiles
 from topicsrv.storage.checkpoint import Checkpoints
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import TState, state_of
@@ -83,14 +83,18 @@ class SegTasks(Checkpoints):
 
     def _flip_topic(self, topic: Topic, st: TState) -> list[int]:
         drops = []
+        limit = routerlog.flip_limit(topic, st)  # a router source: routerlog Rule 5
         for key, sf in list(st.files.items()):
             seg = self._seg_for(topic, sf.base)
             if seg is None:
                 continue
-            if seg.full and seg.live == 0 and sf.count == len(seg) and seg.flags.count(LOST) == 0:
+            # a LOST or TRIMMED slot keeps its segment: its tombstone (`lost`, `source_trim`)
+            # must reach readers after a restart, which an all-DELETED dead segment cannot
+            if (seg.full and seg.live == 0 and sf.count == len(seg) and not seg.has_gap()
+                    and (limit is None or seg.next_seq - 1 <= limit)):
                 drops.append(key)
                 continue
-            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf))
+            segfiles.flip(self.ops, self._dir(st, sf), sf, segfiles.to_flip(seg, sf, limit))
         return drops
 
     # ---- cold tier ---------------------------------------------------------------------------------

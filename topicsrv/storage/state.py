@@ -50,6 +50,11 @@ class TState:
     # ranges revealed together with those writes (routerlog.reveal_upto)
     hidden_derived: list[tuple[int, int]] = field(default_factory=list)
     router: Any = None  # a dest's inbound Router as last logged (its cursor goes into a `del`)
+    # a router source: (smallest outbound cursor, router names) at the cut of the last
+    # checkpoint written for it, and the pair its pending checkpoint will make current
+    # (routerlog Rule 5: which deleted slots may be flipped on disk)
+    rcut: tuple[int, frozenset[str]] | None = None
+    rcut_next: tuple[int, frozenset[str]] | None = None
 
 
 def state_of(topic: Topic, shards: int) -> TState:

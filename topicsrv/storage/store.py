@@ -244,8 +244,11 @@ class Storage(routerlog.RouterJournal, SegTasks):
         pol = policy_of(topic.config)
         if not pol.wal:
             return None
-        token = self._control(topic, frames.T_DELETE, {"selector": selector, "bound": bound},
-                              pol.deletes_gated and wait)
+        obj: dict[str, Any] = {"selector": selector, "bound": bound}
+        oc = routerlog.oc_of(topic)
+        if oc is not None:
+            obj["oc"] = oc  # which removed records its routers had forwarded (routerlog Rule 5)
+        token = self._control(topic, frames.T_DELETE, obj, pol.deletes_gated and wait)
         self.flip_topics[id(topic)] = topic
         self.flip_wake.set()
         return token
@@ -254,7 +257,11 @@ class Storage(routerlog.RouterJournal, SegTasks):
         pol = policy_of(topic.config)
         if not pol.wal:
             return None
-        return self._control(topic, frames.T_TRIM, {"front": new_front}, pol.trims_gated)
+        obj: dict[str, Any] = {"front": new_front}
+        oc = routerlog.oc_of(topic)
+        if oc is not None:
+            obj["oc"] = oc
+        return self._control(topic, frames.T_TRIM, obj, pol.trims_gated)
 
     # ---- writer callbacks --------------------------------------------------------------------
 
