@@ -3,14 +3,16 @@ routers, and what routers cost the source's writers.
 
 Rule 1 (forwarding): a source is filled with N records of 100 bytes first (no router yet);
 then `fanout` routers are created at once. A new router starts at the source's earliest seq,
-so each forwards the whole retained log; the clock runs from the first PUT to the moment every
+so each forwards the whole retained log (created 0.2 s after the last fill write, so that
+no writer counts as active and the workers run unpaced); the clock runs from the first PUT to the moment every
 router reports `forwarded == N` and `lag == 0` (polled every 5 ms). The rate is N / elapsed:
 source records through every router per second (`copies_per_s` = fanout x N / elapsed).
 Rule 2 (source writes): N records are POSTed in batches of 1000 x 100 B to a topic with no
 router and to a topic with 4 routers (4 dests), alternately, `rounds` times each; the best
 round of each counts (the machine is shared). The clock stops at the last write's ack, not
 when forwarding ends: routers are off the ack path, and this measures how much their work
-in the same process slows the writers.
+in the same process slows the writers (with the default --forward-share, the workers take at
+most 10% of the loop while clients write and catch up afterwards).
 Rule 3: every workload checks what it measured (every router forwarded all N; every dest
 holds N records) and raises otherwise, so a fast but wrong run never shows as a number.
 """
@@ -21,30 +23,11 @@ import time
 import uuid
 from typing import Any
 
-import orjson
-
-from bench.httpbench import DATA, Http
+from bench.httpbench import Http, post_batches
 from bench.respbench import Measure
 
 BATCH = 1000
-
-
-def _fill(h: Http, topic: str, records: int) -> float:
-    """POST `records` in batches; seconds until the last ack."""
-    body = orjson.dumps({"records": [{"data": DATA}] * BATCH})
-    done = 0
-    t0 = time.perf_counter()
-    while done < records:
-        n = min(BATCH, records - done)
-        payload = body if n == BATCH else orjson.dumps({"records": [{"data": DATA}] * n})
-        h.conn.request("POST", f"/v0/topics/{topic}", body=payload,
-                       headers={"Content-Type": "application/json"})
-        resp = h.conn.getresponse()
-        raw = resp.read()
-        if resp.status >= 300:
-            raise RuntimeError(f"write -> {resp.status} {raw[:300]!r}")
-        done += n
-    return time.perf_counter() - t0
+QUIET_S = 0.2
 
 
 def _wait_forwarded(h: Http, names: list[str], records: int, timeout: float) -> None:
@@ -75,7 +58,8 @@ def forwarding(port: int, records: int, fanout: int, timeout: float = 600.0) -> 
     h = Http(port)
     src = _unique(f"fwd{fanout}")
     h.ok("PUT", f"/v0/topics/{src}", {"cap_records": records})
-    _fill(h, src, records)
+    post_batches(h, src, records, BATCH)
+    time.sleep(QUIET_S)  # Rule 1: no writer is active (tasks/routers.py Rule 6 would pace them)
     names = [f"{src}-r{i}" for i in range(fanout)]
     dests = [f"{src}.d{i}" for i in range(fanout)]
     t0 = time.perf_counter()
@@ -102,7 +86,7 @@ def write_with_routers(port: int, records: int, routers: int) -> tuple[Measure, 
     for name, dest in zip(names, dests, strict=True):
         h.ok("PUT", f"/v0/routers/{name}", {"source": src, "dest": dest})
     t0 = time.perf_counter()
-    elapsed = _fill(h, src, records)
+    elapsed = post_batches(h, src, records, BATCH)
     if routers:
         _wait_forwarded(h, names, records, 600.0)
         _check_dests(h, dests, records)

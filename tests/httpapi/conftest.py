@@ -10,9 +10,12 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from .inproc import Srv
 
 
 class Reply:
@@ -220,3 +223,19 @@ def watch(ready_server: Any) -> Iterator[Any]:
 def raw(ready_server: Any) -> Any:
     """`raw(bytes)` sends raw bytes to the shared server and returns everything it answers."""
     return lambda data, **kw: raw_exchange(ready_server.http_port, data, **kw)
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[Srv]:
+    """An in-process server with both fronts and a FakeClock (inproc.py), one per module."""
+    from .inproc import start_server  # inproc imports this module's Client
+    s, stop = start_server()
+    yield s
+    stop()
+
+
+@pytest.fixture
+def c(srv: Srv) -> Iterator[Client]:
+    client = srv.client()
+    yield client
+    client.close()

@@ -9,73 +9,15 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import pytest
 import redis
-import trio
-
-from topicsrv import server
-from topicsrv.clock import FakeClock
-from topicsrv.context import ServerConfig, ServerContext
 
 from .conftest import SSE, Client, metric, wait_until
+from .inproc import Srv, start_server
 
 LEASE_MS = 30_000
-
-
-@dataclass
-class Srv:
-    ctx: ServerContext
-    clock: FakeClock
-    http_port: int
-    resp_port: int
-
-    def client(self) -> Client:
-        return Client(self.http_port)
-
-
-def start_server(**config: Any) -> tuple[Srv, Any]:
-    config.setdefault("heartbeat_s", 0.05)  # streams re-check often; a test may ask for 30 s
-    cfg = ServerConfig(http_port=0, resp_port=0, storage=False, **config)
-    clock = FakeClock()
-    box: dict[str, Any] = {}
-    ready = threading.Event()
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            box["cancel"] = nursery.cancel_scope
-            box["token"] = trio.lowlevel.current_trio_token()
-            box["ctx"] = await nursery.start(partial(server.run, cfg, clock=clock,
-                                                     handle_signals=False))
-            ready.set()
-
-    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    ctx: ServerContext = box["ctx"]
-
-    def stop() -> None:
-        trio.from_thread.run_sync(box["cancel"].cancel, trio_token=box["token"])
-        thread.join(10)
-
-    return Srv(ctx, clock, ctx.addresses["http"][1], ctx.addresses["resp"][1]), stop
-
-
-@pytest.fixture(scope="module")
-def srv() -> Iterator[Srv]:
-    s, stop = start_server()
-    yield s
-    stop()
-
-
-@pytest.fixture
-def c(srv: Srv) -> Iterator[Client]:
-    client = srv.client()
-    yield client
-    client.close()
 
 
 @pytest.fixture

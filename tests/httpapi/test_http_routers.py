@@ -6,32 +6,17 @@ the forwarding workers, trio in a background thread) whose engine reads a FakeCl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from .conftest import Client, metric, wait_until
-from .test_http_queues import Srv, start_server
+from .inproc import Srv
 
 STATE_KEYS = {"name", "source", "dest", "preserve_node", "preserve_tag", "filter", "allow_cycle",
               "max_hops", "hop_cap", "guarantee", "create_dest", "created_ts", "cursor",
               "source_epoch", "lag", "forwarded", "skipped", "source_trimmed", "retries",
               "status", "last_error"}
-
-
-@pytest.fixture(scope="module")
-def srv() -> Iterator[Srv]:
-    s, stop = start_server()
-    yield s
-    stop()
-
-
-@pytest.fixture
-def c(srv: Srv) -> Iterator[Client]:
-    client = srv.client()
-    yield client
-    client.close()
 
 
 @pytest.fixture
