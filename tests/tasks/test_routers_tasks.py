@@ -239,3 +239,27 @@ async def test_pacer_runs_up_no_debt_while_nobody_writes(
     write(eng, "a", {"data": 1})
     await pacer.step_start()
     assert trio.current_time() == t0
+
+
+async def test_pacer_lets_one_held_worker_step_at_a_time(
+        eng: Engine, autojump_clock: trio.testing.MockClock) -> None:
+    """Workers held until the same moment do not all step then: each step's debt holds the
+    others again (regression: four workers took four steps per slot)."""
+    from topicsrv.tasks.routers import Pacer
+
+    pacer = Pacer(eng, share=0.1)
+    write(eng, "a", {"data": 1})
+    await pacer.step_start()
+    pacer.step_done(0.010)  # the next step may start 90 ms from now
+    t0 = trio.current_time()
+    starts: list[float] = []
+
+    async def worker() -> None:
+        await pacer.step_start()
+        starts.append(trio.current_time() - t0)
+        pacer.step_done(0.010)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(worker)
+    assert starts == pytest.approx([0.090, 0.180, 0.270])

@@ -69,8 +69,11 @@ class Pacer:
             self.writes = writes
             self.wrote_at = now
         self.contended = now - self.wrote_at < CONTENDED_S
-        if self.contended and self.factor and now < self.resume_at:
+        if not (self.contended and self.factor):
+            return
+        if now < self.resume_at:
             self.held += 1
+        while trio.current_time() < self.resume_at:  # another worker may have stepped meanwhile
             await trio.sleep_until(self.resume_at)
 
     def step_done(self, spent: float) -> None:
