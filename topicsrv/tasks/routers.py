@@ -61,6 +61,7 @@ class Pacer:
         self.held = 0  # steps held back (statistics)
         self.wrote_at = -math.inf  # trio time a client write was last seen
         self.contended = False  # clients wrote within CONTENDED_S of this step
+        self._turn = trio.Lock()
 
     async def step_start(self) -> None:
         now = trio.current_time()
@@ -73,7 +74,9 @@ class Pacer:
             return
         if now < self.resume_at:
             self.held += 1
-        while trio.current_time() < self.resume_at:  # another worker may have stepped meanwhile
+        # One held worker at a time: the lock is handed on only after the step it let through
+        # has run (synchronously) and pushed `resume_at` on, so the next one waits for that.
+        async with self._turn:
             await trio.sleep_until(self.resume_at)
 
     def step_done(self, spent: float) -> None:
