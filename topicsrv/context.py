@@ -99,7 +99,8 @@ class ServerContext:
 
     def routers_service(self) -> Routers:
         if self.routers is None:
-            self.routers = Routers(self.engine, share=self.config.forward_share)
+            self.routers = Routers(self.engine, share=self.config.forward_share,
+                                   notifier=self.notifier)
         return self.routers
 
 
