@@ -85,6 +85,9 @@ def test_high_priority_watchers_are_served_first_and_low_ones_get_everything(srv
     bands = srv.ctx.notifier.latency
     # P_eff: 1000 + 500 (recency, the watchers consume it) and -500 + 500
     assert sum(bands[2]) >= WATCHERS * ROUNDS and sum(bands[1]) >= WATCHERS * ROUNDS
+    text = Client(srv.http_port).get("/metrics").body.decode()
+    assert '# TYPE topicsrv_delivery_latency_seconds histogram' in text
+    assert f'topicsrv_delivery_latency_seconds_count{{band="ge500"}} {sum(bands[2])}' in text
     print(f"median delivery latency: high {hi * 1e3:.2f} ms, low {lo * 1e3:.2f} ms")
 
 
