@@ -99,14 +99,16 @@ class ServerContext:
 
     def routers_service(self) -> Routers:
         if self.routers is None:
-            self.routers = Routers(self.engine, share=self.config.forward_share)
+            self.routers = Routers(self.engine, share=self.config.forward_share,
+                                   notifier=self.notifier)
         return self.routers
 
 
 def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerContext:
     engine = Engine(clock=clock or SystemClock())
-    notifier = Notifier()
+    notifier = Notifier(engine)
     engine.listeners.append(notifier.changed)
+    engine.ready_since = notifier.ready_since
     admission = Admission(config.maxclients, protected_mode=config.protected_mode,
                           trusted_nets=config.trusted_nets)
     return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,

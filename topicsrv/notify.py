@@ -1,42 +1,304 @@
-"""Waking waiters when a topic changes (long-poll diff, SSE, XREAD BLOCK, XREADGROUP BLOCK).
+"""The delivery scheduler: every waiting consumer is woken through it, in effective-priority order.
 
-Rule 1: take the event *before* reading the engine, then await it only if the read came back
-empty. The engine never yields, so no append can slip between the read and the wait.
-Rule 2: every wait is bounded by a timeout or a cancel scope; events are dropped once fired,
-so idle topics cost nothing.
+Users: SSE watches (`/watch`, `/v0/watch`), long-poll diffs, XREAD/XREADGROUP BLOCK, claim waits
+(TOPIC.CLAIM BLOCK, `wait_ms`), `/v0/work` streams and router workers. Each holds a `Waiter`:
+
+    with notifier.waiter(topics) as w:
+        while True:
+            w.arm()                 # before the read (Rule 1); ends the previous service turn
+            ... read, serve ...
+            if not await w.wait(timeout_s): ...   # True once woken and admitted
+
+Rule 1: arm *before* reading the engine, wait only if the read came back empty. The engine
+never yields, so no append can slip between the read and the wait.
+Rule 2: `changed(topic)` (an engine listener) marks the topic's armed waiters ready and wakes
+them at once, exactly as a plain event would. A woken waiter is then *admitted* by a pass
+before `wait` returns; it is in service until it arms again or leaves its `with` block.
+Rule 3 (the common case costs nothing): a pass admits every ready waiter when they fit in
+PASS_BUDGET or all wait on one topic; a single waiter is admitted by its own wake-up, no hop.
+Rule 4 (contention): otherwise (a contended pass) it admits the PASS_BUDGET ready waiters of highest key
+(P_eff of the topic that woke them, seeds 3.1, + age_boost of the time they have been ready;
+FIFO among equals); the rest, and any waiter woken meanwhile, wait until every member of the
+pass has checked in (armed again or left), or until the pass is TICK_MS old (a member stuck on a slow socket does not hold the
+others), then the next pass is formed with fresh keys (P_eff is cached per topic for one tick).
+Rule 5 (starvation bound): a waiter ready for AGE_CAP_MS or longer joins the next pass whatever
+its key or the budget, so a ready waiter is served within AGE_CAP_MS + TICK_MS.
+Rule 6: the pass order decides who is served first, never what: seq order, retention and
+visibility are the engine's; a waiter reads everything after its cursor when admitted.
+Rule 7: admission observes the wait from ready to admitted in a per-band histogram (bands of
+the waiter's P_eff without the age term: <0, 0..499, >=500).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 import trio
 
+from topicsrv.engine import priority
+from topicsrv.engine.priority import AGE_CAP_MS, TICK_MS
+
+if TYPE_CHECKING:
+    from topicsrv.engine import Engine
+
+PASS_BUDGET = 32
+TICK_S = TICK_MS / 1000
+BANDS = ("lt0", "0to499", "ge500")  # label values of topicsrv_delivery_latency_seconds
+LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                     0.25, 0.5, 1.0, 2.5, 10.0)
+
+
+def band_of(p_eff: int) -> int:
+    return 0 if p_eff < 0 else (1 if p_eff < 500 else 2)
+
+
+class Waiter:
+    """One waiting consumer (module docstring)."""
+
+    __slots__ = ("_sched", "topics", "_ev", "fired", "topic", "ready_at", "ready_t", "_go",
+                 "pass_no", "serving", "_armed")
+
+    def __init__(self, sched: Notifier, topics: Sequence[str]) -> None:
+        self._sched = sched
+        self.topics = tuple(topics)
+        self._ev = trio.Event()
+        self.fired = False
+        self.topic = ""  # the topic that woke it (the best one, for a multi-topic waiter)
+        self.ready_at = 0  # engine clock ms, for aging
+        self.ready_t = 0.0  # perf_counter, for the latency histogram
+        self._go: trio.Event | None = None
+        self.pass_no = -1
+        self.serving = False
+        self._armed = False
+
+    def __enter__(self) -> Waiter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def arm(self) -> None:
+        """Register for the next change of any topic (Rule 1); ends a service turn."""
+        s = self._sched
+        if self.serving:
+            s._checkin(self)
+        if self.fired:
+            s._unready(self)
+            self.fired = False
+            self._ev = trio.Event()
+        if not self._armed:
+            self._armed = True
+            by_topic = s._by_topic
+            for t in self.topics:
+                w = by_topic.get(t)
+                if w is None:
+                    by_topic[t] = {self: None}
+                else:
+                    w[self] = None
+
+    def close(self) -> None:
+        s = self._sched
+        if self.serving:
+            s._checkin(self)
+        if self.fired:
+            s._unready(self)
+            self.fired = False
+        self._armed = False
+        for t in self.topics:  # a fired multi-topic waiter may still sit in its other topics
+            w = s._by_topic.get(t)
+            if w is not None:
+                w.pop(self, None)
+                if not w:
+                    del s._by_topic[t]
+
+    async def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for a change of one of the topics, at most `timeout_s`; True once admitted."""
+        if not self.fired:
+            if timeout_s is not None and timeout_s <= 0:
+                return False
+            with trio.move_on_after(float("inf") if timeout_s is None else timeout_s):
+                await self._ev.wait()
+            if not self.fired:
+                return False
+        await self._sched._admit(self)
+        return True
+
 
 class Notifier:
-    def __init__(self) -> None:
-        self._events: dict[str, trio.Event] = {}
+    """The scheduler (module docstring); `changed` is the engine listener."""
+
+    def __init__(self, engine: Engine | None = None) -> None:
+        self.engine = engine
+        self._by_topic: dict[str, dict[Waiter, None]] = {}
+        self._ready: dict[Waiter, None] = {}  # fired, not yet admitted (insertion = FIFO)
+        self._ready_topics: dict[str, int] = {}
+        self._peff: dict[str, tuple[int, int]] = {}  # topic -> (computed at ms, P_eff)
+        self._pass_no = 0
+        self._pass_started = 0.0
+        self._pass_contended = False
+        self._in_service = 0
         self.wakeups = 0
+        self.passes = 0
+        self.contended_passes = 0
+        self.starved_admits = 0
+        self.latency = [[0] * (len(LATENCY_BUCKETS_S) + 1) for _ in BANDS]
+        self.latency_sum = [0.0 for _ in BANDS]
+
+    # ---- the engine side ---------------------------------------------------------------
 
     def changed(self, topic: str) -> None:
         """Engine listener: `topic` was appended to, deleted from, trimmed, created or dropped."""
-        ev = self._events.pop(topic, None)
-        if ev is not None:
+        waiters = self._by_topic.pop(topic, None)
+        if waiters is None:
+            return
+        now = self._now()
+        t = time.perf_counter()
+        for w in waiters:
+            w._armed = False  # re-registered by its next arm()
+            if w.fired:  # a multi-topic waiter already woken: keep the best topic's key
+                if w.topic != topic and self.p_eff(topic, now) > self.p_eff(w.topic, now):
+                    self._unready(w)
+                    w.topic = topic
+                    self._ready[w] = None
+                    self._ready_topics[topic] = self._ready_topics.get(topic, 0) + 1
+                continue
+            w.fired = True
+            w.topic = topic
+            w.ready_at = now
+            w.ready_t = t
+            self._ready[w] = None
+            self._ready_topics[topic] = self._ready_topics.get(topic, 0) + 1
             self.wakeups += 1
-            ev.set()
+            w._ev.set()
 
-    def event(self, topic: str) -> trio.Event:
-        ev = self._events.get(topic)
-        if ev is None:
-            ev = self._events[topic] = trio.Event()
-        return ev
+    def waiter(self, topics: Sequence[str]) -> Waiter:
+        return Waiter(self, topics)
+
+    def p_eff(self, topic: str, now: int | None = None) -> int:
+        """The topic's P_eff without aging, recomputed at most once per tick (seeds 3.1)."""
+        if now is None:
+            now = self._now()
+        hit = self._peff.get(topic)
+        if hit is not None and now - hit[0] < TICK_MS:
+            return hit[1]
+        value = 0
+        eng = self.engine
+        if eng is not None:
+            t = eng.topics.get(topic)
+            if t is not None:
+                cfg = t.config
+                value = priority.effective_priority(cfg.priority, cfg.auto_priority,
+                                                    t.last_consumed_at, now)
+        if len(self._peff) > 4096:
+            self._peff.clear()
+        self._peff[topic] = (now, value)
+        return value
+
+    def ready_since(self, topic: str) -> int | None:
+        """The oldest ready_at of the topic's ready waiters (the age term GET shows)."""
+        if not self._ready_topics.get(topic):
+            return None
+        return min((w.ready_at for w in self._ready if w.topic == topic), default=None)
+
+    def armed(self, topic: str) -> int:
+        """How many waiters are armed on `topic` (woken by its next change)."""
+        return len(self._by_topic.get(topic, ()))
 
     def waiting_topics(self) -> int:
-        return len(self._events)
+        return len(self._by_topic)
+
+    def statistics(self) -> dict[str, int]:
+        return {"armed_topics": len(self._by_topic), "ready": len(self._ready),
+                "in_service": self._in_service, "passes": self.passes,
+                "contended_passes": self.contended_passes, "starved_admits": self.starved_admits,
+                "wakeups": self.wakeups}
+
+    # ---- passes ------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        return self.engine.now() if self.engine is not None else int(trio.current_time() * 1000)
+
+    def _unready(self, w: Waiter) -> None:
+        if self._ready.pop(w, 0) is None:
+            n = self._ready_topics[w.topic] - 1
+            if n:
+                self._ready_topics[w.topic] = n
+            else:
+                del self._ready_topics[w.topic]
+
+    def _checkin(self, w: Waiter) -> None:
+        w.serving = False
+        if w.pass_no == self._pass_no:
+            self._in_service -= 1
+            if self._in_service <= 0 and self._ready:
+                self._form_pass()
+
+    async def _admit(self, w: Waiter) -> None:
+        if w not in self._ready:
+            return  # admitted by a pass already
+        if self._in_service <= 0 or not self._pass_contended:
+            self._form_pass()  # Rule 3: only a contended pass makes the others wait
+        while w in self._ready:
+            started = self._pass_no
+            go = w._go = trio.Event()
+            with trio.move_on_at(self._pass_started + TICK_S):
+                await go.wait()
+            if w in self._ready and self._pass_no == started:  # the pass outlived its tick
+                self._form_pass()
+
+    def _form_pass(self) -> None:
+        ready = self._ready
+        self._pass_no += 1
+        self._pass_started = trio.current_time()
+        self.passes += 1
+        self._pass_contended = len(ready) > PASS_BUDGET and len(self._ready_topics) > 1
+        members: Iterable[Waiter] = self._pick() if self._pass_contended else list(ready)
+        n = 0
+        t = time.perf_counter()
+        now = self._now()
+        bands: dict[str, int] = {}
+        for w in members:
+            self._unready(w)
+            w.serving = True
+            w.pass_no = self._pass_no
+            n += 1
+            b = bands.get(w.topic)
+            if b is None:
+                b = bands[w.topic] = band_of(self.p_eff(w.topic, now))
+            waited = t - w.ready_t
+            self.latency[b][bisect_left(LATENCY_BUCKETS_S, waited)] += 1
+            self.latency_sum[b] += waited
+            go = w._go
+            if go is not None:
+                w._go = None
+                go.set()
+        self._in_service = n
+
+    def _pick(self) -> list[Waiter]:
+        """Rule 4 and 5: starved first (all of them), then the highest keys up to the budget."""
+        self.contended_passes += 1
+        now = self._now()
+        starved: list[Waiter] = []
+        keyed: list[tuple[int, int, Waiter]] = []
+        for i, w in enumerate(self._ready):
+            if now - w.ready_at >= AGE_CAP_MS:
+                starved.append(w)
+            else:
+                keyed.append((-(self.p_eff(w.topic, now) + priority.age_boost(w.ready_at, now)), i, w))
+        self.starved_admits += len(starved)
+        room = max(0, PASS_BUDGET - len(starved))
+        keyed.sort(key=lambda k: (k[0], k[1]))
+        return starved + [k[2] for k in keyed[:room]]
 
 
 async def wait_any(events: Iterable[trio.Event], timeout_s: float | None) -> bool:
-    """Wait until any event fires or the timeout passes; True if one fired."""
+    """Wait until any event fires or the timeout passes; True if one fired (for events that
+    are not topic changes, e.g. a router's destination draining)."""
     evs = list(events)
     if any(ev.is_set() for ev in evs):
         return True

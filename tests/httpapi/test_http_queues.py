@@ -226,9 +226,9 @@ def test_long_poll_claim_is_woken_by_a_produce_over_resp(srv: Srv, c: Client, q:
 
 
 def polling(srv: Srv, q: str) -> bool:
-    """A claim of `q` is waiting: it takes its wake-up event in the same step as its (empty)
-    pass, then waits, and only a change of `q` drops the event."""
-    return q in srv.ctx.notifier._events
+    """A claim of `q` is waiting: it arms its waiter in the same step as its (empty) pass,
+    then waits, and only a change of `q` disarms it."""
+    return srv.ctx.notifier.armed(q)
 
 
 def test_an_abandoned_long_poll_claim_takes_no_job(srv: Srv, c: Client, q: str) -> None:

@@ -220,7 +220,7 @@ async def test_metrics_exposition_format(tmp_path: Path) -> None:
     text = metrics.render(ctx)
     for line in text.splitlines():
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or re.fullmatch(
-            r'[a-z_]+(\{[a-z]+="[^"]*"\})? -?[0-9.e+]+', line), line
+            r'[a-z_0-9]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? -?[0-9.e+]+', line), line
     assert "topicsrv_writes_total 1" in text
     assert "topicsrv_bytes_written_total 5" in text
     assert 'topicsrv_topic_head_seq{topic="m1"} 1' in text

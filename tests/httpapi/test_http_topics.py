@@ -9,7 +9,7 @@ from typing import Any
 from tests.httpapi.conftest import metric, wait_until
 
 STATE_KEYS = {"topic", "type", "epoch", "head_seq", "earliest_seq", "next_seq", "count", "bytes",
-              "config", "durability", "effective_priority", "last_write_ts", "last_read_ts"}
+              "config", "durability", "effective_priority", "priority_components", "last_write_ts", "last_read_ts"}
 DIFF_KEYS = ["topic", "records", "tombstone", "next_from_seq", "head_seq", "earliest_seq",
              "caught_up", "lag", "performance"]
 

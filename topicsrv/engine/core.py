@@ -14,7 +14,7 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import deletes, groupops, groups, queues, routers
+from topicsrv.engine import deletes, groupops, groups, priority, queues, routers
 from topicsrv.engine.config import (
     SEQ_MAX,
     ConfigRequest,
@@ -25,7 +25,6 @@ from topicsrv.engine.config import (
     parse_config,
 )
 from topicsrv.engine.journal import CommitToken, Journal, NullJournal
-from topicsrv.engine.priority import effective_priority
 from topicsrv.engine.reads import FMT_JSON, ReadResult, read
 from topicsrv.engine.records import MAX_RECORDS_PER_WRITE, PreparedRecord
 from topicsrv.engine.restore import fill_lost
@@ -46,6 +45,8 @@ class Engine:
         self.topics: SortedDict = SortedDict()
         self.epochs: dict[str, int] = {}  # last epoch per name, kept after a topic is deleted
         self.listeners: list[Callable[[str], None]] = []
+        # the delivery scheduler's oldest ready waiter of a topic (the age term of P_eff)
+        self.ready_since: Callable[[str], int | None] | None = None
         self.routers: dict[str, routers.Router] = {}
         self.stats = {"writes": 0, "records_written": 0, "reads": 0, "records_read": 0,
                       "deletes": 0, "records_deleted": 0, "bytes_written": 0}
@@ -136,6 +137,8 @@ class Engine:
     def describe(self, topic: Topic, now: int | None = None) -> dict[str, Any]:
         now = self.now() if now is None else now
         cfg = topic.config
+        ready = self.ready_since(topic.name) if self.ready_since is not None else None
+        prio = priority.components(cfg.priority, cfg.auto_priority, topic.last_consumed_at, now, ready)
         out: dict[str, Any] = {
             "topic": topic.name,
             "type": topic.type,
@@ -148,9 +151,8 @@ class Engine:
             "bytes": topic.bytes,
             "config": cfg.to_json(topic.type),
             "durability": cfg.durability,
-            "effective_priority": round(
-                effective_priority(cfg.priority, cfg.auto_priority, topic.last_consumed_at, now), 3
-            ),
+            "effective_priority": prio.total,
+            "priority_components": prio.to_json(),
             "last_write_ts": topic.last_write_ts,
             "last_read_ts": topic.last_read_ts,
         }

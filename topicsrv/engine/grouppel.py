@@ -54,6 +54,7 @@ def read_new(
     head = topic.head_seq
     if group.cursor >= head:
         topic.expire(now)
+        topic.last_consumed_at = now  # a caught-up XREADGROUP still consumes (seeds 3.1)
         return ReadResult([], [], None, group.cursor, head, topic.earliest_seq, 0)
     limit = count if count > 0 else max(1, head - group.cursor)
     res = read(topic, group.cursor, limit, now, fmt=FMT_RESP, nodes=nodes)

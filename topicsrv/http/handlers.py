@@ -210,17 +210,17 @@ async def diff(call: Call) -> Response:
     args = parse_diff(call.req.body)
     ctx = call.ctx
     deadline = trio.current_time() + args.wait_ms / 1000.0
-    while True:
-        event = ctx.notifier.event(call.topic)  # before the read: no append can slip between
-        res = ctx.engine.diff(call.topic, args.from_seq, args.limit, max_bytes=args.max_bytes,
-                              nodes=args.nodes, epoch=args.epoch)
-        remaining = deadline - trio.current_time()
-        if res.records or res.tombstone is not None or not res.caught_up or remaining <= 0:
-            break
-        with trio.move_on_after(remaining):
-            await event.wait()
-        # A node-filtered append wakes us too; the cursor it advanced is kept for the retry.
-        args = _advance(args, res)
+    with ctx.notifier.waiter((call.topic,)) as waiter:
+        while True:
+            waiter.arm()  # before the read: no append can slip between
+            res = ctx.engine.diff(call.topic, args.from_seq, args.limit, max_bytes=args.max_bytes,
+                                  nodes=args.nodes, epoch=args.epoch)
+            remaining = deadline - trio.current_time()
+            if res.records or res.tombstone is not None or not res.caught_up or remaining <= 0:
+                break
+            await waiter.wait(remaining)
+            # A node-filtered append wakes us too; the cursor it advanced is kept for the retry.
+            args = _advance(args, res)
     return Response(200, diff_body(call.topic, res, call.elapsed_ms()))
 
 

@@ -14,6 +14,8 @@ Rule 6: every router adds gauges (`lag`, `cursor`, `blocked` 0/1) and counters (
 `skipped`, `source_trimmed`, `retries`, counted since the router was created), labelled by
 router name only (source and dest are in its state), read from the same `routers.state` the
 HTTP GET answers.
+Rule 7: the delivery scheduler's per-band latency histogram (topicsrv/notify.py Rule 7),
+three fixed label values.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from topicsrv.context import FSYNC_BUCKETS_S
 from topicsrv.engine import queues, routers
+from topicsrv.notify import BANDS, LATENCY_BUCKETS_S
 
 if TYPE_CHECKING:
     from topicsrv.context import HttpStats, ServerContext
@@ -71,6 +74,24 @@ def _fsync_family(ctx: ServerContext) -> list[str]:
     return _family(name, "histogram",
                    "Time HTTP writes, deletes and topic changes waited for their commit "
                    "(fsync for the fsync class).", samples)
+
+
+def _delivery_family(ctx: ServerContext) -> list[str]:
+    """Rule 7: the scheduler's wait from ready (records arrived) to admitted, by P_eff band."""
+    n = ctx.notifier
+    name = "topicsrv_delivery_latency_seconds"
+    samples = []
+    for band, counts, total in zip(BANDS, n.latency, n.latency_sum, strict=True):
+        running = 0
+        for bound, k in zip((*LATENCY_BUCKETS_S, float("inf")), counts, strict=True):
+            running += k
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            samples.append(f'{name}_bucket{{band="{band}",le="{le}"}} {running}')
+        samples += [f'{name}_sum{{band="{band}"}} {total:.6f}',
+                    f'{name}_count{{band="{band}"}} {running}']
+    return _family(name, "histogram",
+                   "Time from a waiter's records arriving to the scheduler serving it, by the "
+                   "band of its topic's effective priority (lt0: <0, 0to499, ge500).", samples)
 
 
 def _queue_families(ctx: ServerContext) -> list[str]:
@@ -181,6 +202,7 @@ def render(ctx: ServerContext) -> str:
                      "SSE frames sent (watch records and tombstones, work jobs).",
                      [f"topicsrv_sse_frames_total {stats.sse_frames}"])
     lines += _fsync_family(ctx)
+    lines += _delivery_family(ctx)
     lines += _queue_families(ctx)
     lines += _router_families(ctx)
     for exporter in ctx.metrics.exporters:

@@ -37,7 +37,7 @@ from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
 from topicsrv.http.metrics import http_stats
 from topicsrv.http.protocol import Request
-from topicsrv.notify import wait_any
+from topicsrv.notify import Waiter
 
 if TYPE_CHECKING:
     from topicsrv.context import ServerContext
@@ -90,12 +90,12 @@ class Pacer:
         await self._send(b"".join(out))
         self.last_sent = trio.current_time()
 
-    async def wait(self, events: list[trio.Event], timeout_s: float | None = None) -> bool:
-        """Wait for one of `events`, at most `timeout_s` and never past the next heartbeat,
-        which is sent when it is due. True if an event fired."""
+    async def wait(self, waiter: Waiter, timeout_s: float | None = None) -> bool:
+        """Wait for the waiter's topics to change, at most `timeout_s` and never past the next
+        heartbeat, which is sent when it is due. True if woken (and admitted by the scheduler)."""
         until_beat = self.last_sent + self.hb_s - trio.current_time()
         limit = until_beat if timeout_s is None else min(until_beat, timeout_s)
-        if limit > 0 and await wait_any(events, limit):
+        if limit > 0 and await waiter.wait(limit):
             return True
         if self.last_sent + self.hb_s <= trio.current_time():
             await self._send(HEARTBEAT)
@@ -208,9 +208,9 @@ async def run_watch(ctx: ServerContext, plan: WatchPlan, send: Send) -> None:
     watch_cursors = stats.watch_cursors
     me = object()
     try:
-        with Pacer(ctx, send) as pacer:
+        with Pacer(ctx, send) as pacer, ctx.notifier.waiter(plan.topics) as waiter:
             while True:
-                events = [ctx.notifier.event(name) for name in plan.topics]
+                waiter.arm()
                 out: list[bytes] = []
                 more = False
                 for name in plan.topics:
@@ -243,7 +243,7 @@ async def run_watch(ctx: ServerContext, plan: WatchPlan, send: Send) -> None:
                 if more:
                     await trio.lowlevel.checkpoint()
                     continue
-                await pacer.wait(events)
+                await pacer.wait(waiter)
     finally:
         for name in plan.topics:
             per_topic = watch_cursors.get(name)

@@ -11,8 +11,10 @@ projection still holds that seq with that lease id (an ack, a nack, a reclaim or
 frees the slot) and its deadline has not passed (an expired lease is reclaimable by any claim
 pass, so its slot is given back: the job may come again, here or to another worker).
 Rule 3: jobs are claimed through the Claims service, one claim per queue while room is left,
-the queues taken in turn (one further each round), so pushed workers share cohorts with
-polling claimers (seeds 10.3). A claim's leases are recorded before its commit token is
+so pushed workers share cohorts with polling claimers (seeds 10.3). The queues are taken
+highest P_eff first (seeds 3), aged by the time since the stream last claimed from a queue or
+found it empty; a queue passed over for AGE_CAP_MS goes first (docs/priority.md); equal keys
+are taken in turn (one further each round). A claim's leases are recorded before its commit token is
 awaited, and its frames go out after.
 Rule 4: the stream sleeps until one of its queues changes (a produce from either front, an
 ack, a nack, a delete: the notifier events are taken before the claims), until one of its
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 from topicsrv.engine import leases, queues
 from topicsrv.engine.config import check_topic_name
 from topicsrv.engine.journal import CommitToken
+from topicsrv.engine.priority import AGE_CAP_MS, age_boost
 from topicsrv.engine.queues import Claimer, Job
 from topicsrv.engine.reads import FMT_JSON
 from topicsrv.errors import TopicsError, invalid
@@ -135,26 +138,44 @@ async def run_work(ctx: ServerContext, plan: WorkPlan, send: Send) -> None:
     engine = ctx.engine
     held = Holdings()
     turn = 0
+    looked: dict[str, int] = {}  # queue -> when this stream last claimed from it or found none
     try:
-        with Pacer(ctx, send) as pacer:
+        with Pacer(ctx, send) as pacer, ctx.notifier.waiter(plan.topics) as waiter:
             while True:
-                changed = [ctx.notifier.event(name) for name in plan.topics]
+                waiter.arm()  # before the claims (Rule 4)
                 room = plan.max_in_flight - held.count(engine, engine.now())
                 if room > 0:
                     k = turn % len(plan.topics)
                     turn += 1
-                    out = await _claim_round(ctx, plan, plan.topics[k:] + plan.topics[:k], room,
-                                             held)
+                    order = by_priority(ctx, plan.topics, k, looked)
+                    out = await _claim_round(ctx, plan, order, room, held, looked)
                     if out:
                         await pacer.frames(out)
                         continue
-                await pacer.wait(changed, _wake_in(engine, plan, held, room > 0))
+                await pacer.wait(waiter, _wake_in(engine, plan, held, room > 0))
     finally:
         held.release(engine, plan.node)
 
 
+def by_priority(ctx: ServerContext, topics: list[str], k: int, looked: dict[str, int]) -> list[str]:
+    """Rule 3: the queues by key, highest first (P_eff + age_boost of the time since this stream
+    last claimed from the queue or found it empty); one passed over AGE_CAP_MS or longer goes
+    first whatever its P_eff (the starvation bound); equals in turn from the k-th."""
+    turn = topics[k:] + topics[:k]
+    if len(turn) == 1:
+        return turn
+    p_eff = ctx.notifier.p_eff
+    now = ctx.engine.now()
+
+    def key(name: str) -> tuple[bool, int]:
+        since = looked.setdefault(name, now)
+        return (now - since < AGE_CAP_MS, -(p_eff(name, now) + age_boost(since, now)))
+
+    return sorted(turn, key=key)
+
+
 async def _claim_round(ctx: ServerContext, plan: WorkPlan, order: list[str], room: int,
-                       held: Holdings) -> list[bytes]:
+                       held: Holdings, looked: dict[str, int]) -> list[bytes]:
     """Rule 3: claim up to `room` jobs over the queues in `order`; their frames."""
     engine = ctx.engine
     claims = ctx.claims_service()
@@ -171,6 +192,7 @@ async def _claim_round(ctx: ServerContext, plan: WorkPlan, order: list[str], roo
             log.debug("job stream %s: no claim on %s (%s)", plan.node, name, err.code)
             continue
         topic = engine.find(name)
+        looked[name] = engine.now()
         if not jobs or topic is None:
             continue
         held.add(topic, jobs)

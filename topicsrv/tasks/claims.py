@@ -29,7 +29,7 @@ from topicsrv.engine import Engine, leases, queues
 from topicsrv.engine.journal import CommitToken
 from topicsrv.engine.queues import Claimer, Job, Move
 from topicsrv.errors import TopicsError
-from topicsrv.notify import Notifier, wait_any
+from topicsrv.notify import Notifier
 
 log = logging.getLogger("topicsrv.queues")
 
@@ -105,18 +105,19 @@ class Claims:
         wait_ms = queues.check_int(wait_ms, "wait_ms", 0, MAX_WAIT_MS)
         deadline = trio.current_time() + wait_ms / 1000
         engine = self.engine
-        while True:
-            topic = queues.queue_topic(engine, name)
-            changed = self.notifier.event(name)
-            jitter = topic.config.claim_jitter_ms
-            if jitter > 0 and self._nursery is not None:
-                jobs, token = await self._join(name, claimer, jitter)
-            else:
-                jobs, token = self._greedy(name, claimer)
-            remaining = deadline - trio.current_time()
-            if jobs or remaining <= 0:
-                return jobs, token
-            await wait_any([changed], self._timeout(name, remaining))
+        with self.notifier.waiter((name,)) as waiter:
+            while True:
+                topic = queues.queue_topic(engine, name)
+                waiter.arm()  # before the claim (notify Rule 1)
+                jitter = topic.config.claim_jitter_ms
+                if jitter > 0 and self._nursery is not None:
+                    jobs, token = await self._join(name, claimer, jitter)
+                else:
+                    jobs, token = self._greedy(name, claimer)
+                remaining = deadline - trio.current_time()
+                if jobs or remaining <= 0:
+                    return jobs, token
+                await waiter.wait(self._timeout(name, remaining))
 
     def claim_nowait(self, name: str, claimer: Claimer) -> tuple[list[Job], CommitToken | None] | None:
         """`claim` without a wait, for a front that answers at once when it can: one greedy

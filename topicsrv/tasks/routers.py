@@ -5,7 +5,8 @@ the engine listener and forwards in batches (`routers.forward`, one synchronous 
 each), so a slow or full dest never slows or fails a source write.
 
 Rule 1 (wake-ups): the worker takes its events before each step (notify Rule 1): the source's
-(new records, an option change) when caught up; the dest's (room, a delete) when blocked. An
+(new records, an option change) when caught up, through the delivery scheduler when the server
+has one (a worker is a consumer of its source: its P_eff orders it among the other waiters); the dest's (room, a delete) when blocked. An
 engine listener sets them; new routers are found when their endpoints are notified (a PUT
 notifies both), and `run` starts one worker for every router that exists (after recovery).
 Rule 2 (batches): a step forwards up to `batch` source seqs; the worker yields between steps,
@@ -37,7 +38,7 @@ import trio
 
 from topicsrv.engine import Engine, routers
 from topicsrv.engine.routers import Router
-from topicsrv.notify import wait_any
+from topicsrv.notify import Notifier, wait_any
 
 log = logging.getLogger("topicsrv.routers")
 
@@ -89,8 +90,10 @@ class Pacer:
 
 
 class Routers:
-    def __init__(self, engine: Engine, batch: int = BATCH, share: float = SHARE) -> None:
+    def __init__(self, engine: Engine, batch: int = BATCH, share: float = SHARE,
+                 notifier: Notifier | None = None) -> None:
         self.engine = engine
+        self.notifier = notifier  # the delivery scheduler a caught-up worker waits through
         self.batch = batch
         self.pacer = Pacer(engine, share)
         self.workers: dict[str, Router] = {}  # router name -> the Router its worker serves
@@ -174,10 +177,13 @@ class Routers:
         delay = 0.0
         blocked_since: str | None = None  # the error code that blocked it, while blocked
         failed = False
+        waiter = None if self.notifier is None else self.notifier.waiter((router.spec.source,))
         try:
             while engine.routers.get(name) is router:
                 source_changed = self._event(self._source_events, name)
                 dest_changed = self._event(self._dest_events, name)
+                if waiter is not None:
+                    waiter.arm()  # the source's change, through the scheduler (Rule 1)
                 await self.pacer.step_start()
                 if engine.routers.get(name) is not router:
                     break
@@ -216,10 +222,15 @@ class Routers:
                     blocked_since = None
                 delay = 0.0
                 if step.caught_up:
-                    await source_changed.wait()
+                    if waiter is not None:
+                        await waiter.wait()
+                    else:
+                        await source_changed.wait()
                 else:
                     await trio.lowlevel.checkpoint()  # Rule 2
         finally:
+            if waiter is not None:
+                waiter.close()
             if self.workers.get(name) is router:
                 del self.workers[name]
                 self._untrack(router)

@@ -15,7 +15,6 @@ from typing import Any
 import trio
 
 from topicsrv.engine import groups as eg
-from topicsrv.notify import wait_any
 from topicsrv.resp import ids, replysize
 from topicsrv.resp.commands.base import (
     NULL_ARRAY,
@@ -104,17 +103,17 @@ def _reply(ctx: CommandContext, served: list[tuple[bytes, Any]]) -> Any:
 
 async def _wait(ctx: CommandContext, ra: ReadArgs) -> Any:
     """BLOCK: wait for an append to any of the streams (BLOCK 0 = forever)."""
-    notifier = ctx.server.notifier
     deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
-    while True:
-        remaining = None if deadline is None else deadline - trio.current_time()
-        if remaining is not None and remaining <= 0:
-            return NULL_ARRAY
-        events = [notifier.event(key_name(k)) for k in ra.keys]  # before the read (notify Rule 1)
-        served = _serve(ctx, ra)
-        if served:
-            return _reply(ctx, served)
-        await wait_any(events, remaining)
+    with ctx.server.notifier.waiter([key_name(k) for k in ra.keys]) as waiter:
+        while True:
+            remaining = None if deadline is None else deadline - trio.current_time()
+            if remaining is not None and remaining <= 0:
+                return NULL_ARRAY
+            waiter.arm()  # before the read (notify Rule 1)
+            served = _serve(ctx, ra)
+            if served:
+                return _reply(ctx, served)
+            await waiter.wait(remaining)
 
 
 # ---- XACK, XPENDING ---------------------------------------------------------------------------

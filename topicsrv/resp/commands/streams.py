@@ -33,7 +33,6 @@ from topicsrv.engine.groups import entries_added
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.engine.topic import Topic
-from topicsrv.notify import wait_any
 from topicsrv.resp import ids, replysize
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
@@ -267,18 +266,18 @@ def xread(ctx: CommandContext, args: list[bytes]) -> Any:
 
 
 async def _xread_wait(ctx: CommandContext, ra: ReadArgs, cursors: list[int]) -> Any:
-    notifier = ctx.server.notifier
     names = [key_name(k) for k in ra.keys]
     deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
-    while True:
-        events = [notifier.event(n) for n in names]  # taken before the read (notify Rule 1)
-        items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes)
-        if items:
-            return read_reply(ctx, items)
-        remaining = None if deadline is None else deadline - trio.current_time()
-        if remaining is not None and remaining <= 0:
-            return NULL_ARRAY
-        await wait_any(events, remaining)
+    with ctx.server.notifier.waiter(names) as waiter:
+        while True:
+            waiter.arm()  # before the read (notify Rule 1)
+            items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes)
+            if items:
+                return read_reply(ctx, items)
+            remaining = None if deadline is None else deadline - trio.current_time()
+            if remaining is not None and remaining <= 0:
+                return NULL_ARRAY
+            await waiter.wait(remaining)
 
 
 # ---- XINFO STREAM / HELP -----------------------------------------------------------------
