@@ -14,7 +14,8 @@ import pytest
 import redis
 
 from tests.httpapi.conftest import SSE, Client, wait_until
-from tests.httpapi.test_http_queues import Srv, produce, start_server
+from tests.httpapi.inproc import Srv, start_server
+from tests.httpapi.test_http_queues import produce
 from topicsrv.engine.priority import AGE_CAP_MS
 
 WATCHERS = 60

@@ -6,8 +6,8 @@ each), so a slow or full dest never slows or fails a source write.
 
 Rule 1 (wake-ups): the worker takes its events before each step (notify Rule 1): the source's
 (new records, an option change) when caught up, through the delivery scheduler when the server
-has one (a worker is a consumer of its source: its P_eff orders it among the other waiters); the dest's (room, a delete) when blocked. An
-engine listener sets them; new routers are found when their endpoints are notified (a PUT
+has one (a worker is a consumer of its source: its P_eff orders it among the other waiters);
+the dest's (room, a delete) when blocked. An engine listener sets them; new routers are found when their endpoints are notified (a PUT
 notifies both), and `run` starts one worker for every router that exists (after recovery).
 Rule 2 (batches): a step forwards up to `batch` source seqs; the worker yields between steps,
 so a long catch-up never starves the fronts.
