@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import httpbench, micro, queuebench, respbench, routerbench
+from bench import httpbench, micro, queuebench, respbench, routerbench, wakebench
 from bench import memory as membench
 from bench.procs import Proc, Procs, install_signal_handlers
 from bench.report import Row, render, save
@@ -37,17 +37,17 @@ SIZES: dict[str, dict[str, int]] = {
     "full": {"xadd_p1": 100_000, "xadd_p16": 500_000, "stream": 100_000, "range_p1": 20_000,
              "range_p16": 50_000, "py_xadd": 200_000, "py_xread": 100_000, "group": 50_000,
              "http_records": 1_000_000, "sse": 100_000, "memory": 1_000_000,
-             "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000,
+             "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000, "wake": 1_000,
              "router_fwd": 200_000, "router_write": 200_000},
     "quick": {"xadd_p1": 20_000, "xadd_p16": 100_000, "stream": 100_000, "range_p1": 4_000,
               "range_p16": 10_000, "py_xadd": 30_000, "py_xread": 100_000, "group": 10_000,
               "http_records": 200_000, "sse": 20_000, "memory": 200_000,
-              "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000,
+              "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000, "wake": 300,
               "router_fwd": 50_000, "router_write": 100_000},
     "tiny": {"xadd_p1": 200, "xadd_p16": 1_600, "stream": 1_000, "range_p1": 100,
              "range_p16": 320, "py_xadd": 300, "py_xread": 1_000, "group": 200,
              "http_records": 2_000, "sse": 200, "memory": 2_000,
-             "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000,
+             "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000, "wake": 20,
              "router_fwd": 2_000, "router_write": 2_000},
 }
 
@@ -204,6 +204,23 @@ class Run:
         self.rows.append(Row(py, "XREADGROUP COUNT 10 + XACK loop", "rec/s",
                              per(r, "records_per_s"), per(t, "records_per_s")))
         self.queue_workloads(pair, s)
+        self.wake_workloads(pair, s)
+
+    def wake_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
+        """Wake-up latency of one blocked reader (bench/wakebench.py): the uncontended path of
+        the delivery scheduler (issue 14), as wake-ups/s = 1 / median latency."""
+        sec = "wake-up of one blocked reader (wake-ups/s = 1 / median)"
+        n = s["wake"]
+        r, t = self.both(pair, f"XREAD BLOCK wake-up x {n}", lambda port: wakebench.xread_block(port, n))
+        self.rows.append(Row(sec, "XREAD BLOCK, XADD on another connection", "1/s", per(r), per(t)))
+        self.extra["wake_xread"] = {"redis": r, "topicsrv": t}
+        top = pair[1]
+        if top.http_port is not None:
+            self.log(f"SSE wake-up x {n}")
+            e = attempt(lambda: wakebench.sse_wake(top.http_port, n))  # type: ignore[arg-type]
+            self.rows.append(Row(sec, "SSE watch, POST of one record", "1/s", per(r), per(e),
+                                 ref_note="redis column = redis-server's XREAD BLOCK wake-up"))
+            self.extra["wake_sse"] = e
 
     def queue_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
         """Lease queues (bench/queuebench.py): topicsrv TOPIC.CLAIM + TOPIC.ACK vs redis
