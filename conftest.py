@@ -32,6 +32,38 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+
+def run_in_thread(config: Any, clock: Any = None) -> tuple[Any, Any]:
+    """A whole server (`topicsrv.server.run`: both fronts and the background services) with
+    trio in a daemon thread, for in-process tests: (its ServerContext, a stop function)."""
+    import threading
+    from functools import partial
+
+    import trio
+
+    from topicsrv import server as srv
+
+    box: dict[str, Any] = {}
+    ready = threading.Event()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            box["cancel"] = nursery.cancel_scope
+            box["token"] = trio.lowlevel.current_trio_token()
+            box["ctx"] = await nursery.start(partial(srv.run, config, clock=clock,
+                                                     handle_signals=False))
+            ready.set()
+
+    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+    thread.start()
+    assert ready.wait(15), "the in-process server did not start"
+
+    def stop() -> None:
+        trio.from_thread.run_sync(box["cancel"].cancel, trio_token=box["token"])
+        thread.join(10)
+
+    return box["ctx"], stop
+
 class JsonClient:
     """A minimal HTTP/JSON client over one keep-alive connection (real-process tests)."""
 

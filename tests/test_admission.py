@@ -16,15 +16,15 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
+from conftest import run_in_thread
 from topicsrv.admission import DENIED_TEXT, Admission, is_loopback
-from topicsrv.server import ServerConfig, ServerContext, _warn_exposed, run
+from topicsrv.server import ServerConfig, ServerContext, _warn_exposed
 
 REMOTE = "127.0.0.2"  # a loopback address the server is told to treat as remote
 
@@ -55,26 +55,8 @@ class Running:
 
 
 def start(**cfg: Any) -> tuple[Running, Any]:
-    config = ServerConfig(http_port=0, resp_port=0, storage=False, **cfg)
-    box: dict[str, Any] = {}
-    ready = threading.Event()
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            box["cancel"] = nursery.cancel_scope
-            box["token"] = trio.lowlevel.current_trio_token()
-            box["ctx"] = await nursery.start(partial(run, config, handle_signals=False))
-            ready.set()
-
-    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
-    thread.start()
-    assert ready.wait(15)
-
-    def stop() -> None:
-        trio.from_thread.run_sync(box["cancel"].cancel, trio_token=box["token"])
-        thread.join(10)
-
-    return Running(box["ctx"]), stop
+    ctx, stop = run_in_thread(ServerConfig(http_port=0, resp_port=0, storage=False, **cfg))
+    return Running(ctx), stop
 
 
 @pytest.fixture
