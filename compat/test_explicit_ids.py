@@ -179,3 +179,33 @@ def test_xsetid_counters_are_validated_not_stored(differ: Any, key: str) -> None
         S("XINFO", "STREAM", key, mask=[("radix-tree-keys",), ("radix-tree-nodes",)],
           diff="xsetid-counters"),
     ])
+
+
+def test_mixed_star_and_explicit_ids(differ: Any, key: str) -> None:
+    """`*` after a small explicit ID takes the clock (`<now>-0`); an explicit ID below it
+    then fails; placeholders compare the order of the IDs."""
+    differ.check([
+        S("XADD", key, "1-1", "a", "1"),
+        S("XADD", key, "*", "a", "2"),
+        S("XADD", key, "2-0", "a", "3"),
+        S("XADD", key, "*", "a", "4"),
+        S("XRANGE", key, "-", "+"),
+        S("XRANGE", key, "2", "+"),
+        S("XREAD", "STREAMS", key, "1-1"),
+        S("XREVRANGE", key, "+", "-", "COUNT", "1"),
+    ])
+
+
+def test_pipelined_star_after_explicit_ids(targets: list[Any], key: str) -> None:
+    """A pipeline of plain `XADD k * ...` (coalesced into one engine write) on a stream that
+    took an explicit ID answers Redis's next IDs, one by one."""
+    replies = []
+    for t in targets:
+        conn = RespConn(t.port, 2)
+        try:
+            conn.call("XADD", key, f"{FUTURE}-5", "a", "0")
+            replies.append(conn.pipeline([("XADD", key, "*", "a", str(i)) for i in range(5)]))
+        finally:
+            conn.close()
+    want = [("$", f"{FUTURE}-{6 + i}".encode()) for i in range(5)]
+    assert all(r == want for r in replies), replies
