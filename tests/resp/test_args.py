@@ -63,8 +63,14 @@ def test_xadd_is_parsed_once_for_both_paths() -> None:
     assert parse_xadd([b"k", b"NOMKSTREAM", b"*", b"f", b"v"]).nomkstream
     with pytest.raises(Err, match="wrong number of arguments for 'xadd'"):
         parse_xadd([b"k", b"*", b"f", b"v", b"x"])
-    with pytest.raises(Err, match="IDs are assigned by the server"):
-        parse_xadd([b"k", b"1-1", b"f", b"v"])
+    assert parse_xadd([b"k", b"1-1", b"f", b"v"]).xid == (1, 1)
+    assert parse_xadd([b"k", b"MAXLEN", b"1", b"7", b"f", b"v"]).xid == (7, 0)
+    assert parse_xadd([b"k", b"7-*", b"f", b"v"]).xid == (7, None)
+    assert parse_xadd([b"k", b"*", b"f", b"v"]).xid is None
+    with pytest.raises(Err, match="must be greater than 0-0"):
+        parse_xadd([b"k", b"0-0", b"f", b"v"])
+    with pytest.raises(Err, match="Invalid stream ID"):
+        parse_xadd([b"k", b"-", b"f", b"v"])
 
 
 def test_xreadgroup_takes_node_like_xread() -> None:

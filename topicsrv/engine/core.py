@@ -14,7 +14,7 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import deletes, groupops, groups, priority, queues, routers
+from topicsrv.engine import deletes, groupops, groups, priority, queues, routers, xids
 from topicsrv.engine.config import (
     SEQ_MAX,
     ConfigRequest,
@@ -212,9 +212,14 @@ class Engine:
         now = self.now()
         dest.expire(now)
         dest.check_append(records)
-        first, _, _ = dest.append(records, now)
+        first, _, _ = dest.append(records, now, xids.plan(dest, len(records), None, now))
         self.journal.derived(dest, first, len(records))
         return first
+
+    def set_stream_id(self, topic: Topic, last_id: tuple[int, int]) -> CommitToken | None:
+        """XSETID: the caller checked Redis's conditions (engine/xids.py Rule 4)."""
+        xids.set_last_id(topic, last_id)
+        return self.journal.stream_id_set(topic)
 
     def derive_gap(self, dest: Topic, router: routers.Router, n: int) -> int:
         """Append `n` TRIMMED slots (source seqs gone before they were forwarded)."""
@@ -239,8 +244,10 @@ class Engine:
         create: bool | None = None,
         config: Any = None,
         idempotency_key: str | None = None,
+        xid: tuple[int, int | None] | None = None,
     ) -> tuple[dict[str, Any], CommitToken | None]:
-        """Append a batch atomically. Returns (result, commit token)."""
+        """Append a batch atomically. Returns (result, commit token). `xid` is a client-chosen
+        stream ID for the first record (`(ms, None)`: `<ms>-*`; engine/xids.py)."""
         if not records:
             raise invalid("a write needs at least one record")
         if len(records) > MAX_RECORDS_PER_WRITE:
@@ -267,6 +274,7 @@ class Engine:
         try:
             topic.expire(now)
             topic.check_append(records)
+            planned = xids.plan(topic, len(records), xid, now)
             journal.check_writable(topic)
         except TopicsError:
             if created:  # a refused first write leaves no topic behind
@@ -274,7 +282,7 @@ class Engine:
                 self.epochs[name] -= 1
             raise
         created_token = journal.topic_upserted(topic) if created else None
-        first, ts, blobs = topic.append(records, now)
+        first, ts, blobs = topic.append(records, now, planned)
         token = journal.appended(topic, first, ts, blobs, records) or created_token
         n = len(records)
         last = first + n - 1
@@ -290,6 +298,8 @@ class Engine:
             "created": created,
             "duplicate": False,
         }
+        if planned is not None:
+            result["xids"] = planned
         if idempotency_key is not None and topic.config.idempotency_window_ms:
             idem = topic.idempotency
             while idem and (next(iter(idem.values()))[0] <= now or len(idem) >= IDEMPOTENCY_KEYS_MAX):

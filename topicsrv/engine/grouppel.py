@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from topicsrv.engine import xids
 from topicsrv.engine.groupstate import (
     Delivery,
     Group,
@@ -85,7 +86,11 @@ def resp_entry(topic: Topic, seq: int) -> bytes | None:
     if rec is None:
         return None
     blob = rec[0]
-    return blob if blob[0] == KIND_FIELDS else blob_to_resp(blob)
+    blob = blob if blob[0] == KIND_FIELDS else blob_to_resp(blob)
+    since = topic.xid_since
+    if since is not None and seq >= since:  # an ID-mapped topic (engine/xids.py Rule 6)
+        blob = xids.reid(blob, xids.xid_of(topic, seq))
+    return blob
 
 
 def read_history(

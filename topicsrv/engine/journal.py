@@ -44,6 +44,10 @@ class Journal(Protocol):
 
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> CommitToken | None: ...
 
+    def stream_id_set(self, topic: Topic) -> CommitToken | None:
+        """XSETID moved `topic.last_id` (engine/xids.py); gated like a group change."""
+        ...
+
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> CommitToken | None:
         """Append events to the queue's leases log (engine/leases.py); gated iff the queue's
         `leases_durable` is set (and its class writes a WAL)."""
@@ -115,6 +119,9 @@ class NullJournal:
         return None
 
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> None:
+        return None
+
+    def stream_id_set(self, topic: Topic) -> None:
         return None
 
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> None:

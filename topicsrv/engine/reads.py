@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from itertools import accumulate
 
+from topicsrv.engine import xids
 from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, blob_to_json, blob_to_resp
 from topicsrv.engine.segments import GAP_FLAGS, LIVE, LOST
 from topicsrv.engine.tombstone import Tombstone
@@ -71,7 +72,8 @@ def tombstone(
         ts = topic.ts_of(earliest)
     else:
         ts = topic.last_ts
-    return Tombstone(gap_from, gap_to, reason, missed, earliest, topic.head_seq, ts)
+    xid = None if topic.xid_since is None else xids.tombstone_xid(topic, earliest)
+    return Tombstone(gap_from, gap_to, reason, missed, earliest, topic.head_seq, ts, xid)
 
 
 def gate(topic: Topic, from_seq: int, epoch: int | None = None) -> tuple[int, Tombstone | None]:
@@ -215,6 +217,8 @@ def read(
             break
         s = seg.next_seq
     next_from_seq = head if s > head else s - 1
+    if fmt == FMT_RESP and topic.xid_since is not None and records:
+        records = xids.reid_all(topic, seqs, records)
     topic.last_read_ts = now
     topic.last_consumed_at = now
     return ReadResult(records, seqs, tomb, next_from_seq, head, topic.earliest_seq, scanned)
@@ -224,6 +228,16 @@ def scan_range(
     topic: Topic, lo: int, hi: int, count: int, now: int, *, reverse: bool = False, fmt: int = FMT_RESP
 ) -> list[tuple[int, bytes]]:
     """Live records with lo <= seq <= hi, at most `count` (0 = all); no tombstones (XRANGE)."""
+    out = _scan_range(topic, lo, hi, count, now, reverse, fmt)
+    if fmt == FMT_RESP and topic.xid_since is not None and out:
+        since = topic.xid_since
+        return [(s, b if s < since else xids.reid(b, xids.xid_of(topic, s))) for s, b in out]
+    return out
+
+
+def _scan_range(
+    topic: Topic, lo: int, hi: int, count: int, now: int, reverse: bool, fmt: int
+) -> list[tuple[int, bytes]]:
     topic.expire(now)
     lo = max(lo, topic.front)
     hi = min(hi, topic.head_seq)

@@ -16,6 +16,7 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
+from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import TopicConfig
 from topicsrv.engine.segments import (
     DELETED,
@@ -78,13 +79,16 @@ def fill_lost(topic: Topic, upto: int, ts: int, flag: int = LOST) -> None:
         if tail > seq:
             fill_lost(topic, tail, ts, flag)  # finish the current segment slot by slot
         run_flag = EVICTED if tail < topic.front else flag
-        topic.segs.append(Run(tail, upto - tail, run_flag, ts))
+        run = Run(tail, upto - tail, run_flag, ts)
+        xmod.push_dead(topic, run, len(run))
+        topic.segs.append(run)
         topic.next_seq = upto
         return
     while seq < upto:
         seg = _segment_for(topic, seq)
         n = min(upto, seg.end) - seq
         seg.append_lost(n, ts)
+        xmod.push_dead(topic, seg, n)
         if seq < topic.front:  # never happens for a well-formed image; keep flags honest
             seg.flags[len(seg) - n:] = bytes([EVICTED]) * n
         elif flag != LOST:
@@ -104,9 +108,10 @@ def put_run(topic: Topic, base: int, n: int, flag: int, ts: int) -> None:
 
 def put_slot(
     topic: Topic, seq: int, ts: int, blob: bytes | None, size: int,
-    node: str | None, tag: str | None, flag: int = LIVE,
+    node: str | None, tag: str | None, flag: int = LIVE, xid: tuple[int, int] | None = None,
 ) -> None:
-    """Restore one slot at `seq` (>= next_seq). `flag` is LIVE, DELETED, LOST or TRIMMED."""
+    """Restore one slot at `seq` (>= next_seq). `flag` is LIVE, DELETED, LOST or TRIMMED;
+    `xid` its stream ID when it was written in an ID-mapped topic (engine/xids.py)."""
     if seq < topic.next_seq:
         return  # already restored (an idempotent replay)
     if seq > topic.next_seq:
@@ -127,6 +132,12 @@ def put_slot(
     else:
         seg.append_lost(1, ts)
         seg.flags[-1] = flag if flag in (DELETED, EVICTED, LOST, TRIMMED) else LOST
+    if xid is not None:
+        xmod.enable(topic, seq)  # a frame written after the switch (the checkpoint predates it)
+        topic.last_id = max(topic.last_id, xid)
+    since = topic.xid_since
+    if since is not None and (seq >= since or seg.xids is not None):
+        xmod.push(topic, seg, xid if xid is not None or seq >= since else (ts, seq))
     topic.next_seq = seq + 1
     topic.last_ts = ts
 

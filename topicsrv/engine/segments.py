@@ -35,7 +35,8 @@ MIXED = 1  # Segment.kinds when JSON and field/value records share a segment
 
 
 class Segment:
-    __slots__ = ("base", "end", "ts", "blobs", "sizes", "flags", "nodes", "tags", "live", "live_bytes", "kinds")
+    __slots__ = ("base", "end", "ts", "blobs", "sizes", "flags", "nodes", "tags", "live", "live_bytes", "kinds",
+                 "xids")
 
     def __init__(self, base: int) -> None:
         self.base = base
@@ -51,6 +52,8 @@ class Segment:
         self.live_bytes = 0
         # The record form(s) stored here: the blob kind byte when uniform, MIXED otherwise.
         self.kinds = 0
+        # Client-chosen IDs: ms, n per slot, only in an ID-mapped topic (engine/xids.py).
+        self.xids: array[int] | None = None
 
     @property
     def next_seq(self) -> int:
@@ -204,7 +207,7 @@ class Run:
     """Seqs [base, base + n) with no record, all flagged `flag` (DELETED, LOST or EVICTED),
     in O(1) memory (Rule 4). Quacks like a full Segment for every read and delete path."""
 
-    __slots__ = ("base", "end", "flag", "ts", "blobs", "sizes", "flags")
+    __slots__ = ("base", "end", "flag", "ts", "blobs", "sizes", "flags", "xids")
     nodes = None
     tags = None
     live = 0
@@ -221,6 +224,7 @@ class Run:
         self.blobs = Const(None, n)
         self.sizes = Const(0, n)
         self.flags = Const(flag, n)
+        self.xids: tuple[int, int] | None = None  # the ID of all its seqs (engine/xids.py Rule 2)
 
     @property
     def next_seq(self) -> int:
@@ -261,6 +265,8 @@ class Run:
         out.append(Run(self.base + i, j - i, flag, ts))
         if j < n:
             out.append(Run(self.base + j, n - j, self.flag, ts))
+        for run in out:
+            run.xids = self.xids
         return out
 
 

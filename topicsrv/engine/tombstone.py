@@ -17,7 +17,9 @@ Rule 3: the one documented variation is SSE's: a loss a watch finds when it open
 Rule 4: `resume_after = earliest_seq - 1` is the position after the tombstone: the SSE cursor
   its frame's `id:` carries and the seq part of its RESP entry ID, so resuming is exact. `ts`,
   the ms part of that ID, is the `$ts` of the first record after the gap (the topic's last
-  `$ts` when there is none), so entry IDs stay increasing; it is not a JSON field.
+  `$ts` when there is none), so entry IDs stay increasing; it is not a JSON field. In an
+  ID-mapped topic (engine/xids.py) the entry ID is `xid`: the ID of the first record after
+  the gap minus one (the last ID when there is none), so resuming after it is exact too.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class Tombstone:
     earliest_seq: int  # the first live seq after the gap: where the read resumes
     head_seq: int
     ts: int  # the ms part of the RESP entry ID (Rule 4)
+    xid: tuple[int, int] | None = None  # an ID-mapped topic's entry ID (engine/xids.py)
 
     def __post_init__(self) -> None:
         if self.reason not in REASONS:
@@ -96,4 +99,6 @@ class Tombstone:
         return out
 
     def resp_entry(self) -> bytes:
+        if self.xid is not None:
+            return encode_entry(self.xid[0], self.xid[1], self.resp_fields())
         return encode_entry(self.ts, self.resume_after, self.resp_fields())

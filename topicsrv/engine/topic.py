@@ -27,6 +27,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
+from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX, TopicConfig
 from topicsrv.engine.records import PreparedRecord, too_large
 from topicsrv.engine.segments import EVICTED, LIVE, SEGMENT_RECORDS, TRIMMED, AnySegment, Segment
@@ -68,6 +69,10 @@ class Topic:
         self.idempotency: OrderedDict[str, tuple[int, dict[str, Any]]] = OrderedDict()
         self.appended_total = 0
         self.deleted_total = 0
+        # Client-chosen IDs (engine/xids.py): the first seq of the ID-mapped era (None: the
+        # topic never took one, its IDs are `<ts>-<seq>`) and Redis's last_id since then.
+        self.xid_since: int | None = None
+        self.last_id: tuple[int, int] = (0, 0)
         # Extension state owned by other layers (consumer groups, queues); opaque here.
         self.ext: dict[str, Any] = {}
         # Called as (topic, front, new_front) before an eviction (engine/routerfwd.py counts
@@ -323,10 +328,15 @@ class Topic:
                 },
             )
 
-    def append(self, records: list[PreparedRecord], now: int) -> tuple[int, int, list[bytes]]:
-        """Assign seqs and store; returns (first_seq, ts, blobs). Call check_append first."""
+    def append(
+        self, records: list[PreparedRecord], now: int, xids: list[tuple[int, int]] | None = None
+    ) -> tuple[int, int, list[bytes]]:
+        """Assign seqs and store; returns (first_seq, ts, blobs). Call check_append first;
+        `xids` are the records' stream IDs (xids.plan) in an ID-mapped topic."""
         ts = now if now > self.last_ts else self.last_ts
         seq = first = self.next_seq
+        if xids is not None:
+            xmod.enable(self, first)
         segs = self.segs
         seg = segs[-1] if segs and isinstance(segs[-1], Segment) else None
         blobs = []
@@ -340,12 +350,16 @@ class Topic:
             if node is not None:
                 node = sys.intern(node)
             seg.append(blob, ts, rec.size, node, rec.tag)
+            if xids is not None:
+                xmod.push(self, seg, xids[seq - first])
             if rec.tag is not None:
                 self.tags.add(rec.tag, seq)
             blobs.append(blob)
             total += rec.size
             seq += 1
         self.next_seq = seq
+        if xids is not None:
+            self.last_id = xids[-1]
         self.count += len(records)
         self.bytes += total
         self.last_ts = ts

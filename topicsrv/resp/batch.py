@@ -86,8 +86,9 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
         except TopicsError:  # nothing applied (Rule 3)
             return [execute(ctx, argv) for argv in argvs]
         ts, seq = result["ts"], result["first_seq"]
-        for slot in slots:
-            reply = ids.format_id(ts, seq)
+        planned = result.get("xids")  # an ID-mapped topic (engine/xids.py)
+        for k, slot in enumerate(slots):
+            reply = b"%d-%d" % planned[k] if planned else ids.format_id(ts, seq)
             replies[slot] = reply if token is None else Pending(token, reply)
             seq += 1
     ctx.front.stats.total_commands += len(run)

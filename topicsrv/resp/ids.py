@@ -11,6 +11,10 @@ Rule 3: `-`/`+` are the ends of the log, `$` is head_seq at the time of the call
   only valid in XREADGROUP (the caller checks, `is_new_only`).
 Rule 4: syntax and the exclusive `(` ranges are exactly Redis 7's (same errors, `(-`/`(+`
   invalid, `(` of the largest/smallest ID -> "invalid start/end ID for the interval").
+Rule 5: in an ID-mapped topic (one that took a client-chosen ID, engine/xids.py) Rules 1-2
+  give way to Redis's own order: an ID is compared with the records' IDs as (ms, seq), by
+  binary search; `ms` alone is `ms-0` as a start and `ms-<max>` as an end. `0`/`0-0` and the
+  specials keep Rule 3.
 
 Public helpers (stable; XGROUP/XREADGROUP/XACK/XCLAIM in the groups*.py families use them):
   parse_id(arg, missing_seq=0) -> StreamId    syntax only, raises Err(INVALID_ID)
@@ -20,7 +24,8 @@ Public helpers (stable; XGROUP/XREADGROUP/XACK/XCLAIM in the groups*.py families
   range_bounds(topic, start, end) -> (lo, hi) inclusive seq interval for XRANGE/XPENDING
   read_position(topic|None, arg) -> from_seq  XREAD / XGROUP CREATE|SETID cursor: the read
                                               returns seqs > from_seq
-  record_seq(arg) -> int                      XDEL/XACK/XCLAIM: the seq an ID names (0 = none)
+  record_seq(arg, topic=None) -> int          XDEL/XACK/XCLAIM: the seq an ID names (0 = none)
+  mapped(topic) -> bool                       the topic is ID-mapped (Rule 5)
   time_floor(topic, ms) -> seq                first seq with ts >= ms
 """
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from topicsrv.engine import xids
 from topicsrv.engine.entries import format_id
 from topicsrv.engine.topic import Topic
 from topicsrv.resp.commands.base import Err
@@ -61,7 +67,13 @@ def parse_id(arg: bytes, missing_seq: int = 0) -> StreamId:
     return StreamId(_u64(ms), _u64(seq), True)
 
 
+def mapped(topic: Topic | None) -> bool:
+    return topic is not None and topic.xid_since is not None
+
+
 def entry_id(topic: Topic, seq: int) -> bytes:
+    if topic.xid_since is not None:
+        return b"%d-%d" % xids.xid_of(topic, seq)
     return format_id(topic.ts_of(seq), seq)
 
 
@@ -84,6 +96,9 @@ def _start(topic: Topic | None, arg: bytes) -> int:
     sid = parse_id(arg, 0)
     if exclusive and sid.ms == U64 and sid.seq == U64:
         raise Err("ERR invalid start ID for the interval")
+    if topic is not None and topic.xid_since is not None:
+        x = (sid.ms, sid.seq)
+        return xids.upper_bound(topic, x) if exclusive else xids.lower_bound(topic, x)
     if sid.seq > 0:
         return sid.seq + 1 if exclusive else sid.seq
     return time_floor(topic, sid.ms)  # `(ms-0` and `ms-0` both start at the first ts >= ms
@@ -102,6 +117,9 @@ def _end(topic: Topic | None, arg: bytes) -> int:
     sid = parse_id(arg, U64)
     if exclusive and sid.ms == 0 and sid.seq == 0:
         raise Err("ERR invalid end ID for the interval")
+    if topic is not None and topic.xid_since is not None:
+        x = (sid.ms, sid.seq)
+        return (xids.lower_bound(topic, x) if exclusive else xids.upper_bound(topic, x)) - 1
     if not sid.complete:  # `ms` = ms-MAX: every record with ts <= ms
         return time_floor(topic, sid.ms + 1) - 1
     if sid.seq > 0:
@@ -130,6 +148,8 @@ def read_position(topic: Topic | None, arg: bytes) -> int:
             "GROUP <group> <consumer> option."
         )
     sid = parse_id(arg, 0)
+    if topic is not None and topic.xid_since is not None and (sid.ms or sid.seq):
+        return id_cursor(topic, (sid.ms, sid.seq))
     if sid.seq > 0:
         return sid.seq
     if sid.ms == 0:
@@ -140,6 +160,19 @@ def read_position(topic: Topic | None, arg: bytes) -> int:
     return time_floor(topic, sid.ms) - 1
 
 
-def record_seq(arg: bytes) -> int:
-    """The seq an ID names (XDEL, XACK, XCLAIM); 0 when it is a time position."""
-    return parse_id(arg, 0).seq
+def id_cursor(topic: Topic, x: tuple[int, int]) -> int:
+    """An ID-mapped topic's read cursor for ID x: the last seq whose ID is <= x (never past
+    the visible head); below every retained ID when older seqs existed, the start of the log
+    (so a reader that fell behind an eviction is told, Rule 3)."""
+    if xids.below_retained(topic, x):
+        return max(0, topic.seq_base - 1)
+    return min(xids.upper_bound(topic, x) - 1, topic.head_seq)
+
+
+def record_seq(arg: bytes, topic: Topic | None = None) -> int:
+    """The seq an ID names (XDEL, XACK, XCLAIM); 0 when it is a time position (or, in an
+    ID-mapped topic, no record has that ID)."""
+    sid = parse_id(arg, 0)
+    if topic is not None and topic.xid_since is not None:
+        return xids.exact(topic, (sid.ms, sid.seq))
+    return sid.seq

@@ -111,6 +111,9 @@ class Checkpoints:
                 "lost_total": topic.lost_total,
                 "ceiling": head,
             }
+            if topic.xid_since is not None:  # an ID-mapped topic (engine/xids.py)
+                meta["xid_since"] = topic.xid_since
+                meta["last_id"] = list(topic.last_id)
             snap_groups = groups.snapshot(topic)
             if snap_groups:
                 meta["groups"] = snap_groups

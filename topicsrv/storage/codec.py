@@ -2,14 +2,18 @@
 
 APPEND body (one engine write):
     u16 name_len, name (utf-8), u64 epoch, u64 first_seq, u64 ts, u32 n,
-    n x [u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob]
+    n x [u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob],
+    then, only in an ID-mapped topic (engine/xids.py), n x [u64 ms, u64 seq]: the stream IDs
 REC body (one segment slot):
-    u64 seq, u64 ts, u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob
+    u64 seq, u64 ts, u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob,
+    then, only in an ID-mapped segment, u64 ms, u64 seq: the slot's stream ID
 APPEND_RC body (a write into a router's dest): the APPEND body, then u64 rc (the router's
     cursor when the write ran; recovery merges re-derived copies up to it first)
 SLOT_LOST / SLOT_TRIMMED body: u64 seq, u64 ts
 
 Rule: a node/tag length of 0xFFFF means "absent" (an empty string is a real value).
+Rule: the stream-ID trailers are optional: a body without one (every body written before
+  client-chosen IDs existed) reads as "IDs implicit", and its length says which it is.
 """
 
 from __future__ import annotations
@@ -44,7 +48,15 @@ def _unlabel(buf: memoryview, pos: int, n: int) -> tuple[str | None, int]:
     return bytes(buf[pos:pos + n]).decode("utf-8", "surrogatepass"), pos + n
 
 
-def encode_append(name: str, epoch: int, first_seq: int, ts: int, items: list[Item]) -> bytes:
+Xid = tuple[int, int]
+
+
+def _xid_trailer(xids: list[Xid]) -> bytes:
+    return b"".join(_LOST.pack(ms, n) for ms, n in xids)
+
+
+def encode_append(name: str, epoch: int, first_seq: int, ts: int, items: list[Item],
+                  xids: list[Xid] | None = None) -> bytes:
     raw_name = name.encode()
     parts = [_U16.pack(len(raw_name)), raw_name, _APPEND_HEAD.pack(epoch, first_seq, ts, len(items))]
     for blob, size, node, tag in items:
@@ -56,11 +68,26 @@ def encode_append(name: str, epoch: int, first_seq: int, ts: int, items: list[It
         if tb:
             parts.append(tb)
         parts.append(blob)
+    if xids is not None:
+        parts.append(_xid_trailer(xids))
     return b"".join(parts)
 
 
-def encode_append_rc(name: str, epoch: int, first_seq: int, ts: int, items: list[Item], rc: int) -> bytes:
-    return encode_append(name, epoch, first_seq, ts, items) + _U64.pack(rc)
+def encode_append_rc(name: str, epoch: int, first_seq: int, ts: int, items: list[Item], rc: int,
+                     xids: list[Xid] | None = None) -> bytes:
+    return encode_append(name, epoch, first_seq, ts, items, xids) + _U64.pack(rc)
+
+
+def append_xids(body: memoryview, pos: int, n: int, rc: bool = False) -> list[Xid] | None:
+    """The stream IDs an APPEND (APPEND_RC: `rc`) body ends with, None when it has none."""
+    unpack = _ITEM.unpack_from
+    for _ in range(n):
+        _, blen, nl, tl = unpack(body, pos)
+        pos += _ITEM.size + (0 if nl == NONE_LEN else nl) + (0 if tl == NONE_LEN else tl) + blen
+    end = len(body) - (_U64.size if rc else 0)
+    if end - pos != n * _LOST.size or not n:
+        return None
+    return [(int(ms), int(x)) for ms, x in _LOST.iter_unpack(body[pos:end])]
 
 
 def append_rc(body: memoryview) -> int:
@@ -89,19 +116,25 @@ def append_items(body: memoryview, pos: int, n: int) -> Iterator[Item]:
         pos += blen
 
 
-def encode_slot(seq: int, ts: int, blob: bytes, size: int, node: str | None, tag: str | None) -> bytes:
+def encode_slot(seq: int, ts: int, blob: bytes, size: int, node: str | None, tag: str | None,
+                xid: Xid | None = None) -> bytes:
     nl, nb = _label(node)
     tl, tb = _label(tag)
-    return _REC_HEAD.pack(seq, ts, size, len(blob), nl, tl) + nb + tb + blob
+    out = _REC_HEAD.pack(seq, ts, size, len(blob), nl, tl) + nb + tb + blob
+    return out if xid is None else out + _LOST.pack(*xid)
 
 
-def decode_slot(body: memoryview) -> tuple[int, int, bytes, int, str | None, str | None]:
-    """(seq, ts, blob, size, node, tag)."""
+def decode_slot(body: memoryview) -> tuple[int, int, bytes, int, str | None, str | None, Xid | None]:
+    """(seq, ts, blob, size, node, tag, stream ID or None)."""
     seq, ts, size, blen, nl, tl = _REC_HEAD.unpack_from(body, 0)
     pos = _REC_HEAD.size
     node, pos = _unlabel(body, pos, nl)
     tag, pos = _unlabel(body, pos, tl)
-    return seq, ts, bytes(body[pos:pos + blen]), size, node, tag
+    xid: Xid | None = None
+    if len(body) - (pos + blen) == _LOST.size:
+        ms, x = _LOST.unpack_from(body, pos + blen)
+        xid = (int(ms), int(x))
+    return seq, ts, bytes(body[pos:pos + blen]), size, node, tag, xid
 
 
 def slot_seq(body: memoryview) -> int:

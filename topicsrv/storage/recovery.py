@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from topicsrv.engine import deletes, groupops, groups, leases, restore
+from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
@@ -288,8 +289,11 @@ class Builder:
             st.ceil_durable = st.ceil_head = nxt - 1
             topic.ext[EXT_KEY] = st
             groups.restore(topic, ck.get("groups"))
+            if ck.get("xid_since") is not None:  # new IDs stay above the old ones
+                topic.xid_since = int(ck["xid_since"])
+                topic.last_id = (int(ck["last_id"][0]), int(ck["last_id"][1]))
             for ftype, body in img.ops:  # records are gone by design; group definitions are not
-                if ftype in (frames.T_GROUPS, frames.T_GROUPOP):
+                if ftype in (frames.T_GROUPS, frames.T_GROUPOP, frames.T_XSETID):
                     self._apply(topic, st, ftype, body)
             if img.type == "queue":
                 leases.restore(topic, None)
@@ -305,6 +309,8 @@ class Builder:
         topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=start,
                                   front=ck.get("front", 0))
         groups.restore(topic, ck.get("groups"))
+        if ck.get("xid_since") is not None:  # an ID-mapped topic (engine/xids.py)
+            topic.xid_since = int(ck["xid_since"])
         if img.type == "queue":
             leases.restore(topic, ck.get("queue"))
         if ck.get("hops"):  # hop counts of a router source's copies above its cursors
@@ -318,6 +324,8 @@ class Builder:
                 self._load_file(topic, st, base, count, cold, dead or base in dropped)
         for first, last in ck.get("dels", []):  # a router source's deletes not flipped on disk
             restore.mark_lost(topic, int(first), int(last) - int(first) + 1, DELETED)
+        if ck.get("last_id") is not None:  # XSETID may have set it above (or below) the slots
+            xmod.set_last_id(topic, (int(ck["last_id"][0]), int(ck["last_id"][1])))
         return topic, st, False
 
     def finalize(self, img: Image, topic: Topic, st: TState) -> None:
@@ -362,8 +370,8 @@ class Builder:
         for msg in loaded.damage:
             self.damage.append(f"{st.dir}/{msg}")
         slots = loaded.slots[:count]
-        for seq, ts, blob, size, node, tag, flag in slots:
-            restore.put_slot(topic, seq, ts, blob, size, node, tag, flag)
+        for seq, ts, blob, size, node, tag, flag, xid in slots:
+            restore.put_slot(topic, seq, ts, blob, size, node, tag, flag, xid)
             self.records += 1
         if len(slots) < count:
             restore.fill_lost(topic, base + count, topic.last_ts)
@@ -391,8 +399,10 @@ class Builder:
     def _apply(self, topic: Topic, st: TState, ftype: int, body: memoryview) -> None:
         if ftype in frames.RECORD_FRAMES:
             _, _, first, ts, n, pos = codec.append_header(body)
+            xids = codec.append_xids(body, pos, n, ftype == frames.T_APPEND_RC)
             for i, (blob, size, node, tag) in enumerate(codec.append_items(body, pos, n)):
-                restore.put_slot(topic, first + i, ts, blob, size, node, tag, LIVE)
+                restore.put_slot(topic, first + i, ts, blob, size, node, tag, LIVE,
+                                 None if xids is None else xids[i])
             self.records += n
             self._progress()
             return
@@ -404,6 +414,8 @@ class Builder:
                 self._remove(topic, ftype, d)
         elif ftype == frames.T_GROUPS:  # a whole snapshot (written by older versions)
             groups.restore(topic, d.get("groups"))
+        elif ftype == frames.T_XSETID:  # a client set the stream's last ID (engine/xids.py)
+            xmod.set_last_id(topic, (int(d["last_id"][0]), int(d["last_id"][1])))
         elif ftype == frames.T_GROUPOP:  # one definition change (XGROUP CREATE, SETID, ...)
             groupops.apply(topic, d["op"])
         elif ftype == frames.T_LEASES:  # a queue's leases-log events, in order

@@ -28,7 +28,8 @@ IDX_MAGIC = b"TIDX"
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
-Slot = tuple[int, int, bytes | None, int, str | None, str | None, int]  # seq ts blob size node tag flag
+# seq ts blob size node tag flag xid (the stream ID of an ID-mapped slot, engine/xids.py)
+Slot = tuple[int, int, bytes | None, int, str | None, str | None, int, tuple[int, int] | None]
 
 
 @dataclass
@@ -90,10 +91,12 @@ def slot_frame(seg: Segment, i: int) -> tuple[bytes, int]:
         return frames.encode(frames.T_SLOT_LOST, codec.encode_lost(seq, ts)), 1
     if flag == TRIMMED:  # a router dest's `source_trim` gap keeps its reason on disk
         return frames.encode(frames.T_SLOT_TRIMMED, codec.encode_lost(seq, ts)), 1
+    xs = seg.xids
+    xid = None if xs is None else (xs[2 * i], xs[2 * i + 1])
     if flag == LIVE and blob is not None:
-        body = codec.encode_slot(seq, ts, blob, int(seg.sizes[i]), seg.node(i), seg.tag(i))
+        body = codec.encode_slot(seq, ts, blob, int(seg.sizes[i]), seg.node(i), seg.tag(i), xid)
         return frames.encode(frames.T_REC, body), 0
-    body = codec.encode_slot(seq, ts, b"", 0, None, None)
+    body = codec.encode_slot(seq, ts, b"", 0, None, None, xid)
     return frames.encode(frames.T_REC, body, frames.DELETED_FLAG), 1
 
 
@@ -177,16 +180,16 @@ class Loaded:
 def _slot(fr: frames.Frame) -> Slot | None:
     try:
         if fr.ftype == frames.T_REC:
-            seq, ts, blob, size, node, tag = codec.decode_slot(fr.body)
+            seq, ts, blob, size, node, tag, xid = codec.decode_slot(fr.body)
             if fr.deleted:
-                return seq, ts, None, 0, None, None, DELETED
-            return seq, ts, blob, size, node, tag, LIVE
+                return seq, ts, None, 0, None, None, DELETED, xid
+            return seq, ts, blob, size, node, tag, LIVE, xid
         if fr.ftype == frames.T_SLOT_LOST:
             seq, ts = codec.decode_lost(fr.body)
-            return seq, ts, None, 0, None, None, LOST
+            return seq, ts, None, 0, None, None, LOST, None
         if fr.ftype == frames.T_SLOT_TRIMMED:
             seq, ts = codec.decode_lost(fr.body)
-            return seq, ts, None, 0, None, None, TRIMMED
+            return seq, ts, None, 0, None, None, TRIMMED, None
     except (struct.error, UnicodeDecodeError):
         return None
     return None
@@ -220,7 +223,7 @@ def load(data: Path, idx: Path, base: int) -> Loaded:
             if slot is None or slot[0] != base + i:
                 why = got_fr.reason if isinstance(got_fr, frames.Damage) else "unexpected frame"
                 out.damage.append(f"{data.name}: slot {base + i} at offset {off}: {why}")
-                slot = (base + i, 0, None, 0, None, None, LOST)
+                slot = (base + i, 0, None, 0, None, None, LOST, None)
             out.slots.append(slot)
             sf.offsets.append(off)
             sf.dead.append(0 if slot[6] == LIVE else 1)

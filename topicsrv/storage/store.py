@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from topicsrv.engine import queues, restore
+from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
@@ -217,11 +218,15 @@ class Storage(routerlog.RouterJournal, SegTasks):
             topic.hide_from(first_seq)  # readable once durable (Topic Rule 6)
         items = [(blob, rec.size, rec.node, rec.tag) for blob, rec in zip(blobs, records, strict=True)]
         rc = routerlog.rc_of(topic)
+        xids = None
+        if topic.xid_since is not None:  # an ID-mapped topic: the IDs ride along (codec)
+            xids = [xmod.xid_of(topic, s) for s in range(first_seq, last + 1)]
         if rc is None:
-            frame = frames.encode(frames.T_APPEND, codec.encode_append(topic.name, topic.epoch, first_seq, ts, items))
+            frame = frames.encode(frames.T_APPEND, codec.encode_append(topic.name, topic.epoch, first_seq, ts,
+                                                                       items, xids))
         else:  # a router's dest: recovery merges the re-derived copies up to `rc` first
             frame = frames.encode(frames.T_APPEND_RC,
-                                  codec.encode_append_rc(topic.name, topic.epoch, first_seq, ts, items, rc))
+                                  codec.encode_append_rc(topic.name, topic.epoch, first_seq, ts, items, rc, xids))
         commit = sh.enqueue(frame, (topic, topic.epoch, first_seq, len(blobs), rc))
         if pol.ceiling:
             sh.want_ceiling(topic)
@@ -293,6 +298,11 @@ class Storage(routerlog.RouterJournal, SegTasks):
         """Consumer-group definitions are config-like: written at once and fsync-gated. The
         frame carries the change only (engine/groupops.py), never the group's pending list."""
         return self._control(topic, frames.T_GROUPOP, {"op": change}, True)
+
+    def stream_id_set(self, topic: Topic) -> Token | None:
+        """XSETID: a T_XSETID frame, written at once and fsync-gated like a group change
+        (config-like state, even for classes that log no records)."""
+        return self._control(topic, frames.T_XSETID, {"last_id": list(topic.last_id)}, True)
 
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> Token | None:
         """A queue's leases log shares the topic's WAL shard (so its events and the jobs'
@@ -457,6 +467,9 @@ class _NotReady:
         return None
 
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> None:
+        return None
+
+    def stream_id_set(self, topic: Topic) -> None:
         return None
 
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> None:

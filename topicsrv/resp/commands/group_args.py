@@ -6,6 +6,9 @@ Rule 1: IDs given by a client are positions (topicsrv.resp.ids): `ms-seq` names 
 position names no record; IDs in replies are the entries' own `<ts>-<seq>` (`delivery_id`).
 Rule 2: a PEL interval's time positions are resolved against the PEL itself, not the log
 (pending entries may lie below the topic's front).
+Rule 3: in an ID-mapped topic (engine/xids.py) IDs are resolved against the log's IDs, and a
+pending entry shows its record's ID while the record's segment is resident (its `<ms>-<seq>`
+once it is gone).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from topicsrv.engine import groups as eg
+from topicsrv.engine import xids
 from topicsrv.engine.topic import Topic
 from topicsrv.resp import ids
 
@@ -49,12 +53,29 @@ def group_or_nogroup(ctx: CommandContext, key: bytes, name: bytes, suffix: str =
     return topic, group
 
 
-def delivery_id(d: eg.Delivery) -> bytes:
-    return ids.format_id(d.ms, d.seq)
+def mapped_id(topic: Topic | None, seq: int) -> bytes | None:
+    """The ID of `seq` in an ID-mapped topic while it is resident (Rule 3), else None."""
+    if topic is None or topic.xid_since is None or seq < topic.xid_since:
+        return None
+    if not topic.segs or not topic.segs[0].base <= seq < topic.next_seq:
+        return None
+    return b"%d-%d" % xids.xid_of(topic, seq)
+
+
+def delivery_id(d: eg.Delivery, topic: Topic | None = None) -> bytes:
+    return mapped_id(topic, d.seq) or ids.format_id(d.ms, d.seq)
+
+
+def group_last_id(topic: Topic, g: eg.Group) -> bytes:
+    """A group's last-delivered-id."""
+    return mapped_id(topic, g.last_seq) or ids.format_id(g.last_ms, g.last_seq)
 
 
 def history_after(topic: Topic | None, raw: bytes) -> int:
     sid = ids.parse_id(raw, 0)
+    if topic is not None and ids.mapped(topic) and (sid.ms or sid.seq):
+        x = (sid.ms, sid.seq)
+        return 0 if xids.below_retained(topic, x) else xids.upper_bound(topic, x) - 1
     if sid.seq > 0 or sid.ms == 0:
         return sid.seq
     return ids.time_floor(topic, sid.ms) - 1
@@ -74,9 +95,14 @@ def _first_at_ms(group: eg.Group, ms: int) -> int:
     return vals[lo].seq if lo < len(vals) else ids.U64 + 1
 
 
-def pel_range(group: eg.Group, start: bytes, end: bytes) -> tuple[int, int]:
+def pel_range(group: eg.Group, start: bytes, end: bytes, topic: Topic | None = None) -> tuple[int, int]:
     """Inclusive seq bounds of a PEL interval (XPENDING, XAUTOCLAIM), Redis's syntax and errors."""
-    ids.range_bounds(None, start, end)  # validation only: syntax and interval errors
+    bounds = ids.range_bounds(topic if ids.mapped(topic) else None, start, end)  # also validates
+    if ids.mapped(topic):
+        lo, hi = bounds
+        if topic is not None and topic.segs and lo <= topic.segs[0].base:
+            lo = 0  # pending entries below the resident log (their IDs are gone: Rule 3)
+        return lo, hi
     excl, body = start[:1] == b"(", start.lstrip(b"(")
     if body == b"-":
         lo = 0

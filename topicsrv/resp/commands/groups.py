@@ -59,6 +59,8 @@ def group_position(topic: Topic | None, raw: bytes) -> tuple[int, int]:
             return (topic.head_seq if topic else 0), 0
         return topic.head_seq, topic.last_ts
     sid = ids.parse_id(raw, 0)
+    if topic is not None and ids.mapped(topic) and (sid.ms or sid.seq):
+        return ids.id_cursor(topic, (sid.ms, sid.seq)), sid.ms
     if sid.seq > 0:
         return sid.seq, sid.ms
     if sid.ms == 0:

@@ -68,7 +68,7 @@ def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
             out.append((key, render_entries(topic, res)))
         else:
             hist = eg.read_history(topic, group, consumer, history_after(topic, raw), count, now)
-            out.append((key, [Raw(b) if b is not None else [delivery_id(d), NULL_ARRAY] for d, b in hist]))
+            out.append((key, [Raw(b) if b is not None else [delivery_id(d, topic), NULL_ARRAY] for d, b in hist]))
     return out
 
 
@@ -123,11 +123,13 @@ async def _wait(ctx: CommandContext, ra: ReadArgs) -> Any:
          "Returns the number of messages that were successfully acknowledged by the consumer "
          "group member of a stream.", "key:key group:string id:string...")
 def xack(ctx: CommandContext, args: list[bytes]) -> Any:
-    seqs = [ids.parse_id(a, 0).seq for a in args[2:]]
+    for a in args[2:]:
+        ids.parse_id(a, 0)
     topic = stream(ctx, args[0])
     group = eg.find(topic, text(args[1]))
     if group is None:
         return 0
+    seqs = [ids.record_seq(a, topic) for a in args[2:]]
     return eg.ack(group, [s for s in seqs if s > 0])
 
 
@@ -155,12 +157,12 @@ def xpending(ctx: CommandContext, args: list[bytes]) -> Any:
     topic, group = group_or_nogroup(ctx, args[0], args[1])
     now = ctx.engine.now()
     if argc != 3:
-        lo, hi = pel_range(group, start, end)
+        lo, hi = pel_range(group, start, end, topic)
     if argc == 3:
         n, first, last, per = eg.pending_summary(group)
         if not n:
             return [0, None, None, NULL_ARRAY]
         assert first is not None and last is not None
-        return [n, delivery_id(first), delivery_id(last), [[c, str(k)] for c, k in per]]
+        return [n, delivery_id(first, topic), delivery_id(last, topic), [[c, str(k)] for c, k in per]]
     rows = eg.pending_range(group, lo, hi, count, now, consumer, min_idle)
-    return [[delivery_id(d), d.consumer, d.idle(now), d.count] for d in rows]
+    return [[delivery_id(d, topic), d.consumer, d.idle(now), d.count] for d in rows]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from topicsrv.engine import groups as eg
+from topicsrv.engine.topic import Topic
 from topicsrv.resp import ids
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import CommandContext, Err, Raw, parse_int
@@ -23,8 +24,8 @@ from topicsrv.resp.commands.group_args import (
 )
 
 
-def _claimed(c: eg.Claimed) -> Any:
-    return delivery_id(c.delivery) if c.entry is None else Raw(c.entry)
+def _claimed(c: eg.Claimed, topic: Topic) -> Any:
+    return delivery_id(c.delivery, topic) if c.entry is None else Raw(c.entry)
 
 
 @command("xclaim", -6, ["write", "fast"], 1, 1, 1,
@@ -40,7 +41,7 @@ def xclaim(ctx: CommandContext, args: list[bytes]) -> Any:
     a = Args(args, 4)
     while a:  # IDs up to the first argument that is not one (Redis: the options start there)
         try:
-            seqs.append(ids.parse_id(a.peek(), 0).seq)
+            seqs.append(ids.record_seq(a.peek(), topic))
         except Err:
             break
         a.next()
@@ -62,14 +63,17 @@ def xclaim(ctx: CommandContext, args: list[bytes]) -> Any:
             retrycount = a.next_int("ERR Invalid RETRYCOUNT option argument for XCLAIM")
         elif a.option(b"lastid"):
             sid = a.next_id(0)
-            pos = sid.seq if sid.seq > 0 or sid.ms == 0 else ids.time_floor(topic, sid.ms) - 1
+            if ids.mapped(topic) and (sid.ms or sid.seq):
+                pos = ids.id_cursor(topic, (sid.ms, sid.seq))
+            else:
+                pos = sid.seq if sid.seq > 0 or sid.ms == 0 else ids.time_floor(topic, sid.ms) - 1
             last = (sid.ms, pos)
         else:
             raise Err(f"ERR Unrecognized XCLAIM option '{text(a.peek())}'")
     got = eg.claim(topic, group, text(args[2]), min_idle, [s for s in seqs if s > 0], now,
                    delivery_time=delivery_time, retrycount=retrycount, force=force,
                    justid=justid, last=last)
-    return [_claimed(c) for c in got]
+    return [_claimed(c, topic) for c in got]
 
 
 @command("xautoclaim", -6, ["write", "fast"], 1, 1, 1,
@@ -80,7 +84,7 @@ def xclaim(ctx: CommandContext, args: list[bytes]) -> Any:
 def xautoclaim(ctx: CommandContext, args: list[bytes]) -> Any:
     topic, group = group_or_nogroup(ctx, args[0], args[1])
     min_idle = parse_int(args[3], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
-    start, _ = pel_range(group, args[4], b"+")
+    start, _ = pel_range(group, args[4], b"+", topic)
     count, justid = 100, False
     a = Args(args, 5)
     while a:
@@ -95,7 +99,7 @@ def xautoclaim(ctx: CommandContext, args: list[bytes]) -> Any:
     nxt, claimed, deleted = eg.autoclaim(topic, group, text(args[2]), min_idle, start, count,
                                          ctx.engine.now(), justid=justid)
     return [
-        b"0-0" if nxt is None else delivery_id(nxt),
-        [_claimed(c) for c in claimed],
-        [delivery_id(d) for d in deleted],
+        b"0-0" if nxt is None else delivery_id(nxt, topic),
+        [_claimed(c, topic) for c in claimed],
+        [delivery_id(d, topic) for d in deleted],
     ]

@@ -10,9 +10,8 @@ from typing import Any
 
 from topicsrv.engine import groups as eg
 from topicsrv.engine.topic import Topic
-from topicsrv.resp import ids
 from topicsrv.resp.commands.base import HOOKS, CommandContext, Err
-from topicsrv.resp.commands.group_args import command, delivery_id, stream, text
+from topicsrv.resp.commands.group_args import command, delivery_id, group_last_id, stream, text
 
 # ---- XINFO GROUPS | CONSUMERS, and XINFO STREAM's group part ---------------------------------
 
@@ -22,7 +21,7 @@ def group_info(topic: Topic, g: eg.Group) -> dict[str, Any]:
         "name": g.name,
         "consumers": len(g.consumers),
         "pending": len(g.pel),
-        "last-delivered-id": ids.format_id(g.last_ms, g.last_seq),
+        "last-delivered-id": group_last_id(topic, g),
         "entries-read": g.entries_read,
         "lag": eg.lag(topic, g),
     }
@@ -69,12 +68,12 @@ def _full_groups(ctx: CommandContext, topic: Topic, count: int) -> list[Any]:
             own = list(c.pel.values())[:count] if count else list(c.pel.values())
             consumers.append({
                 "name": c.name, "seen-time": c.seen_time, "pel-count": len(c.pel),
-                "pending": [[delivery_id(d), d.time, d.count] for d in own],
+                "pending": [[delivery_id(d, topic), d.time, d.count] for d in own],
             })
         out.append({
-            "name": g.name, "last-delivered-id": ids.format_id(g.last_ms, g.last_seq),
+            "name": g.name, "last-delivered-id": group_last_id(topic, g),
             "entries-read": g.entries_read, "lag": eg.lag(topic, g), "pel-count": len(g.pel),
-            "pending": [[delivery_id(d), d.consumer, d.time, d.count] for d in pel],
+            "pending": [[delivery_id(d, topic), d.consumer, d.time, d.count] for d in pel],
             "consumers": consumers,
         })
     return out

@@ -6,8 +6,9 @@ same option order, the same `moreargs` rules (topicsrv/resp/args.py), the same e
 raised before anything is touched.
 Rule 2: topicsrv's additions are options of the same loops: `NODE`/`TAG` on XADD (the
 record's node and tag), `NODE` (repeatable) on XREAD and XREADGROUP (skip that node's records).
-Rule 3: IDs are server-assigned: XADD takes only `*` (an explicit ID is refused with its own
-error after Redis's ID syntax check).
+Rule 3: XADD's ID is `*`, `<ms>-<seq>`, `<ms>` (= `<ms>-0`) or `<ms>-*`, parsed as Redis's
+streamParseStrictIDOrReply (`-`/`+` refused); whether it fits the stream is the engine's
+call (engine/xids.py), with Redis's texts.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from topicsrv.resp.commands.base import Err, parse_int, wrong_args
 
 UNBALANCED = ("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be "
               "specified.")
-SERVER_IDS = ("ERR IDs are assigned by the server: XADD accepts only '*' as the ID "
-              "(topicsrv stream IDs are <ts>-<seq> positions)")
+ZERO_ID = "ERR The ID specified in XADD must be greater than 0-0"
 
 
 @dataclass(slots=True)
@@ -40,6 +40,7 @@ class XAdd:
     nomkstream: bool = False
     node: str | None = None
     tag: str | None = None
+    xid: tuple[int, int | None] | None = None  # a client-chosen ID; (ms, None) is `<ms>-*`
 
 
 
@@ -60,10 +61,20 @@ def parse_xadd(args: list[bytes]) -> XAdd:
     out = XAdd(args[0], [])
     a = Args(args, 1)
     out.trim = _trim_options(a, out)
-    out.pairs = a.rest()[1:]  # after the `*`
+    out.pairs = a.rest()[1:]  # after the `*` or the ID
     if len(out.pairs) < 2 or len(out.pairs) % 2:
         raise wrong_args("xadd")
+    if out.xid == (0, 0):  # before the key is looked at (Redis)
+        raise Err(ZERO_ID)
     return out
+
+
+def parse_add_id(arg: bytes) -> tuple[int, int | None]:
+    """XADD's explicit ID: (ms, seq), or (ms, None) for `<ms>-*`."""
+    if arg[-2:] == b"-*":
+        return ids.parse_id(arg[:-2]).ms, None
+    sid = ids.parse_id(arg, 0)
+    return sid.ms, sid.seq
 
 
 def parse_xtrim(args: list[bytes]) -> Trim:
@@ -109,9 +120,9 @@ def _trim_options(a: Args, xadd: XAdd | None) -> Trim | None:
                 xadd.node = a.next_text()
             else:
                 xadd.tag = a.next_text()
-        else:
-            ids.parse_id(a.peek())  # a syntax error in the ID reads as Redis's invalid-ID error
-            raise Err(SERVER_IDS)
+        else:  # a syntax error, or the ID
+            xadd.xid = parse_add_id(a.peek())
+            break
     if limit and trim is None:
         raise Err("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
     if xadd is None and trim is None:

@@ -1,7 +1,8 @@
 """Stream commands: XADD XREAD XRANGE XREVRANGE XLEN XDEL XTRIM XINFO STREAM|HELP.
 
 Behaviour and error texts are redis-server 7's, with the designed differences of API.md 9:
-IDs are server-assigned (`XADD` takes only `*`); an ID argument is a position (ids.py);
+an ID argument is a position (ids.py; Redis's own order once a topic took a client-chosen
+ID: engine/xids.py);
 `MAXLEN`/`MINID` (XADD, XTRIM) are capacity trims that advance evict_floor (tombstone reason
 `cap`), trimmed exactly even with `~`; `XDEL` is a silent delete.
 
@@ -29,6 +30,7 @@ from typing import Any
 
 import trio
 
+from topicsrv.engine import xids
 from topicsrv.engine.groups import entries_added
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
 from topicsrv.engine.records import PreparedRecord, prepare_fields
@@ -102,7 +104,10 @@ def apply_trim(ctx: CommandContext, name: str, trim: Trim) -> tuple[int, Any]:
         return ctx.engine.trim(name, maxlen=maxlen)
     assert isinstance(trim.threshold, ids.StreamId)
     sid = trim.threshold
-    bound = sid.seq if sid.seq > 0 else ids.time_floor(topic, sid.ms)
+    if ids.mapped(topic):  # keep the records whose ID is >= the threshold
+        bound = xids.lower_bound(topic, (sid.ms, sid.seq))
+    else:
+        bound = sid.seq if sid.seq > 0 else ids.time_floor(topic, sid.ms)
     bound = min(bound, topic.next_seq)
     if bound <= topic.front:
         return 0, None
@@ -130,12 +135,14 @@ def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
         return None
     if len(x.pairs) > OFFLOAD_FIELDS:
         return _xadd_offloaded(ctx, name, x)
-    return _append(ctx, name, prepare_fields(x.pairs, x.node, x.tag), x.trim)
+    return _append(ctx, name, prepare_fields(x.pairs, x.node, x.tag), x.trim, x.xid)
 
 
-def _append(ctx: CommandContext, name: str, rec: PreparedRecord, trim: Trim | None) -> Any:
-    result, token = ctx.engine.write(name, [rec])
-    reply = ids.format_id(result["ts"], result["first_seq"])
+def _append(ctx: CommandContext, name: str, rec: PreparedRecord, trim: Trim | None,
+            xid: tuple[int, int | None] | None = None) -> Any:
+    result, token = ctx.engine.write(name, [rec], xid=xid)
+    planned = result.get("xids")
+    reply = b"%d-%d" % planned[0] if planned else ids.format_id(result["ts"], result["first_seq"])
     if trim is not None:
         _, token2 = apply_trim(ctx, name, trim)
         token = token2 or token
@@ -149,7 +156,7 @@ async def _xadd_offloaded(ctx: CommandContext, name: str, x: XAdd) -> Any:
     rec = await trio.to_thread.run_sync(prepare_fields, x.pairs, x.node, x.tag)
     if x.nomkstream and ctx.engine.find(name) is None:
         return None
-    return _append(ctx, name, rec, x.trim)
+    return _append(ctx, name, rec, x.trim, x.xid)
 
 
 def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
@@ -203,10 +210,13 @@ def xlen(ctx: CommandContext, args: list[bytes]) -> Any:
          "Removes the specified entries from the stream (a silent delete: no tombstone).",
          "key:key id:string...", complexity="O(1) per entry")
 def xdel(ctx: CommandContext, args: list[bytes]) -> Any:
-    seqs = [ids.record_seq(a) for a in args[1:]]  # every ID is validated before any delete
+    for a in args[1:]:  # every ID is validated before any delete
+        ids.parse_id(a, 0)
     name = key_name(args[0])
-    if ctx.engine.find(name) is None:
+    topic = ctx.engine.find(name)
+    if topic is None:
         return 0
+    seqs = [ids.record_seq(a, topic) for a in args[1:]]
     wanted = sorted({s for s in seqs if s > 0})
     if not wanted:
         return 0
@@ -294,8 +304,11 @@ def _first_last(ctx: CommandContext, topic: Topic) -> tuple[Any, Any]:
 
 def stream_summary(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
     head = topic.head_seq
-    last_id = ids.entry_id(topic, head) if topic.segs and head >= topic.front else (
-        ids.format_id(topic.last_ts, head) if head >= topic.seq_base else b"0-0")
+    if ids.mapped(topic):
+        last_id = b"%d-%d" % topic.last_id
+    else:
+        last_id = ids.entry_id(topic, head) if topic.segs and head >= topic.front else (
+            ids.format_id(topic.last_ts, head) if head >= topic.seq_base else b"0-0")
     earliest = topic.earliest_seq
     first_id = ids.entry_id(topic, earliest) if earliest <= head else b"0-0"
     return {
