@@ -64,6 +64,7 @@ from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
 from topicsrv.resp.encoder import encode, encode_error
+from topicsrv.resp.multi import ExecReply
 from topicsrv.resp.protocol import RequestParser
 from topicsrv.resp.replysize import too_big
 
@@ -184,7 +185,7 @@ class Session:
                     if k > BIG_ARGV:
                         self.pos = pos
                         return self._big(argv)
-                    if argv[2] == b"*" and n - pos > 1:
+                    if argv[2] == b"*" and n - pos > 1 and client.tx is None:
                         replies = run_xadds(ctx, cmds, pos)
                         if replies is not None:
                             pos += len(replies)
@@ -329,6 +330,9 @@ class Session:
         """The adapter closed the socket: the client is gone from CLIENT LIST and INFO."""
         self.front.clients.pop(self.client.id, None)
         self.client.blocked = False
+        if self.client.tx is not None:  # its watches leave the registry (multi.py Rule 3)
+            self.client.tx.end()
+            self.client.tx = None
         self._discard_hold()
 
 
@@ -339,6 +343,11 @@ def emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
     be encoded (a bug) or is over the output limit is replaced by an error (dispatch Rule 2,
     Rule 2 here)."""
     start = len(out)
+    if type(reply) is ExecReply:  # each element on its own: its own commit mark (Rule 4)
+        out += b"*%d\r\n" % len(reply)
+        for item in reply:
+            emit(out, marks, item, resp3, ctx)
+        return
     pending = type(reply) is Pending
     try:
         encode(out, reply.reply if pending else reply, resp3)
