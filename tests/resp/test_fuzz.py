@@ -57,6 +57,17 @@ class MemorySocket:
         self.received += data
         return len(data)
 
+    def send_nowait(self, data: Any) -> int:
+        self.received += data
+        return len(data)
+
+    def recv_nowait(self, size: int) -> bytes | None:
+        return self.chunks.pop(0) if self.chunks else b""
+
+    async def wait_readable_first(self) -> bool:
+        await trio.lowlevel.checkpoint()
+        return True
+
 
 def _replies(data: bytes) -> list[Any]:
     """`data` as complete RESP replies (hiredis raises on a malformed one)."""

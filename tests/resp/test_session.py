@@ -392,3 +392,34 @@ def test_a_write_before_a_wait_or_a_turn_is_committed_first(
             _cancelled_wait(s)
             s.close()
             s = new(env)
+
+
+def test_a_client_not_reading_yet_still_has_its_input_run(
+        env: tuple[ServerContext, Front]) -> None:
+    """Rule 2b: once the socket did not take all the output, the batch goes on past FLUSH_AT
+    and new input runs at once; only the output limit stops it."""
+    s = new(env)
+    s.receive_data(frame(b"ECHO", b"x" * 1000) * 100)
+    assert s.step() is FLUSH  # FLUSH_AT reached: the normal case sends first
+    s.sent(1000)  # the socket took only 1000 bytes: the client is not reading yet
+    assert s.client.paused
+    assert s.step() is NEED_DATA  # the rest of the batch ran, its output kept
+    s.receive_data(xadd(b"later"))
+    assert s.step() is NEED_DATA and env[0].engine.find("later") is not None
+    out = s.data_to_send()
+    assert out.count(b"x" * 1000) == 99 and out.endswith(b"\r\n") and not s.client.paused
+
+
+def test_unread_output_past_the_limit_closes() -> None:
+    ctx, front = make(client_output_limit=64 * 1024)
+    s = Session(ctx, front)
+    s.receive_data(frame(b"PING"))
+    assert s.step() is NEED_DATA
+    s.sent(1)  # the client reads nothing more
+    for _ in range(100):
+        s.receive_data(frame(b"ECHO", b"x" * 1000))
+        r = s.step()
+        if r is CLOSE:
+            break
+        assert r is NEED_DATA
+    assert r is CLOSE and not s.out and front.stats.output_limit_disconnects == 1

@@ -14,11 +14,17 @@ Rule 3: CLIENT KILL (`client.kill`) cancels the connection's scope: a read, a se
 ends at once and the socket closes.
 Rule 4: a bug outside any command (dispatch guards those) costs its connection, never the
 front: counted in unexpected_errors and logged.
+Rule 5 (no pipeline deadlock, session Rule 2b): output the socket does not take at once does
+not stop the reading: while the session is idle with replies pending, the loop waits for the
+socket to become readable or writable, whichever comes first, reads and runs the input, and
+sends when it can; only output that must go out first (before a wait, a turn or the close) is
+sent blocking. The client's pending output is bounded by the session (client_output_limit).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any
 
 import trio
@@ -27,6 +33,7 @@ from topicsrv.context import ServerContext
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.session import (
     CLOSE,
+    FLUSH,
     NEED_DATA,
     WAIT_COMMAND,
     WAIT_COMMIT,
@@ -48,15 +55,71 @@ def sock_addr(sock: Any, peer: bool) -> str:
         return "?:0"
 
 
-async def drive(s: Session, sock: trio.socket.SocketType, r: Outcome, *,
-                until_idle: bool) -> bool:
+class SocketIO:
+    """What `drive` needs of a socket: trio's awaitable recv/send, a send that takes only what
+    fits now, and a wait for readable-or-writable (Rule 5). Tests pass an in-memory twin."""
+
+    __slots__ = ("raw", "sock")
+
+    def __init__(self, raw: socket.socket) -> None:
+        self.raw = raw  # non-blocking
+        self.sock = trio.socket.from_stdlib_socket(raw)
+
+    async def recv(self, size: int) -> bytes:
+        return await self.sock.recv(size)
+
+    async def send(self, data: Any) -> int:
+        return await self.sock.send(data)
+
+    def send_nowait(self, data: Any) -> int:
+        try:
+            return self.raw.send(data)
+        except BlockingIOError:
+            return 0
+
+    def recv_nowait(self, size: int) -> bytes | None:
+        try:
+            return self.raw.recv(size)
+        except BlockingIOError:
+            return None
+
+    async def wait_readable_first(self) -> bool:
+        """Wait until the socket can be read or written, whichever comes first; True: read."""
+        readable = False
+        raw = self.raw
+        async with trio.open_nursery() as nursery:
+
+            async def read() -> None:
+                nonlocal readable
+                await trio.lowlevel.wait_readable(raw)
+                readable = True
+                nursery.cancel_scope.cancel()
+
+            async def write() -> None:
+                await trio.lowlevel.wait_writable(raw)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(read)
+            nursery.start_soon(write)
+        return readable
+
+
+async def drive(s: Session, sock: SocketIO, r: Outcome, *, until_idle: bool) -> bool:
     """Serve session `s` on `sock` from outcome `r` on. Returns True when it is idle (only
     with `until_idle`: the caller takes the socket back), False when it must close."""
     while True:
         if r is WAIT_COMMIT:
             await s.wait_commits()
         if s.out:
-            await _send(s, sock)
+            if r is CLOSE or r is WAIT_COMMAND or r is YIELD or (r is FLUSH and s.client.paused):
+                await _send_all(s, sock)  # this output must go out before anything else
+            elif not await _send_some(s, sock):  # Rule 5: the client is not reading yet
+                if r is NEED_DATA and await sock.wait_readable_first():
+                    data = sock.recv_nowait(READ_SIZE)
+                    if data is not None:
+                        s.receive_data(data)
+                r = s.step()
+                continue
         if r is NEED_DATA:
             if until_idle:
                 return True
@@ -70,14 +133,23 @@ async def drive(s: Session, sock: trio.socket.SocketType, r: Outcome, *,
         r = s.step()
 
 
-async def _send(s: Session, sock: trio.socket.SocketType) -> None:
+async def _send_all(s: Session, sock: SocketIO) -> None:
     while s.out:
         with memoryview(s.out)[s.sent_off:] as view:
             n = await sock.send(view)
         s.sent(n)
 
 
-async def _wait_command(s: Session, sock: trio.socket.SocketType) -> None:
+async def _send_some(s: Session, sock: SocketIO) -> bool:
+    """Send what the socket takes now (a checkpoint either way); True when `out` is empty."""
+    with memoryview(s.out)[s.sent_off:] as view:
+        n = sock.send_nowait(view)
+    s.sent(n)
+    await trio.lowlevel.checkpoint()
+    return not s.out
+
+
+async def _wait_command(s: Session, sock: SocketIO) -> None:
     aw = s.start_wait()
     result: Any = None
     try:
@@ -91,7 +163,7 @@ async def _wait_command(s: Session, sock: trio.socket.SocketType) -> None:
     s.end_wait(result)
 
 
-async def _watch_input(s: Session, sock: trio.socket.SocketType,
+async def _watch_input(s: Session, sock: SocketIO,
                        scope: trio.CancelScope) -> None:
     while s.wants_input():
         try:
@@ -105,9 +177,9 @@ async def _watch_input(s: Session, sock: trio.socket.SocketType,
 
 class Connection:
     def __init__(self, server: ServerContext, front: Front, stream: trio.SocketStream) -> None:
-        self.stream = stream
         self.front = front
-        sock = stream.socket
+        sock = self.sock = socket.socket(fileno=stream.socket.detach())  # drive's socket
+        sock.setblocking(False)
         self.session = Session(server, front, sock_addr(sock, True), sock_addr(sock, False),
                                sock.fileno())
         self.scope = trio.CancelScope()
@@ -123,7 +195,7 @@ class Connection:
         s = self.session
         try:
             with self.scope:
-                await drive(s, self.stream.socket, NEED_DATA, until_idle=False)
+                await drive(s, SocketIO(self.sock), NEED_DATA, until_idle=False)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except OSError as e:
@@ -133,4 +205,5 @@ class Connection:
             log.exception("client %d: unexpected error; closing", s.client.id)
         finally:
             s.close()
-            await trio.aclose_forcefully(self.stream)
+            trio.lowlevel.notify_closing(self.sock)
+            self.sock.close()

@@ -19,6 +19,11 @@ Rule 5 (fairness): a command with more than BIG_ARGV arguments gets scheduler tu
 own before it runs and before its reply is encoded (topicsrv/resp/session.py Rule 5).
 Rule 6: over `--max-memory`, a command flagged `denyoom` is refused after the arity check with
 Redis's `-OOM` text, before its handler runs (topicsrv/memory.py); a MemoryError is `-OOM` too.
+Rule 7 (MULTI, topicsrv/resp/multi.py Rule 1): inside MULTI a command that passes the checks
+of Rule 1 and Rule 6 is queued (`+QUEUED`) instead of run, and one refused by them aborts the
+transaction; inside EXEC (`nowait`) a blocking command that would wait is closed unstarted
+and answers the null array, its timeout reply (Redis runs blocking commands in MULTI as
+non-blocking).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from topicsrv.errors import TopicsError
 from topicsrv.memory import oom_error
 from topicsrv.resp.commands.base import (
     NO_REPLY,
+    NULL_ARRAY,
     CommandContext,
     Err,
     Front,
@@ -41,6 +47,7 @@ from topicsrv.resp.commands.base import (
     unknown_subcommand,
     wrong_args,
 )
+from topicsrv.resp.multi import NOT_QUEUED, QUEUED, Tx
 
 log = logging.getLogger("topicsrv.resp")
 
@@ -102,39 +109,56 @@ def unknown_command(argv: list[bytes]) -> Err:
     return Err(f"ERR unknown command '{_text(argv[0][:128])}', with args beginning with: {args}")
 
 
-def execute(ctx: CommandContext, argv: list[bytes]) -> Any:
-    """Run one command; returns a reply value or an awaitable (async handlers).
-    Never raises (Rule 2)."""
+def execute(ctx: CommandContext, argv: list[bytes], nowait: bool = False) -> Any:
+    """Run one command; returns a reply value or an awaitable (async handlers). `nowait`
+    (inside EXEC): a blocking command that would wait answers its timeout reply instead
+    (Rule 7). Never raises (Rule 2)."""
     try:
         if 4 <= len(argv[0]) <= 5 and argv[0].lower() in SECURITY_WORDS:
             return _security_warning(ctx)
-        return _execute(ctx, argv)
+        return _execute(ctx, argv, nowait)
     except Exception:
         return internal_error(ctx.front, f"command {_text(argv[0][:64])!r}")
 
 
-def _execute(ctx: CommandContext, argv: list[bytes]) -> Any:
+def _refuse(tx: Tx | None, err: Err) -> Err:
+    """A command refused before it runs; inside MULTI it aborts the transaction (Rule 7)."""
+    if tx is not None and tx.multi:
+        tx.aborted = True
+    return err
+
+
+def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     front = ctx.front
     front.stats.total_commands += 1
     spec, used = lookup(argv)
-    if spec is None:
-        return unknown_command(argv)
     client = ctx.client
-    if not client.authenticated and spec.name.partition("|")[0] not in NO_AUTH:
-        return Err("NOAUTH Authentication required.")
+    tx = client.tx
+    if spec is None:
+        return _refuse(tx, unknown_command(argv))
+    base = spec.name.partition("|")[0]
+    if not client.authenticated and base not in NO_AUTH:
+        return _refuse(tx, Err("NOAUTH Authentication required."))
     if spec.subcommands and used == 1 and (len(argv) > 1 or spec.handler is None):
         if len(argv) == 1:
-            return wrong_args(spec.name)
-        return unknown_subcommand(spec.name, argv[1])
+            return _refuse(tx, wrong_args(spec.name))
+        return _refuse(tx, unknown_subcommand(spec.name, argv[1]))
     n = len(argv)
     if (spec.arity > 0 and n != spec.arity) or n < -spec.arity:
-        return wrong_args(spec.name)
+        return _refuse(tx, wrong_args(spec.name))
     client.last_cmd = spec.name
     handler = spec.handler
     assert handler is not None
     memory = ctx.server.memory
     if memory.limit and "denyoom" in spec.flags and memory.over(sum(map(len, argv))):
-        return Err(oom_error().resp_line())
+        return _refuse(tx, Err(oom_error().resp_line()))
+    if tx is not None:
+        if tx.multi and base not in NOT_QUEUED:
+            full = tx.queue(argv)
+            return QUEUED if full is None else Err(full)
+        if base == "reset":
+            tx.end()
+            client.tx = None
     try:
         result = handler(ctx, argv[used:])
     except Err as e:
@@ -147,6 +171,10 @@ def _execute(ctx: CommandContext, argv: list[bytes]) -> Any:
     except Exception:
         return internal_error(front, f"command {spec.name}")
     if spec.is_async or inspect.isawaitable(result):
+        if nowait and "blocking" in spec.flags:
+            if inspect.iscoroutine(result):
+                result.close()
+            return NULL_ARRAY
         return _guard(result, ctx)
     return result
 

@@ -31,7 +31,7 @@ import trio
 
 from topicsrv.context import ServerContext
 from topicsrv.resp.commands.base import Front
-from topicsrv.resp.connection import READ_SIZE, drive, sock_addr
+from topicsrv.resp.connection import READ_SIZE, SocketIO, drive, sock_addr
 from topicsrv.resp.session import CLOSE, FLUSH, NEED_DATA, WAIT_COMMIT, Outcome, Session
 
 log = logging.getLogger("topicsrv.resp")
@@ -177,7 +177,7 @@ class Reactor:
         idle = False
         try:
             with scope:
-                idle = await drive(s, trio.socket.from_stdlib_socket(c.sock), r, until_idle=True)
+                idle = await drive(s, SocketIO(c.sock), r, until_idle=True)
         except OSError as e:
             log.debug("client %d: %s", s.client.id, e)
         except Exception:  # a bug outside any command (dispatch guards those): one connection

@@ -25,8 +25,14 @@ CLOSE, so the idle path is one step() per read), when it passes FLUSH_AT, and be
 command waits (then `out` is empty with WAIT_COMMAND and YIELD).
 Rule 2 (bounded output): a single reply larger than `client_output_limit` is replaced by an
 error (`emit`, topicsrv/resp/replysize.py); output that still outgrows the limit when a flush
-is due is CLOSE (counted in output_limit_disconnects), never more server memory. No input is
-taken while output is pending, so a client that does not read is paused by TCP.
+is due is CLOSE (counted in output_limit_disconnects, logged), never more server memory.
+Rule 2b (no pipeline deadlock, as redis-server): once the socket did not take all of `out`
+(`sent(n)` short: the client is `paused`, not reading yet), the session keeps running input
+while its replies wait: FLUSH_AT no longer stops a batch, the input kept meanwhile runs
+without waiting for `out` to drain, and the adapter keeps reading (connection.drive), so a
+client that writes a whole pipeline before reading its replies is served to the end. Only
+the limit stops it: pending output past `client_output_limit` is CLOSE. FLUSH while paused
+means the output really must go out first (a command is about to wait, or take a turn).
 Rule 3 (blocking): a command that returns an awaitable (XREAD BLOCK ...) is WAIT_COMMAND once
 the replies before it are out. Input that arrives meanwhile is kept, up to STASH_MAX (then
 `wants_input()` is False), and parsed after the wait; EOF during the wait drops the rest and
@@ -64,6 +70,7 @@ from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
 from topicsrv.resp.encoder import encode, encode_error
+from topicsrv.resp.multi import ExecReply
 from topicsrv.resp.protocol import RequestParser
 from topicsrv.resp.replysize import too_big
 
@@ -71,6 +78,7 @@ log = logging.getLogger("topicsrv.resp")
 
 FLUSH_AT = 64 * 1024  # pending output that is sent before more commands run
 STASH_MAX = 1 << 20  # input kept while a command blocks; beyond it the client is paused
+COMPACT_AT = 1 << 20  # sent output dropped from the front of `out` while the rest waits
 
 Mark = tuple[Any, int, int]  # (commit token, reply start, reply end) in `out`
 
@@ -108,7 +116,7 @@ class _Held:
 class Session:
     __slots__ = ("client", "front", "ctx", "parser", "limit", "out", "sent_off", "marks",
                  "cmds", "pos", "err", "stash", "stash_size", "eof", "closing", "hold",
-                 "turned")
+                 "turned", "flush_at")
 
     def __init__(self, server: ServerContext, front: Front, addr: str = "?:0",
                  laddr: str = "?:0", fd: int = -1) -> None:
@@ -132,6 +140,7 @@ class Session:
         self.closing = False  # close once the output is out (Rule 6)
         self.hold: Any = None  # an awaitable to wait for, or a _Held reply to encode
         self.turned = False  # the big command at cmds[pos] had its turn (Rule 5)
+        self.flush_at = FLUSH_AT  # len(out) that makes a batch stop for a flush (Rule 2b)
 
     # ---- input -------------------------------------------------------------------------
 
@@ -171,7 +180,7 @@ class Session:
             emit(out, marks, hold.reply, client.protocol == 3, ctx)
             if client.close_after_reply:
                 self._drop_rest()
-            elif len(out) >= FLUSH_AT:
+            elif len(out) >= self.flush_at:
                 return self._output()
         while True:
             cmds = self.cmds
@@ -184,14 +193,14 @@ class Session:
                     if k > BIG_ARGV:
                         self.pos = pos
                         return self._big(argv)
-                    if argv[2] == b"*" and n - pos > 1:
+                    if argv[2] == b"*" and n - pos > 1 and client.tx is None:
                         replies = run_xadds(ctx, cmds, pos)
                         if replies is not None:
                             pos += len(replies)
                             resp3 = client.protocol == 3
                             for reply in replies:
                                 emit(out, marks, reply, resp3, ctx)
-                            if len(out) >= FLUSH_AT:
+                            if len(out) >= self.flush_at:
                                 self.pos = pos
                                 return self._output()
                             continue
@@ -205,7 +214,7 @@ class Session:
                 if client.close_after_reply:
                     self._drop_rest()
                     break
-                if len(out) >= FLUSH_AT:
+                if len(out) >= self.flush_at:
                     self.pos = pos
                     return self._output()
             if cmds is not _NO_CMDS:  # the batch is done
@@ -217,13 +226,13 @@ class Session:
                         log.info("client %d (%s): %s; closing", client.id, client.addr, self.err)
                         self._drop_rest()
                     self.err = None
-            if out and (marks or len(out) > self.limit):
+            if out and (marks or len(out) - self.sent_off > self.limit):
                 return self._output()
             if self.closing or self.eof:
                 return CLOSE
             if not self.stash:
                 return NEED_DATA
-            if out:
+            if out and not client.paused:
                 return FLUSH  # the replies go out before the input kept meanwhile runs
             data = b"".join(self.stash)
             self.stash.clear()
@@ -314,10 +323,15 @@ class Session:
             if client.paused:
                 client.paused = False
                 client.out_pending = 0
+                self.flush_at = FLUSH_AT
             return
+        if done >= COMPACT_AT and not self.marks:  # what went out leaves the buffer
+            del self.out[:done]
+            done = 0
         self.sent_off = done
         client.paused = True  # waiting to write: events=w in CLIENT LIST
         client.out_pending = left
+        self.flush_at = done + self.limit + 1  # Rule 2b: only the limit stops a batch now
 
     def data_to_send(self) -> bytes:
         """All pending output, as sent (for adapters that send a copy, and tests)."""
@@ -329,6 +343,9 @@ class Session:
         """The adapter closed the socket: the client is gone from CLIENT LIST and INFO."""
         self.front.clients.pop(self.client.id, None)
         self.client.blocked = False
+        if self.client.tx is not None:  # its watches leave the registry (multi.py Rule 3)
+            self.client.tx.end()
+            self.client.tx = None
         self._discard_hold()
 
 
@@ -339,6 +356,11 @@ def emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
     be encoded (a bug) or is over the output limit is replaced by an error (dispatch Rule 2,
     Rule 2 here)."""
     start = len(out)
+    if type(reply) is ExecReply:  # each element on its own: its own commit mark (Rule 4)
+        out += b"*%d\r\n" % len(reply)
+        for item in reply:
+            emit(out, marks, item, resp3, ctx)
+        return
     pending = type(reply) is Pending
     try:
         encode(out, reply.reply if pending else reply, resp3)
@@ -378,6 +400,7 @@ def over_output_limit(stats: Any, client: Any, pending: int, limit: int) -> bool
     if pending <= limit:
         return False
     stats.output_limit_disconnects += 1
-    log.warning("client %d (%s) closed: %d bytes of pending output exceed client_output_limit %d",
-                client.id, client.addr, pending, limit)
+    log.warning("client id=%d addr=%s closed for overcoming of output buffer limits: %d bytes "
+                "of replies not read > client-output-limit %d", client.id, client.addr, pending,
+                limit)
     return True

@@ -199,6 +199,7 @@ class Client:
     killed: bool = False
     kill: Callable[[], None] = field(default=lambda: None, repr=False)
     fd: int = -1
+    tx: Any = None  # MULTI/WATCH state (topicsrv/resp/multi.py); None when neither is used
 
     @property
     def resp3(self) -> bool:

@@ -1,0 +1,127 @@
+"""Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH (Redis semantics, Redis 7's texts).
+
+The state (queue, watches, the WATCH registry) and the queueing rules are in
+topicsrv/resp/multi.py; the dispatcher queues (dispatch Rule 7); this module holds the five
+commands and runs a transaction.
+
+Rule 1 (atomic): EXEC runs the queued commands back to back in one synchronous step, so no
+other client of either front (they all run on the same trio loop, and the engine never
+yields) can observe a state between two of them; the commit tokens of their writes are
+awaited afterwards, together, by the session (each element of the reply is marked on its
+own: session.emit), so a failed commit turns only its own element into the error.
+Rule 2: EXEC answers EXECABORT when a command was refused at queue time (and runs nothing),
+else the null array when a watched key changed (multi.py Rule 2), else the array of the
+replies, a command's runtime error (syntax, WRONGTYPE, ...) being its own element.
+Rule 3: a blocking command inside EXEC does not block (dispatch Rule 7). A command whose
+handler awaits for another reason (FLUSHDB/FLUSHALL waiting for their commits, an XADD of more
+than 4096 fields encoded off the loop) is awaited in its turn: the commands after it run once
+it is done, so such a transaction is atomic only up to that command.
+Rule 4: EXEC and DISCARD always end the transaction and forget every watch; UNWATCH inside
+MULTI is queued (as Redis) and so changes nothing before EXEC.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable
+from typing import Any
+
+from topicsrv.resp.commands.base import NULL_ARRAY, CommandContext, Err, Simple, command, key_name
+from topicsrv.resp.dispatch import execute
+from topicsrv.resp.multi import EXECABORT, ExecReply, Tx
+
+OK = Simple("OK")
+FLAGS = ["noscript", "loading", "stale", "fast", "allow_busy"]
+
+
+def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = "",
+         since: str = "1.2.0", first: int = 0, last: int = 0) -> Any:
+    return command(name, arity, flags, first, last, 1 if first else 0, "transactions",
+                   summary, since, syntax=syntax)
+
+
+def _end(ctx: CommandContext, tx: Tx) -> None:
+    tx.end()
+    ctx.client.tx = None
+
+
+@_cmd("multi", 1, FLAGS, "Starts a transaction.")
+def multi(ctx: CommandContext, args: list[bytes]) -> Any:
+    tx = ctx.client.tx
+    if tx is None:
+        tx = ctx.client.tx = Tx()
+    elif tx.multi:
+        raise Err("ERR MULTI calls can not be nested")
+    tx.multi = True
+    return OK
+
+
+@_cmd("discard", 1, FLAGS, "Discards a transaction.", since="2.0.0")
+def discard(ctx: CommandContext, args: list[bytes]) -> Any:
+    tx = ctx.client.tx
+    if tx is None or not tx.multi:
+        raise Err("ERR DISCARD without MULTI")
+    _end(ctx, tx)
+    return OK
+
+
+@_cmd("watch", -2, FLAGS, "Monitors changes to keys to determine the execution of a transaction.",
+      "key:key...", since="2.2.0", first=1, last=-1)
+def watch(ctx: CommandContext, args: list[bytes]) -> Any:
+    tx = ctx.client.tx
+    if tx is None:
+        tx = ctx.client.tx = Tx()
+    elif tx.multi:
+        raise Err("ERR WATCH inside MULTI is not allowed")
+    engine = ctx.engine
+    for key in args:
+        tx.watch(engine, key_name(key))
+    return OK
+
+
+@_cmd("unwatch", 1, FLAGS, "Forgets about watched keys of a transaction.", since="2.2.0")
+def unwatch(ctx: CommandContext, args: list[bytes]) -> Any:
+    tx = ctx.client.tx
+    if tx is not None:
+        tx.unwatch()
+        if not tx.multi:
+            ctx.client.tx = None
+    return OK
+
+
+@_cmd("exec", 1, ["noscript", "loading", "stale", "skip_slowlog"],
+      "Executes all commands in a transaction.")
+def exec_(ctx: CommandContext, args: list[bytes]) -> Any:
+    tx = ctx.client.tx
+    if tx is None or not tx.multi:
+        raise Err("ERR EXEC without MULTI")
+    queued, aborted = tx.queued, tx.aborted
+    dirty = not aborted and bool(tx.watched) and tx.is_dirty(ctx.engine)
+    _end(ctx, tx)
+    if aborted:
+        raise Err(EXECABORT)
+    if dirty:
+        return NULL_ARRAY
+    return run(ctx, queued)
+
+
+def run(ctx: CommandContext, queued: list[list[bytes]]) -> Any:
+    """Rule 1: every queued command in one synchronous step (Rule 3 for an awaiting one)."""
+    replies = ExecReply()
+    for i, argv in enumerate(queued):
+        reply = execute(ctx, argv, nowait=True)
+        if inspect.isawaitable(reply):
+            return _rest(ctx, replies, reply, queued[i + 1:])
+        replies.append(reply)
+    return replies
+
+
+async def _rest(ctx: CommandContext, replies: ExecReply, waiting: Awaitable[Any],
+                rest: list[list[bytes]]) -> Any:
+    replies.append(await waiting)
+    for argv in rest:
+        reply = execute(ctx, argv, nowait=True)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        replies.append(reply)
+    return replies
