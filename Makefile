@@ -9,7 +9,7 @@ DATA_DIR ?= ./data
 HTTP_PORT ?= 7070
 RESP_PORT ?= 6379
 
-.PHONY: setup run test lint typecheck unit bench bench-quick clean
+.PHONY: setup run test lint typecheck unit bench bench-quick compat-suites clean
 
 # `make run` needs only the server's own dependencies; `make test` adds dev tools and Spark.
 $(RUN_STAMP): pyproject.toml
@@ -51,6 +51,11 @@ bench: setup
 bench-quick: setup
 	@bash scripts/ensure-tools.sh
 	$(PY) -m bench --quick $(ARGS)
+
+# Valkey's stream TCL suites and redis-py's tests against topicsrv and redis-server, side by
+# side (local copies of the suites: VALKEY_GIT=... REDISPY_GIT=...; see the script's header)
+compat-suites: setup
+	bash scripts/compat-suites.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .hypothesis

@@ -91,6 +91,7 @@ class ServerContext:
     memory: MemoryGuard = field(default_factory=lambda: MemoryGuard(0))
     claims: Claims | None = None  # claim cohorts, long polls, the dead-letter mover
     routers: Routers | None = None  # one forwarding worker per router
+    request_shutdown: Callable[[], None] | None = None  # a clean stop, as SIGTERM (SHUTDOWN)
 
     def claims_service(self) -> Claims:
         if self.claims is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from functools import partial
 
 import trio
 
@@ -49,6 +50,11 @@ async def _watch_signals(ctx: ServerContext, cancel_scope: trio.CancelScope) -> 
             return
 
 
+def _stop(ctx: ServerContext, cancel_scope: trio.CancelScope) -> None:
+    ctx.shutting_down = True
+    cancel_scope.cancel()
+
+
 async def run(
     config: ServerConfig,
     *,
@@ -74,6 +80,7 @@ async def run(
         async with trio.open_nursery() as nursery:
             if handle_signals:
                 nursery.start_soon(_watch_signals, ctx, nursery.cancel_scope)
+            ctx.request_shutdown = partial(_stop, ctx, nursery.cancel_scope)
             await nursery.start(ctx.claims_service().run)
             if config.http_port is not None:
                 ctx.addresses["http"] = await nursery.start(serve_http, ctx)

@@ -205,15 +205,16 @@ def estimate_entries_read(topic: Topic, seq: int, hole: int | None = None) -> in
 
 
 def lag(topic: Topic, group: Group) -> int | None:
-    """XINFO GROUPS `lag` (None = unknown), exactly as Redis 7 computes it."""
+    """XINFO GROUPS `lag` (None = unknown), exactly as Redis 7 computes it (not clamped: an
+    `entries-read` set past `entries-added` by XGROUP SETID gives a negative lag, as Redis 7)."""
     added = entries_added(topic)
     if not added:
         return 0
     hole = max_hole(topic)
     if group.entries_read is not None and not has_tombstones(topic, group.last_seq, hole):
-        return max(0, added - group.entries_read)
+        return added - group.entries_read
     est = estimate_entries_read(topic, group.last_seq, hole)
-    return None if est is None else max(0, added - est)
+    return None if est is None else added - est
 
 
 # ---- group lifecycle -------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Grammar (one string per command, after the command name):
   name:type            an argument (type: key string integer double pattern unix-time)
   TOKEN                a pure token (e.g. NOMKSTREAM); `=`/`~`/`*`/`$` are allowed tokens
   TOKEN:name:type      a token followed by a value (e.g. COUNT:count:integer)
-  [ ... ]              optional (a block when it holds more than one item)
+  [ ... ]              optional (a block when it holds more than one item; `[TOKEN (A|B) ...]`
+                       puts TOKEN on the oneof or block, as Redis's docs do)
   ( a b | c )          one of the alternatives; a single alternative of several items = block
   item...              multiple (`...` right after an item or a group)
 Rule: `parse(syntax)` returns the list of argument dicts COMMAND DOCS replies with (name,
@@ -33,6 +34,8 @@ def _atom(word: str, key_index: list[int]) -> dict[str, Any]:
     else:
         token, name, typ = parts[0], ":".join(parts[1:-1]), parts[-1]
         arg = {"name": name, "type": typ, "display_text": name, "token": token}
+    if not arg["type"] or not arg["name"]:  # e.g. `TOKEN:(A|B)`: write `TOKEN (A|B)`
+        raise ValueError(f"argument syntax {word!r} has no name or type")
     if arg["type"] == "key":
         arg["key_spec_index"] = key_index[0]
         key_index[0] += 1
@@ -51,6 +54,14 @@ def _group(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return {"name": name, "type": "block", "arguments": items}
 
 
+def _token_group(token: str, rest: list[dict[str, Any]]) -> dict[str, Any]:
+    """`[TOKEN (A|B)]` -> a oneof carrying the token; `[TOKEN (A|B) x:string]` -> a block
+    carrying it (as Redis's own docs do, e.g. BITFIELD's OVERFLOW, ZRANGE's LIMIT)."""
+    if len(rest) == 1:
+        return {**rest[0], "name": token.lower(), "token": token}
+    return {"name": token.lower(), "type": "block", "token": token, "arguments": rest}
+
+
 def parse(syntax: str) -> list[dict[str, Any]]:
     toks = _LEX.findall(syntax)
     pos = 0
@@ -65,7 +76,10 @@ def parse(syntax: str) -> list[dict[str, Any]]:
             if t == "[":
                 inner = seq({"]"})
                 pos += 1
-                item = _group(inner, inner[0]["name"] if inner else "block")
+                if len(inner) > 1 and inner[0]["type"] == "pure-token" and inner[1]["type"] == "oneof":
+                    item = _token_group(inner[0]["token"], inner[1:])  # [TOKEN (A|B) ...]
+                else:
+                    item = _group(inner, inner[0]["name"] if inner else "block")
                 _flag(item, "optional")
             elif t == "(":
                 alts = [seq({"|", ")"})]
@@ -104,6 +118,8 @@ def _render_one(arg: dict[str, Any]) -> str:
         text = arg.get("display_text", arg["name"])
         if arg.get("token"):
             text = f"{arg['token']} {text}"
+    if typ in ("oneof", "block") and arg.get("token"):
+        text = f"{arg['token']} {text}"
     flags = arg.get("flags", [])
     if "multiple" in flags:
         text = f"{text} [{text} ...]"

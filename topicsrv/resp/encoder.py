@@ -14,7 +14,16 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from topicsrv.resp.commands.base import Err, NoReply, NullArray, Push, Raw, Simple, Verbatim
+from topicsrv.resp.commands.base import (
+    ERROR_STATS,
+    Err,
+    NoReply,
+    NullArray,
+    Push,
+    Raw,
+    Simple,
+    Verbatim,
+)
 
 
 def _enc(s: str) -> bytes:
@@ -117,6 +126,7 @@ def _bytes_like(out: bytearray, v: bytes | bytearray | memoryview, resp3: bool) 
 
 
 def _err(out: bytearray, v: Err, resp3: bool) -> None:
+    ERROR_STATS[v.text.partition(" ")[0]] += 1  # INFO errorstats: by the error's first word
     out += b"-%b\r\n" % _enc(v.text)
 
 
@@ -152,6 +162,7 @@ _SLOW: dict[type, Callable[[bytearray, Any, bool], None]] = {
 
 
 def encode_error(out: bytearray, text: str) -> None:
+    ERROR_STATS[text.partition(" ")[0]] += 1
     out += b"-%b\r\n" % _enc(text.replace("\r", " ").replace("\n", " "))
 
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -124,6 +125,10 @@ class Err(Exception):
 def wrong_args(name: str) -> Err:
     return Err(f"ERR wrong number of arguments for '{name.lower()}' command")
 
+
+# error replies sent, by their first word (`ERR`, `WRONGTYPE`, ...): INFO errorstats. Counted
+# where errors are encoded (encoder.py), so process-wide: one RESP front per server process.
+ERROR_STATS: Counter[str] = Counter()
 
 SYNTAX = "ERR syntax error"
 NOT_INT = "ERR value is not an integer or out of range"
@@ -232,6 +237,7 @@ class Front:
     port: int = 0
     io: str = "tasks"  # the I/O path serving the connections: "reactor" or "tasks"
     security_logged_at: float = float("-inf")  # last POST/Host: warning (logged once a minute)
+    settings: dict[str, str] = field(default_factory=dict)  # CONFIG SET values (server.py)
 
     def new_client(self, addr: str, laddr: str) -> Client:
         c = Client(id=self.next_id, addr=addr, laddr=laddr)

@@ -311,12 +311,81 @@ def _kill(ctx: CommandContext, victims: list[Client]) -> None:
             c.kill()
 
 
+def _on_off(raw: bytes) -> bool:
+    word = raw.lower()
+    if word not in (b"on", b"off"):
+        raise Err(SYNTAX)
+    return word == b"on"
+
+
+@_client_cmd("no-evict", 3, "Set client eviction mode for the current connection", "(ON|OFF)",
+             since="7.0.0")
+def client_no_evict(ctx: CommandContext, args: list[bytes]) -> Any:
+    _on_off(args[0])  # clients are never evicted (no maxmemory-clients): both hold
+    return Simple("OK")
+
+
+@_client_cmd("no-touch", 3, "Controls whether commands sent by the client will alter the "
+             "LRU/LFU of the keys they access.", "(ON|OFF)", since="7.2.0")
+def client_no_touch(ctx: CommandContext, args: list[bytes]) -> Any:
+    _on_off(args[0])  # reads never touch a topic's idle time (only writes do): both hold
+    return Simple("OK")
+
+
+@_client_cmd("pause", -3, "Stop processing commands from clients for some time",
+             "timeout:integer [(WRITE|ALL)]", since="3.0.0")
+def client_pause(ctx: CommandContext, args: list[bytes]) -> Any:
+    ms = parse_int(args[0], "ERR timeout is not an integer or out of range")
+    if ms < 0:
+        raise Err("ERR timeout is negative")
+    if len(args) > 2 or (len(args) == 2 and args[1].lower() not in (b"write", b"all")):
+        raise Err(SYNTAX)
+    raise Err("ERR CLIENT PAUSE is not supported: topicsrv has no replicas to fail over to")
+
+
+@_client_cmd("unpause", 2, "Resume processing of clients that were paused", since="6.2.0")
+def client_unpause(ctx: CommandContext, args: list[bytes]) -> Any:
+    return Simple("OK")  # nothing is ever paused
+
+
+@_client_cmd("reply", 3, "Instruct the server whether to reply to commands", "(ON|OFF|SKIP)",
+             since="3.2.0")
+def client_reply(ctx: CommandContext, args: list[bytes]) -> Any:
+    mode = args[0].lower()
+    if mode == b"on":
+        return Simple("OK")
+    if mode in (b"off", b"skip"):
+        raise Err("ERR CLIENT REPLY OFF|SKIP is not supported: every command is answered")
+    raise Err(SYNTAX)
+
+
+@_client_cmd("tracking", -3, "Enable or disable server assisted client side caching support",
+             "(ON|OFF) [REDIRECT:client-id:integer] [PREFIX:prefix:string...] [BCAST] [OPTIN] "
+             "[OPTOUT] [NOLOOP]", since="6.0.0")
+def client_tracking(ctx: CommandContext, args: list[bytes]) -> Any:
+    if _on_off(args[0]):
+        raise Err("ERR CLIENT TRACKING is not supported: topicsrv sends no invalidations")
+    return Simple("OK")  # off: the state every connection is in
+
+
+@_client_cmd("trackinginfo", 2, "Return information about server assisted client side caching "
+             "for the current connection", since="6.2.0")
+def client_trackinginfo(ctx: CommandContext, args: list[bytes]) -> Any:
+    return {"flags": {b"off"}, "redirect": -1, "prefixes": []}
+
+
 @_client_cmd("help", 2, "Show helpful text about the different subcommands", since="5.0.0")
 def client_help(ctx: CommandContext, args: list[bytes]) -> Any:
     lines = [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GETNAME", "    Return the name of the current connection.",
         "ID", "    Return the ID of the current connection.",
+        "NO-EVICT (ON|OFF)", "    Accepted: clients are never evicted.",
+        "NO-TOUCH (ON|OFF)", "    Accepted: reads never alter a key's idle time.",
+        "REPLY ON", "    Accepted (OFF and SKIP are not supported).",
+        "TRACKING OFF", "    Accepted (ON is not supported).",
+        "TRACKINGINFO", "    Report tracking status (always off).",
+        "UNPAUSE", "    Accepted (CLIENT PAUSE is not supported).",
         "INFO", "    Return information about the current client connection.",
         "KILL <ip:port>", "    Kill connection made from <ip:port>.",
         "KILL <option> <value> [<option> <value> [...]]",

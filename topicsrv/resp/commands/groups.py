@@ -53,7 +53,9 @@ XGROUP_HELP = [
 
 
 def group_position(topic: Topic | None, raw: bytes) -> tuple[int, int]:
-    """(last_seq, last_ms) for XGROUP CREATE/SETID `$`/ID."""
+    """(last_seq, last_ms) for XGROUP CREATE/SETID `$`/ID (`-` is `0-0`, as in Redis)."""
+    if raw == b"-":
+        raw = b"0"
     if raw == b"$":
         if topic is None or topic.head_seq < topic.seq_base:
             return (topic.head_seq if topic else 0), 0
@@ -100,7 +102,7 @@ def xgroup_create(ctx: CommandContext, args: list[bytes]) -> Any:
         else:
             raise _subcommand_syntax("CREATE")
     topic = stream(ctx, key)
-    if raw_id != b"$":
+    if raw_id != b"$":  # (`-` is refused here, as Redis 7.0 does; SETID takes it)
         ids.parse_id(raw_id, 0)
     if topic is None:
         if not mkstream:
@@ -123,7 +125,7 @@ def xgroup_setid(ctx: CommandContext, args: list[bytes]) -> Any:
     elif len(args) != 3:
         raise _subcommand_syntax("SETID")
     topic, group = _existing_group(ctx, key, name)
-    if raw_id != b"$":
+    if raw_id not in (b"$", b"-"):
         ids.parse_id(raw_id, 0)
     last_seq, last_ms = group_position(topic, raw_id)
     token = ctx.engine.group_setid(topic, group, last_seq, last_ms, entries_read)
@@ -149,6 +151,7 @@ def xgroup_destroy(ctx: CommandContext, args: list[bytes]) -> Any:
     ok, token = ctx.engine.group_destroy(topic, text(args[1]))
     if not ok:
         return 0
+    ctx.server.notifier.changed(topic.name)  # blocked XREADGROUPs wake and answer NOGROUP
     return committed(token, 1)
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import trio
+import trio.lowlevel
 
 from topicsrv.engine import groups as eg
+from topicsrv.notify import Waiter
 from topicsrv.resp import ids, replysize
 from topicsrv.resp.commands.base import (
     NULL_ARRAY,
@@ -62,8 +64,9 @@ def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
                 continue
             window = replysize.group_window(ctx, topic, group.cursor, count, room)
             res = eg.read_new(topic, group, consumer, window, now, noack=ra.noack, nodes=ra.nodes)
-            if ra.nodes and not res.records and res.tombstone is None:
-                continue  # only that node's records were new: nothing for this reader (as XREAD)
+            if not res.records and res.tombstone is None:
+                continue  # the new records were deleted (XDEL) or were that NODE's: nothing
+                # for this reader, so a BLOCK waits on (as Redis and XREAD)
             room -= sum(map(len, res.records)) + len(key)
             out.append((key, render_entries(topic, res)))
         else:
@@ -101,19 +104,44 @@ def _reply(ctx: CommandContext, served: list[tuple[bytes, Any]]) -> Any:
     return [[k, entries] for k, entries in served]
 
 
+# First come, first served among the blocked XREADGROUPs of one group (as Redis): a woken
+# client serves only once every client of the same group that blocked before it and was woken
+# by the same change (its notifier Waiter `fired`) has had its turn; trio runs woken tasks in no
+# fixed order. (front, topic, group) -> the waiters in arrival order.
+_LINES: dict[tuple[int, str, str], list[Waiter]] = {}
+
+
+async def _my_turn(lines: list[list[Waiter]], me: Waiter) -> None:
+    # the earlier ones are runnable (woken): a few scheduler turns at most
+    while any(x.fired for line in lines for x in line[:line.index(me)]):  # noqa: ASYNC110
+        await trio.lowlevel.checkpoint()
+
+
 async def _wait(ctx: CommandContext, ra: ReadArgs) -> Any:
     """BLOCK: wait for an append to any of the streams (BLOCK 0 = forever)."""
+    assert ra.group is not None
     deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
+    keys = [(id(ctx.front), key_name(k), ra.group) for k in dict.fromkeys(ra.keys)]
     with ctx.server.notifier.waiter([key_name(k) for k in ra.keys]) as waiter:
-        while True:
-            remaining = None if deadline is None else deadline - trio.current_time()
-            if remaining is not None and remaining <= 0:
-                return NULL_ARRAY
-            waiter.arm()  # before the read (notify Rule 1)
-            served = _serve(ctx, ra)
-            if served:
-                return _reply(ctx, served)
-            await waiter.wait(remaining)
+        lines = [_LINES.setdefault(k, []) for k in keys]
+        for line in lines:
+            line.append(waiter)
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - trio.current_time()
+                if remaining is not None and remaining <= 0:
+                    return NULL_ARRAY
+                waiter.arm()  # before the read (notify Rule 1)
+                served = _serve(ctx, ra)
+                if served:
+                    return _reply(ctx, served)
+                if await waiter.wait(remaining):
+                    await _my_turn(lines, waiter)
+        finally:
+            for k, line in zip(keys, lines, strict=True):
+                line.remove(waiter)
+                if not line:
+                    _LINES.pop(k, None)
 
 
 # ---- XACK, XPENDING ---------------------------------------------------------------------------

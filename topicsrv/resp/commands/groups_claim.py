@@ -82,9 +82,9 @@ def xclaim(ctx: CommandContext, args: list[bytes]) -> Any:
          "key:key group:string consumer:string min-idle-time:string start:string "
          "[COUNT:count:integer] [JUSTID]", "6.2.0")
 def xautoclaim(ctx: CommandContext, args: list[bytes]) -> Any:
-    topic, group = group_or_nogroup(ctx, args[0], args[1])
+    # Redis's order: the arguments are checked before the key and group (NOGROUP)
     min_idle = parse_int(args[3], "ERR Invalid min-idle-time argument for XAUTOCLAIM")
-    start, _ = pel_range(group, args[4], b"+", topic)
+    ids.range_bounds(None, args[4], b"+")  # the start ID's syntax
     count, justid = 100, False
     a = Args(args, 5)
     while a:
@@ -96,6 +96,8 @@ def xautoclaim(ctx: CommandContext, args: list[bytes]) -> Any:
             justid = True
         else:
             raise a.syntax_error()
+    topic, group = group_or_nogroup(ctx, args[0], args[1])
+    start, _ = pel_range(group, args[4], b"+", topic)
     nxt, claimed, deleted = eg.autoclaim(topic, group, text(args[2]), min_idle, start, count,
                                          ctx.engine.now(), justid=justid)
     return [

@@ -125,9 +125,9 @@ def _refused(e: TopicsError) -> Err:
 
 @_sub("set", -5, ["write"], "Create a router from source to dest, or update its options",
       "name:string source:key dest:key [PRESERVE_NODE:preserve_node:integer] "
-      "[PRESERVE_TAG:preserve_tag:integer] [FILTER:(EQ|GLOB) pattern:string] "
+      "[PRESERVE_TAG:preserve_tag:integer] [FILTER (EQ|GLOB) pattern:string] "
       "[ALLOW_CYCLE:allow_cycle:integer] [MAX_HOPS:max_hops:integer] "
-      "[GUARANTEE:(AT_LEAST_ONCE|EXACTLY_ONCE)] [CREATE_DEST:create_dest:integer]",
+      "[GUARANTEE (AT_LEAST_ONCE|EXACTLY_ONCE)] [CREATE_DEST:create_dest:integer]",
       keys=(3, 4, 1))
 def router_set(ctx: CommandContext, args: list[bytes]) -> Any:
     name, body = parse_set(args)

@@ -1,5 +1,5 @@
-"""Server commands: COMMAND [COUNT|DOCS|INFO|LIST], INFO, CONFIG GET|SET|RESETSTAT, DBSIZE,
-TIME, FLUSHDB, FLUSHALL.
+"""Server commands: COMMAND [COUNT|DOCS|INFO|LIST], CONFIG GET|SET|RESETSTAT, DBSIZE,
+TIME, FLUSHDB, FLUSHALL (INFO is info.py, the other server commands admin.py).
 
 Rule 1: COMMAND INFO/DOCS come from the registry (base.REGISTRY, argument docs from each
 command's `syntax`), so a new command is documented to redis-cli by registering it.
@@ -10,29 +10,24 @@ Rule 3: FLUSHDB/FLUSHALL delete every topic (each awaited like DEL) - there is o
 
 from __future__ import annotations
 
-import os
-import platform
-import resource
 import time
 from collections.abc import Callable
 from typing import Any
 
-from topicsrv import __version__ as topicsrv_version
 from topicsrv.engine.glob import PatternTooLong, compile_glob
-from topicsrv.memory import parse_size, rss_bytes
+from topicsrv.memory import parse_size
 from topicsrv.resp.commands.base import (
+    ERROR_STATS,
     REGISTRY,
     SYNTAX,
     CommandContext,
     CommandSpec,
     Err,
     Simple,
-    Verbatim,
     command,
     container,
     wrong_args,
 )
-from topicsrv.resp.commands.connection import REDIS_VERSION
 
 
 def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = "",
@@ -162,99 +157,6 @@ def command_help(ctx: CommandContext, args: list[bytes]) -> Any:
     )]
 
 
-# ---- INFO --------------------------------------------------------------------------------
-
-
-def _human(n: int) -> str:
-    for unit in ("B", "K", "M", "G"):
-        if n < 1024 or unit == "G":
-            return f"{n}{unit}" if unit == "B" else f"{n:.2f}{unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-
-
-def info_sections(ctx: CommandContext) -> dict[str, list[tuple[str, Any]]]:
-    front, engine, cfg = ctx.front, ctx.engine, ctx.server.config
-    st = front.stats
-    uptime = int(time.time() - ctx.server.started_at)
-    data_bytes = sum(t.bytes for t in engine.topics.values())
-    rss = rss_bytes()
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    clients = front.clients.values()
-    return {
-        "server": [
-            ("redis_version", REDIS_VERSION), ("topicsrv_version", topicsrv_version),
-            ("redis_mode", "standalone"), ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
-            ("arch_bits", 64), ("multiplexing_api", "trio"), ("process_id", os.getpid()),
-            ("run_id", f"{id(ctx.server):040x}"[-40:]), ("tcp_port", front.port),
-            ("server_time_usec", int(time.time() * 1e6)), ("uptime_in_seconds", uptime),
-            ("uptime_in_days", uptime // 86400), ("executable", "topicsrv"), ("config_file", ""),
-        ],
-        "clients": [
-            ("connected_clients", len(front.clients)), ("cluster_connections", 0),
-            ("maxclients", ctx.server.admission.maxclients),
-            ("blocked_clients", sum(1 for c in clients if c.blocked)),
-            ("paused_output_clients", sum(1 for c in clients if c.paused)),
-            ("tracking_clients", 0),
-        ],
-        "memory": [
-            ("used_memory", data_bytes), ("used_memory_human", _human(data_bytes)),
-            ("used_memory_rss", rss), ("used_memory_rss_human", _human(rss)),
-            ("used_memory_dataset", data_bytes), ("maxmemory", ctx.server.memory.limit),
-            ("maxmemory_human", _human(ctx.server.memory.limit)),
-            ("maxmemory_policy", "noeviction"), ("mem_allocator", "pymalloc"),
-        ],
-        "persistence": [
-            ("loading", 0 if ctx.server.ready else 1), ("rdb_changes_since_last_save", 0),
-            ("aof_enabled", 1 if cfg.storage else 0),
-        ],
-        "stats": [
-            ("total_connections_received", st.total_connections),
-            ("total_commands_processed", st.total_commands),
-            ("total_net_input_bytes", st.net_input_bytes),
-            ("total_net_output_bytes", st.net_output_bytes),
-            ("rejected_connections",
-             st.rejected_connections + ctx.server.admission.rejected_maxclients),
-            ("client_output_limit_disconnections", st.output_limit_disconnects),
-            ("client_output_limit_refusals", st.output_limit_refusals),
-            ("security_attacks_refused", st.security_attacks),
-            ("evicted_keys", 0), ("keyspace_hits", st.keyspace_hits),
-            ("keyspace_misses", st.keyspace_misses),
-            ("unexpected_error_replies", st.unexpected_errors),
-            ("total_blocking_keys", ctx.server.notifier.waiting_topics()),
-            ("records_written", engine.stats.get("records_written", 0)),
-            ("records_read", engine.stats.get("records_read", 0)),
-        ],
-        "replication": [("role", "master"), ("connected_slaves", 0)],
-        "cpu": [
-            ("used_cpu_sys", f"{ru.ru_stime:.6f}"), ("used_cpu_user", f"{ru.ru_utime:.6f}"),
-        ],
-        "keyspace": (
-            [("db0", f"keys={len(engine.topics)},expires=0,avg_ttl=0")] if engine.topics else []
-        ),
-    }
-
-
-DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu",
-                    "keyspace")
-
-
-@_cmd("info", -1, ["loading", "stale"], "Get information and statistics about the server",
-      "[section:string...]")
-def info(ctx: CommandContext, args: list[bytes]) -> Any:
-    sections = info_sections(ctx)
-    wanted = [a.decode("latin-1").lower() for a in args] or ["default"]
-    if any(w in ("all", "everything", "default") for w in wanted):
-        names = list(DEFAULT_SECTIONS)
-    else:
-        names = [n for n in DEFAULT_SECTIONS if n in wanted]
-    chunks = []
-    for name in names:
-        lines = [f"# {name.capitalize()}"] + [f"{k}:{v}" for k, v in sections[name]]
-        chunks.append("\r\n".join(lines) + "\r\n")
-    return Verbatim("\r\n".join(chunks))
-
-
 # ---- CONFIG ------------------------------------------------------------------------------
 
 container("config", "server", "A container for server configuration commands", "2.0.0")
@@ -278,6 +180,12 @@ def config_values(ctx: CommandContext) -> dict[str, str]:
         "stream-node-max-bytes": "4096", "stream-node-max-entries": "100",
         "dir": str(cfg.data_dir), "io-threads": "1", "cluster-enabled": "no",
         "notify-keyspace-events": "", "lua-time-limit": "5000", "busy-reply-threshold": "5000",
+        "slowlog-log-slower-than": "10000", "slowlog-max-len": "128",
+        "latency-monitor-threshold": "0", "latency-tracking": "no", "enable-debug-command": "no",
+        "replica-read-only": "yes", "min-replicas-to-write": "0", "replicaof": "",
+        "aof-use-rdb-preamble": "no", "cluster-node-timeout": "15000", "hz": "10",
+        "lfu-log-factor": "10", "lfu-decay-time": "1", "maxmemory-clients": "0",
+        **ctx.front.settings,
     }
 
 
@@ -308,16 +216,36 @@ def _set_maxmemory(ctx: CommandContext, size: int) -> None:
     ctx.server.memory.limit = size
 
 
+def _parse_count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError("argument couldn't be parsed into an integer") from None
+    if not 0 <= n < 1 << 63:
+        raise ValueError("argument must be between 0 and 9223372036854775807 inclusive")
+    return n
+
+
+def _remember(name: str) -> Callable[[CommandContext, int], None]:
+    """A setting Redis uses to size its radix-tree nodes: topicsrv stores records in
+    segments of its own, so the value is kept and reported back by CONFIG GET, nothing more."""
+    def apply(ctx: CommandContext, value: int) -> None:
+        ctx.front.settings[name] = str(value)
+    return apply
+
+
 # CONFIG SET parameters that can change at run time (name -> parse, apply); everything else
 # is set on the command line
 SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], None]]] = {
     "maxmemory": (_parse_memory, _set_maxmemory),
+    "stream-node-max-bytes": (_parse_memory, _remember("stream-node-max-bytes")),
+    "stream-node-max-entries": (_parse_count, _remember("stream-node-max-entries")),
 }
 
 
 @command("config|set", -4, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
-         "Set configuration parameters (topicsrv: maxmemory; the rest is set on the command "
-         "line)", "2.0.0", syntax="(parameter:string value:string)...")
+         "Set configuration parameters (topicsrv: maxmemory, stream-node-max-bytes|entries; the "
+         "rest is set on the command line)", "2.0.0", syntax="(parameter:string value:string)...")
 def config_set(ctx: CommandContext, args: list[bytes]) -> Any:
     if len(args) % 2:
         raise wrong_args("config|set")
@@ -347,6 +275,7 @@ def config_resetstat(ctx: CommandContext, args: list[bytes]) -> Any:
     st = ctx.front.stats
     st.total_commands = st.net_input_bytes = st.net_output_bytes = 0
     st.keyspace_hits = st.keyspace_misses = st.rejected_connections = 0
+    ERROR_STATS.clear()
     return Simple("OK")
 
 

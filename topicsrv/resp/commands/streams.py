@@ -34,6 +34,7 @@ from topicsrv.engine import xids
 from topicsrv.engine.groups import entries_added
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
 from topicsrv.engine.records import PreparedRecord, prepare_fields
+from topicsrv.engine.segments import DELETED
 from topicsrv.engine.topic import Topic
 from topicsrv.resp import ids, replysize
 from topicsrv.resp.args import Args
@@ -275,12 +276,22 @@ def xread(ctx: CommandContext, args: list[bytes]) -> Any:
     return _xread_wait(ctx, ra, cursors)
 
 
+def _epoch(topic: Topic | None) -> int | None:
+    return None if topic is None else topic.epoch
+
+
 async def _xread_wait(ctx: CommandContext, ra: ReadArgs, cursors: list[int]) -> Any:
     names = [key_name(k) for k in ra.keys]
+    engine = ctx.engine
+    epochs = [_epoch(engine.find(n)) for n in names]
     deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
     with ctx.server.notifier.waiter(names) as waiter:
         while True:
             waiter.arm()  # before the read (notify Rule 1)
+            for i, name in enumerate(names):  # a key deleted and created again since the call:
+                epoch = _epoch(engine.find(name))  # all of the new stream is after the cursor
+                if epoch != epochs[i]:  # (its IDs are newer, as in Redis)
+                    epochs[i], cursors[i] = epoch, 0
             items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes)
             if items:
                 return read_reply(ctx, items)
@@ -302,6 +313,33 @@ def _first_last(ctx: CommandContext, topic: Topic) -> tuple[Any, Any]:
     return (Raw(first[0][1]) if first else None), (Raw(last[0][1]) if last else None)
 
 
+def radix_keys(ctx: CommandContext, topic: Topic) -> int:
+    """What Redis's radix-tree-keys would be for this many entries: one listpack node per
+    `stream-node-max-entries` (CONFIG SET, default 100; 0 = no limit: one node)."""
+    per_node = int(ctx.front.settings.get("stream-node-max-entries", "100"))
+    if not topic.count:
+        return 0
+    return 1 if per_node <= 0 else -(-topic.count // per_node)
+
+
+def max_deleted_id(topic: Topic) -> bytes:
+    """Redis's max-deleted-entry-id: the highest ID removed by XDEL (or TOPIC.DELETE) among the
+    slots the topic still holds at/after its capacity front (a trim is not a delete); `0-0`
+    when there is none. Slots of a segment that died whole are forgotten."""
+    for seg in reversed(topic.segs):
+        if seg.next_seq <= topic.front:
+            break
+        start = max(topic.front - seg.base, 0)
+        flags = seg.flags
+        if isinstance(flags, bytearray):
+            k = flags.rfind(DELETED, start)
+            if k >= 0:
+                return ids.entry_id(topic, seg.base + k)
+        elif len(seg) > start and flags[start] == DELETED:  # a constant run (Const)
+            return ids.entry_id(topic, seg.base + len(seg) - 1)
+    return b"0-0"
+
+
 def stream_summary(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
     head = topic.head_seq
     if ids.mapped(topic):
@@ -311,12 +349,13 @@ def stream_summary(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
             ids.format_id(topic.last_ts, head) if head >= topic.seq_base else b"0-0")
     earliest = topic.earliest_seq
     first_id = ids.entry_id(topic, earliest) if earliest <= head else b"0-0"
+    keys = radix_keys(ctx, topic)
     return {
         "length": topic.count,
-        "radix-tree-keys": max(1, len(topic.segs)) if topic.count else 0,
-        "radix-tree-nodes": max(1, len(topic.segs)) if topic.count else 1,
+        "radix-tree-keys": keys,
+        "radix-tree-nodes": keys + 1 if keys else 1,
         "last-generated-id": last_id,
-        "max-deleted-entry-id": b"0-0",
+        "max-deleted-entry-id": max_deleted_id(topic),
         "entries-added": entries_added(topic),
         "recorded-first-entry-id": first_id,
     }

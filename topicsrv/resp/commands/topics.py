@@ -133,7 +133,7 @@ def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
 
 
 @_cmd("topic.delete", -2, ["write"], "Permanently delete records (silent: no tombstone)",
-      "key:key [BEFORE:seq:integer] [MATCH:(EQ|GLOB) pattern:string]")
+      "key:key [BEFORE:seq:integer] [MATCH (EQ|GLOB) pattern:string]")
 def topic_delete(ctx: CommandContext, args: list[bytes]) -> Any:
     before: int | None = None
     match: deletes.Match | None = None

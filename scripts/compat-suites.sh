@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Run two public test suites against topicsrv and against redis-server, side by side:
+#   - Valkey's stream TCL suites (tests/unit/type/stream, stream-cgroups) in external-server mode;
+#   - redis-py's own tests: the stream, transaction, pipeline and server-info tests of
+#     tests/test_commands.py and tests/test_asyncio/test_commands.py, plus tests/test_connection.py
+#     and tests/test_pipeline.py.
+# The suites are not vendored: give local git directories (bare or not) of the two repositories.
+#
+#   scripts/compat-suites.sh                   # or: make compat-suites
+#   VALKEY_GIT=... REDISPY_GIT=... scripts/compat-suites.sh
+#   SUITES="valkey" scripts/compat-suites.sh   # only one suite ("valkey", "redispy" or both)
+#   KEEP=1 ...                                 # keep the work dir (logs) and say where it is
+#
+# Needs: tclsh, redis-server, the project's venv (.venv) and PyPI access for a venv with the
+# snapshot's own redis-py and its test dependencies (cached in $CACHE_DIR, built once).
+# Prints `suite  target  passed  failed  skipped`; per-test logs are in the work dir.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VALKEY_GIT=${VALKEY_GIT:-/work/.mirror/valkey-io+valkey/repo}
+REDISPY_GIT=${REDISPY_GIT:-/work/.mirror/redis+redis-py/repo}
+PY=${PY:-$ROOT/.venv/bin/python}
+REDIS_SERVER=${REDIS_SERVER:-redis-server}
+TCLSH=${TCLSH:-tclsh}
+SUITES=${SUITES:-"valkey redispy"}
+CACHE_DIR=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/topicsrv-compat-suites}
+WORK=$(mktemp -d /tmp/compat-suites.XXXXXX)
+PIDS=()
+
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if [[ -n "${KEEP:-}" ]]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+free_port() {
+    "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() {  # wait until 127.0.0.1:$1 accepts connections
+    for _ in $(seq 1 200); do
+        if "$PY" -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "nothing listens on port $1" >&2
+    return 1
+}
+
+start_redis() {  # prints the port
+    local port
+    port=$(free_port)
+    "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$WORK" >"$WORK/redis-server.log" 2>&1 &
+    PIDS+=($!)
+    wait_port "$port"
+    echo "$port"
+}
+
+start_topicsrv() {  # prints the RESP port
+    local out="$WORK/topicsrv.out" port=""
+    (cd "$ROOT" && exec "$PY" -m topicsrv serve --data-dir "$WORK/topicsrv-data" --bind 127.0.0.1 \
+        --http-port 0 --resp-port 0 >"$out" 2>"$WORK/topicsrv.log") &
+    PIDS+=($!)
+    for _ in $(seq 1 300); do
+        port=$(sed -n 's/^listening.*resp=[^ ]*:\([0-9]*\).*/\1/p' "$out" 2>/dev/null | head -1)
+        [[ -n "$port" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$port" ]] || { echo "topicsrv did not start: $(tail -5 "$WORK/topicsrv.log")" >&2; return 1; }
+    wait_port "$port"
+    echo "$port"
+}
+
+RESULTS=()
+
+run_valkey() {  # $1 target name, $2 port
+    local dir="$WORK/valkey" name
+    for name in stream stream-cgroups; do
+        local log="$WORK/valkey-$name-$1.log"
+        (cd "$dir" && timeout 1200 "$TCLSH" tests/test_helper.tcl --host 127.0.0.1 --port "$2" \
+            --singledb --durable --single "unit/type/$name" --tags -needs:debug \
+            --tags -needs:repl --tags -external:skip) >"$log" 2>&1 || true
+        local ok err
+        ok=$(grep -c '^\[.*ok.*\]:' "$log" || true)
+        err=$(grep -c '^\[.*\(err\|exception\).*\]:' "$log" || true)
+        RESULTS+=("valkey:$name $1 $ok $err -")
+    done
+}
+
+redispy_venv() {
+    local rev venv
+    rev=$(git --git-dir="$REDISPY_GIT" rev-parse HEAD)
+    venv="$CACHE_DIR/redispy-$rev"
+    if [[ ! -x "$venv/bin/pytest" ]]; then
+        mkdir -p "$CACHE_DIR"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q "$WORK/redispy" pytest pytest-asyncio pytest-timeout numpy \
+            ujson xxhash pybreaker aiohttp redis-entraid opentelemetry-api opentelemetry-sdk \
+            >"$WORK/redispy-venv.log" 2>&1 || { tail -20 "$WORK/redispy-venv.log" >&2; return 1; }
+    fi
+    echo "$venv"
+}
+
+# stream, transaction, pipeline and server-info tests of test_commands.py
+REDISPY_SELECT=${REDISPY_SELECT:-"test_x or stream or transaction or pipeline or multi_exec or watch or test_info or client_info or config_get or config_set"}
+
+# -k applies to every file given; the two whole files must not be filtered, so run them
+# separately when a selection is set.
+run_redispy() {  # $1 target name, $2 port, $3 venv
+    local total_p=0 total_f=0 total_s=0 part
+    for part in commands whole; do
+        local log="$WORK/redispy-$part-$1.log" junit="$WORK/redispy-$part-$1.xml"
+        local -a args
+        if [[ $part == commands ]]; then
+            args=(tests/test_commands.py tests/test_asyncio/test_commands.py -k "$REDISPY_SELECT")
+        else
+            args=(tests/test_connection.py tests/test_pipeline.py)
+        fi
+        (cd "$WORK/redispy" && timeout 1800 "$3/bin/python" -m pytest -q -p no:cacheprovider \
+            --redis-url="redis://127.0.0.1:$2/0" --junitxml="$junit" "${args[@]}") \
+            >"$log" 2>&1 || true
+        read -r p f s < <("$PY" "$ROOT/scripts/junit_counts.py" "$junit")
+        RESULTS+=("redis-py:$part $1 $p $f $s")
+    done
+}
+
+mkdir -p "$WORK/valkey" "$WORK/redispy"
+for suite in $SUITES; do
+    case $suite in
+        valkey) git --git-dir="$VALKEY_GIT" archive HEAD tests | tar -x -C "$WORK/valkey" ;;
+        redispy) git --git-dir="$REDISPY_GIT" archive HEAD | tar -x -C "$WORK/redispy" ;;
+        *) echo "unknown suite $suite" >&2; exit 2 ;;
+    esac
+done
+
+REDIS_PORT=$(start_redis)
+OURS_PORT=$(start_topicsrv)
+for suite in $SUITES; do
+    case $suite in
+        valkey)
+            run_valkey redis-server "$REDIS_PORT"
+            run_valkey topicsrv "$OURS_PORT"
+            ;;
+        redispy)
+            VENV=$(redispy_venv)
+            run_redispy redis-server "$REDIS_PORT" "$VENV"
+            run_redispy topicsrv "$OURS_PORT" "$VENV"
+            ;;
+    esac
+done
+
+printf '%-24s %-14s %7s %7s %7s\n' suite target passed failed skipped
+for row in "${RESULTS[@]}"; do
+    # shellcheck disable=SC2086
+    printf '%-24s %-14s %7s %7s %7s\n' $row
+done
+
+# tests that pass on redis-server and fail on topicsrv (what docs/redis-compatibility.md lists)
+echo
+echo "fail on topicsrv, pass on redis-server:"
+failed_names() {  # $1 log/junit file
+    case $1 in
+        *.xml) "$PY" "$ROOT/scripts/junit_counts.py" --failed "$1" ;;
+        *) sed -n 's/^\[.*\(err\|exception\).*\]: \(.*\) in tests\/.*$/\2/p; s/^\[.*\(err\|exception\).*\]: \(.*\)$/\2/p' "$1" | sort -u ;;
+    esac
+}
+passed_names() {
+    case $1 in
+        *.xml) "$PY" "$ROOT/scripts/junit_counts.py" --passed "$1" ;;
+        *) sed -n 's/^\[.*ok.*\]: \(.*\) ([0-9]* ms)$/\1/p' "$1" | sort -u ;;
+    esac
+}
+for f in "$WORK"/*-topicsrv.log "$WORK"/*-topicsrv.xml; do
+    [[ -e $f ]] || continue
+    ref=${f/-topicsrv./-redis-server.}
+    [[ $f == *redispy-*.log ]] && continue
+    comm -12 <(failed_names "$f" | sort -u) <(passed_names "$ref" | sort -u) | sed "s|^|  $(basename "${f%-topicsrv.*}"): |"
+done
