@@ -209,3 +209,12 @@ def test_pipelined_star_after_explicit_ids(targets: list[Any], key: str) -> None
             conn.close()
     want = [("$", f"{FUTURE}-{6 + i}".encode()) for i in range(5)]
     assert all(r == want for r in replies), replies
+
+
+def test_xsetid_on_a_stream_emptied_by_maxlen_0(targets: list[Any], key: str) -> None:
+    """Valkey's "XSETID can set a specific ID": `XADD k MAXLEN 0 * a b` leaves an empty stream
+    whose last ID is the trimmed entry's; XSETID may set it lower (nothing live above it).
+    topicsrv answered an internal error here (its implicit IDs were not materialised)."""
+    raw_check(targets, [("~XADD", key, "MAXLEN", "0", "*", "a", "b"), ("XSETID", key, "200-0"),
+                        ("XLEN", key), ("XADD", key, "300-1", "c", "d"),
+                        ("XADD", key, "100-0", "e", "f")])

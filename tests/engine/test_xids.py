@@ -124,3 +124,4 @@ def test_set_last_id_lowers_the_ids_of_dead_slots_above_it(eng: Engine) -> None:
     assert xids.exact(t, (3, 0)) == t.head_seq and xids.exact(t, (1, 1)) == t.seq_base
     lo, hi = ids.range_bounds(t, b"2", b"+")
     assert [s for s, _ in scan_range(t, lo, hi, 0, eng.now())] == [t.head_seq]
+

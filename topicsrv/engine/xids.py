@@ -200,9 +200,11 @@ def set_last_id(topic: Topic, x: Xid) -> None:
             seg.xids = x
             seq = seg.base - 1
             continue
-        if seg.xids is None:
-            push_dead(topic, seg, 0)  # materialise the array (its IDs stay as they are)
-        assert seg.xids is not None
+        if seg.xids is None:  # materialise the array (its implicit IDs stay as they are),
+            xs = seg.xids = array("Q")  # even for a segment below the switch
+            for k in range(len(seg)):
+                xs.append(int(seg.ts[k]))
+                xs.append(seg.base + k)
         seg.xids[2 * i] = x[0]
         seg.xids[2 * i + 1] = x[1]
         seq -= 1
