@@ -215,7 +215,7 @@ def test_xsetid_on_a_stream_emptied_by_maxlen_0(targets: list[Any], key: str) ->
     """Valkey's "XSETID can set a specific ID": `XADD k MAXLEN 0 * a b` leaves an empty stream
     whose last ID is the trimmed entry's; XSETID may set it lower (nothing live above it).
     topicsrv answered an internal error here (its implicit IDs were not materialised)."""
-    raw_check(targets, [("~XADD", key, "MAXLEN", "0", "*", "a", "b"), ("~XINFO", "STREAM", key),
+    raw_check(targets, [("~", "XADD", key, "MAXLEN", "0", "*", "a", "b"), ("~", "XINFO", "STREAM", key),
                         ("XSETID", key, "200-0"),
                         ("XLEN", key), ("XADD", key, "300-1", "c", "d"),
                         ("XADD", key, "100-0", "e", "f")])
