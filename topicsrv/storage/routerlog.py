@@ -36,6 +36,8 @@ from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import EXT_KEY, HEADROOM, TState, state_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from topicsrv.engine.core import Engine
     from topicsrv.storage.wal import Shard, Token
 
@@ -159,8 +161,7 @@ class RouterJournal:
     nshards: int
     shards: list[Shard]
 
-    def _control(self, topic: Topic, ftype: int, obj: dict[str, Any], gated: bool) -> Token | None:
-        raise NotImplementedError  # Storage's
+    _control: Callable[[Topic, int, dict[str, Any], bool], Token | None]  # Storage's
 
     def derived(self, topic: Topic, first_seq: int, n: int) -> None:
         """Router copies [first_seq, first_seq + n) were appended to `topic` (Rule 1)."""
