@@ -26,6 +26,7 @@ import trio
 from topicsrv.engine import queues, restore
 from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX
+from topicsrv.engine.journal import NullJournal
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
@@ -444,49 +445,9 @@ class Storage(routerlog.RouterJournal, SegTasks):
 
 
 
-class _NotReady:
-    """The journal while recovery runs: every mutation is refused with 503."""
+class _NotReady(NullJournal):
+    """The journal while recovery runs: every mutation is refused with 503 (nothing else is
+    ever reached: check_writable runs before any mutation, journal Rule 2)."""
 
     def check_writable(self, topic: Topic | None) -> None:
         raise TopicsError("not_ready", "the server is still recovering; retry shortly")
-
-    def topic_upserted(self, topic: Topic) -> None:
-        return None
-
-    def topic_dropped(self, name: str, epoch: int) -> None:
-        return None
-
-    def appended(self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes],
-                 records: list[PreparedRecord]) -> None:
-        return None
-
-    def deleted(self, topic: Topic, selector: dict[str, Any], bound: int, wait: bool = True) -> None:
-        return None
-
-    def trimmed(self, topic: Topic, new_front: int) -> None:
-        return None
-
-    def groups_changed(self, topic: Topic, change: dict[str, Any]) -> None:
-        return None
-
-    def stream_id_set(self, topic: Topic) -> None:
-        return None
-
-    def leases_logged(self, topic: Topic, events: list[list[Any]]) -> None:
-        return None
-
-    def acked(self, topic: Topic, seqs: list[int], bound: int, events: list[list[Any]],
-              wait: bool) -> None:
-        return None
-
-    def barrier(self, topic: Topic) -> None:
-        return None
-
-    def derived(self, topic: Topic, first_seq: int, n: int) -> None:
-        return None
-
-    def derived_gap(self, topic: Topic, first_seq: int, n: int, flag: int) -> None:
-        return None
-
-    def router_logged(self, dest: Topic, op: dict[str, Any]) -> None:
-        return None
