@@ -82,14 +82,21 @@ class Waiter:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def arm(self) -> None:
-        """Register for the next change of any topic (Rule 1); ends a service turn."""
+    def _end_turn(self) -> bool:
+        """Check in a served turn and leave the ready set; True if the waiter had fired."""
         s = self._sched
         if self.serving:
             s._checkin(self)
-        if self.fired:
-            s._unready(self)
-            self.fired = False
+        if not self.fired:
+            return False
+        s._unready(self)
+        self.fired = False
+        return True
+
+    def arm(self) -> None:
+        """Register for the next change of any topic (Rule 1); ends a service turn."""
+        s = self._sched
+        if self._end_turn():
             self._ev = trio.Event()
         if not self._armed:
             self._armed = True
@@ -103,11 +110,7 @@ class Waiter:
 
     def close(self) -> None:
         s = self._sched
-        if self.serving:
-            s._checkin(self)
-        if self.fired:
-            s._unready(self)
-            self.fired = False
+        self._end_turn()
         self._armed = False
         for t in self.topics:  # a fired multi-topic waiter may still sit in its other topics
             w = s._by_topic.get(t)
