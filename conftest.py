@@ -174,6 +174,18 @@ class ServerProcess:
         self.stop(signal.SIGKILL)
 
 
+def serve_io_path(resp_io: str, prefix: str) -> Iterator[ServerProcess]:
+    """A topicsrv on a temporary data dir with `--resp-io resp_io`, stopped and removed after
+    (for modules that run their tests once per RESP I/O path)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    srv = ServerProcess(tmp / "data", "--resp-io", resp_io).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @pytest.fixture
 def server_factory(tmp_path: Path) -> Iterator[object]:
     """Start topicsrv processes: `server_factory(*extra_args, data_dir=None)`."""

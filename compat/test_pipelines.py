@@ -8,32 +8,26 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from compat_harness import REFERENCE_ONLY, Target  # type: ignore[import-not-found]
 
-from conftest import ServerProcess  # the repository's root conftest
+from conftest import ServerProcess, serve_io_path  # the repository's root conftest
 
 
 @pytest.fixture(scope="module", params=["reactor", "tasks"])
 def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     """This module's topicsrv, once per RESP I/O path (overrides the root fixture)."""
-    tmp = Path(tempfile.mkdtemp(prefix="topicsrv-pipe-"))
-    srv = ServerProcess(tmp / "data", "--resp-io", request.param).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+    yield from serve_io_path(request.param, "topicsrv-pipe-")
 
 
 @pytest.fixture(scope="module")
 def ours(server: ServerProcess) -> Any:
+    """compat/conftest.py's `ours` on this module's parametrized server (a fixture with params
+    cannot be reached through getfixturevalue there)."""
     return None if REFERENCE_ONLY else Target("topicsrv", server.resp_port)
 
 
