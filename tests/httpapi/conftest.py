@@ -204,10 +204,16 @@ def connect(ready_server: Any) -> Iterator[Any]:
 @pytest.fixture
 def watch(ready_server: Any) -> Iterator[Any]:
     """`watch(path, headers=None, port=None)` opens an SSE stream (closed at teardown)."""
+    yield from sse_opener(ready_server.http_port)
+
+
+def sse_opener(default_port: int) -> Iterator[Any]:
+    """The body of an SSE-opening fixture: yields `make(path, headers=None, port=None)`, then
+    closes every stream it opened."""
     made: list[SSE] = []
 
     def make(path: str, headers: dict[str, str] | None = None, port: int | None = None) -> SSE:
-        s = SSE(port or ready_server.http_port, path, headers)
+        s = SSE(port or default_port, path, headers)
         made.append(s)
         return s
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from .conftest import SSE, Client, metric, wait_until
+from .conftest import SSE, Client, metric, sse_opener, wait_until
 from .inproc import Srv, start_server
 
 LEASE_MS = 30_000
@@ -30,19 +30,8 @@ def q(c: Client, topic: str) -> str:
 
 @pytest.fixture
 def streams(srv: Srv) -> Iterator[Any]:
-    made: list[SSE] = []
-
-    def make(path: str) -> SSE:
-        s = SSE(srv.http_port, path)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        try:
-            s.close()
-        except OSError:
-            pass
+    """SSE streams on the in-process server (closed at teardown)."""
+    yield from sse_opener(srv.http_port)
 
 
 def produce(c: Client, q: str, n: int, start: int = 0) -> list[int]:

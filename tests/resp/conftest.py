@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import trio
 
-from topicsrv.clock import Clock
+from topicsrv.clock import Clock, FakeClock
 from topicsrv.context import ServerConfig, ServerContext, make_context
 from topicsrv.http.server import serve_http
 from topicsrv.resp.server import serve_resp
@@ -74,6 +74,16 @@ def start_inproc(clock: Clock | None = None, http: bool = False, **config: Any) 
 def inproc(request: pytest.FixtureRequest) -> Iterator[InProc]:
     srv, stop = start_inproc(resp_io=request.param)
     yield srv
+    stop()
+
+
+@pytest.fixture(params=RESP_IO)
+def srv(request: pytest.FixtureRequest) -> Iterator[tuple[InProc, FakeClock]]:
+    """Both fronts in-process, the engine on a FakeClock, once per RESP I/O path (modules
+    that need another server define their own `srv`)."""
+    clock = FakeClock()
+    s, stop = start_inproc(clock=clock, http=True, resp_io=request.param)
+    yield s, clock
     stop()
 
 

@@ -8,7 +8,6 @@ import json
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,18 +16,10 @@ import redis
 from topicsrv.clock import FakeClock
 from topicsrv.engine.leases import state_of
 
-from .conftest import RESP_IO, InProc, frame, read_to_eof, read_until, start_inproc, wait_for
+from .conftest import InProc, frame, read_to_eof, read_until, start_inproc, wait_for
 
 Srv = tuple[InProc, FakeClock]
 NOT_INT = "value is not an integer or out of range"
-
-
-@pytest.fixture(params=RESP_IO)
-def srv(request: pytest.FixtureRequest) -> Iterator[Srv]:
-    clock = FakeClock()
-    s, stop = start_inproc(clock=clock, http=True, resp_io=request.param)
-    yield s, clock
-    stop()
 
 
 def conn(s: InProc, protocol: int = 3, **kw: Any) -> redis.Redis:

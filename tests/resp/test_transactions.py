@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import threading
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ import redis
 import trio
 import trio.testing
 
-from tests.resp.conftest import RESP_IO, InProc, frame, start_inproc, wait_for
+from tests.resp.conftest import InProc, frame, wait_for
 from tests.resp.test_session import make, new, run
 from topicsrv.clock import FakeClock
 from topicsrv.errors import TopicsError
@@ -25,14 +24,6 @@ from topicsrv.resp.commands.base import REGISTRY, Pending
 from topicsrv.resp.session import NEED_DATA, WAIT_COMMIT
 
 Srv = tuple[InProc, FakeClock]
-
-
-@pytest.fixture(params=RESP_IO)
-def srv(request: pytest.FixtureRequest) -> Iterator[Srv]:
-    clock = FakeClock()
-    s, stop = start_inproc(clock=clock, http=True, resp_io=request.param)
-    yield s, clock
-    stop()
 
 
 def http(s: InProc, method: str, path: str, body: Any = None) -> Any:
