@@ -8,7 +8,23 @@ from __future__ import annotations
 
 import socket
 
-from tests.resp.conftest import InProc, frame, info_field, read_to_eof, read_until, wait_for
+import pytest
+import trio
+
+from tests.resp.conftest import (
+    RESP_IO,
+    InProc,
+    frame,
+    info_field,
+    read_to_eof,
+    read_until,
+    wait_for,
+)
+from topicsrv.context import ServerConfig, make_context
+from topicsrv.resp.commands import load_all
+from topicsrv.resp.commands.base import Front
+from topicsrv.resp.connection import Connection
+from topicsrv.resp.reactor import Reactor
 
 
 def test_the_configured_io_path_is_used(inproc: InProc) -> None:
@@ -80,3 +96,43 @@ def test_half_closed_client_still_gets_its_replies(inproc: InProc) -> None:
     s.shutdown(socket.SHUT_WR)
     out = read_to_eof(s)
     assert out.endswith(b"+PONG\r\n") and out.count(b"$") == 3
+
+
+@pytest.mark.parametrize("io", RESP_IO)
+def test_a_client_that_never_reads_is_cut_off_even_when_its_socket_never_drains(io: str) -> None:
+    """Fixed (non-autotuned) socket buffers: once the reactor's send comes back short, the
+    session is paused and must keep running the pipeline into its bounded buffer until the
+    output limit closes it, not wait for the client to read (which it never does)."""
+    ctx = make_context(ServerConfig(http_port=None, resp_port=0, storage=False,
+                                    client_output_limit=1 << 20))
+    load_all()
+    front = Front()
+    server_end, client_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    server_end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 << 10)
+    client_end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 10)
+    record = b"y" * 20_000
+    client_end.sendall(frame(b"XADD", b"big", b"*", b"f", record)
+                       + frame(b"XRANGE", b"big", b"-", b"+") * 500)  # 10 MB of replies
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            if io == "reactor":
+                reactor = Reactor(ctx, front, nursery)
+                nursery.start_soon(reactor.run)
+                reactor.adopt(server_end)
+            else:
+                stream = trio.SocketStream(trio.socket.from_stdlib_socket(server_end))
+                nursery.start_soon(Connection(ctx, front, stream).run)
+            with trio.move_on_after(10):
+                while front.stats.output_limit_disconnects == 0:  # noqa: ASYNC110 - a counter
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert front.stats.output_limit_disconnects == 1
+    client_end.settimeout(5)
+    got = bytearray()
+    while chunk := client_end.recv(1 << 16):  # what the kernel held, then EOF
+        got += chunk
+    assert len(got) < 2 << 20
+    client_end.close()

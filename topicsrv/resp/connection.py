@@ -51,7 +51,7 @@ def sock_addr(sock: Any, peer: bool) -> str:
     try:
         host, port = (sock.getpeername() if peer else sock.getsockname())[:2]
         return f"{host}:{port}"
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a unix socket's name is a path, or empty
         return "?:0"
 
 

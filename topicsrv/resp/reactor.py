@@ -11,7 +11,9 @@ Rule 1: the reactor sends the output when a send completes at once, and acts on 
 (the socket stays in the epoll set), FLUSH (step again) and CLOSE. Any other outcome, or a
 send that would block, hands the connection to a task of its own, which runs
 `connection.drive` from that outcome until the session is idle again, then gives the socket
-back to the epoll set.
+back to the epoll set. A FLUSH whose send came back short is stepped once more before the
+hand-off: the session is paused now, and a FLUSH from a paused session means "must go out
+first", which a client that writes its whole pipeline before reading would never allow.
 Rule 2 (ownership): the reactor runs only synchronous code between two awaits of the epoll
 fd, and a socket is either in the epoll set (reactor-owned) or has a task (`_Conn.task`),
 never both, so a session is never driven by two tasks at once.
@@ -156,8 +158,10 @@ class Reactor:
                     self._close(c)
                     return
                 s.sent(n)
-                if s.out:
-                    break  # the socket buffer is full: a task waits until it is writable
+                if s.out:  # the socket buffer is full: a task takes over (Rule 1)
+                    if r is FLUSH:  # only "the buffer reached FLUSH_AT": now paused, the
+                        r = s.step()  # session decides again (session Rule 2b)
+                    break
             if r is NEED_DATA:
                 return
             if r is not FLUSH:
