@@ -1,7 +1,9 @@
 """Operations routes (API.md section 8): liveness, readiness and Prometheus metrics.
 
 Rule 1: /v0/health answers 200 whenever the process serves HTTP; /v0/ready answers 503
-`not_ready` until recovery finished (`ctx.ready`) and 503 `shutting_down` once a shutdown began.
+`not_ready` until recovery finished (`ctx.ready`), with how far it has come in
+`error.detail.recovery` (phase, records, records/s, % of the WAL replayed:
+storage/progress.py), and 503 `shutting_down` once a shutdown began.
 Rule 2: /metrics is rendered by `topicsrv.http.metrics` (see there).
 """
 
@@ -28,7 +30,9 @@ async def ready(call: Call) -> Response:
     if ctx.shutting_down:
         raise TopicsError("shutting_down", "the server is shutting down")
     if not ctx.ready:
-        raise TopicsError("not_ready", "the server is still recovering; retry shortly")
+        storage = ctx.storage
+        detail = None if storage is None else {"recovery": storage.progress.snapshot()}
+        raise TopicsError("not_ready", "the server is still recovering; retry shortly", detail)
     return json_response(call, {"ready": True})
 
 

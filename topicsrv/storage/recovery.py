@@ -39,6 +39,7 @@ from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames, routerlog, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import Durability, policy, policy_of
+from topicsrv.storage.progress import Progress
 from topicsrv.storage.state import EXT_KEY, TState, shard_of, topic_dir
 from topicsrv.storage.walread import Cut, read_wal
 
@@ -225,7 +226,7 @@ def apply_cuts(images: dict[str, Image], epochs: dict[str, int], cuts: list[Cut]
 
 class Builder:
     def __init__(self, data_dir: Path, cold_dir: Path | None, ops: OsOps, shards: int, now: int,
-                 repair: bool) -> None:
+                 repair: bool, progress: Progress | None = None) -> None:
         self.data_dir = data_dir
         self.cold_dir = cold_dir
         self.ops = ops
@@ -233,19 +234,14 @@ class Builder:
         self.now = now
         self.repair = repair
         self.damage: list[str] = []
-        self.records = 0
-        self.t0 = time.monotonic()
-        self.last_log = self.t0
+        self.progress = progress or Progress()
         # replays a source's DELETE/TRIM frame that carries `oc` (rederive.py keeps aside the
         # records it removes: storage/removed.py); None: apply it as any other frame
         self.on_remove: Callable[[Topic, int, dict[str, Any], Callable[[], None]], None] | None = None
 
-    def _progress(self) -> None:
-        t = time.monotonic()
-        if t - self.last_log >= 1.0:
-            self.last_log = t
-            log.info("recovery: %d records so far (%.0f records/s)", self.records,
-                     self.records / max(t - self.t0, 1e-9))
+    @property
+    def records(self) -> int:
+        return self.progress.records
 
     def _file(self, rel: str, base: int, cold: bool) -> tuple[Path, Path] | None:
         roots = [self.data_dir] + ([self.cold_dir] if self.cold_dir is not None else [])
@@ -372,7 +368,7 @@ class Builder:
         slots = loaded.slots[:count]
         for seq, ts, blob, size, node, tag, flag, xid in slots:
             restore.put_slot(topic, seq, ts, blob, size, node, tag, flag, xid)
-            self.records += 1
+        self.progress.records += len(slots)
         if len(slots) < count:
             restore.fill_lost(topic, base + count, topic.last_ts)
         sf = loaded.sf
@@ -394,17 +390,18 @@ class Builder:
                 if loaded.idx_problem:
                     log.warning("%s/%s: rebuilt from the .data frames", st.dir, loaded.idx_problem)
                 self.ops.write_file(idx, segfiles.encode_idx(base, sf.offsets))
-        self._progress()
+        self.progress.tick()
 
     def _apply(self, topic: Topic, st: TState, ftype: int, body: memoryview) -> None:
+        self.progress.frames_done += 1
         if ftype in frames.RECORD_FRAMES:
             _, _, first, ts, n, pos = codec.append_header(body)
             xids = codec.append_xids(body, pos, n, ftype == frames.T_APPEND_RC)
             for i, (blob, size, node, tag) in enumerate(codec.append_items(body, pos, n)):
                 restore.put_slot(topic, first + i, ts, blob, size, node, tag, LIVE,
                                  None if xids is None else xids[i])
-            self.records += n
-            self._progress()
+            self.progress.records += n
+            self.progress.tick()
             return
         d = codec.decode_json(body)
         if ftype in (frames.T_DELETE, frames.T_TRIM):
@@ -453,9 +450,12 @@ class Builder:
 
 
 def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now: int,
-            repair: bool = True) -> Recovered:
-    """Rebuild every topic; memory-class topics come back as placeholders + pending images."""
+            repair: bool = True, progress: Progress | None = None) -> Recovered:
+    """Rebuild every topic; memory-class topics come back as placeholders + pending images.
+    `progress` is updated as it goes (storage/progress.py)."""
     t0 = time.monotonic()
+    progress = progress or Progress()
+    progress.phase = "reading_wal"
     out = Recovered()
     ck = read_checkpoint(data_dir)
     out.entries = {t["name"]: t for t in ck.get("topics", [])}
@@ -466,7 +466,10 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     dropped: dict[tuple[str, int], Image] = {}
     images, out.epochs = build_images(ck, wal.frames, dropped)
     out.damage = apply_cuts(images, out.epochs, wal.cuts)
-    b = Builder(data_dir, cold_dir, ops, shards, now, repair)
+    progress.frames_total = sum(len(img.ops) for img in images.values()
+                                if img.policy.recovery != "after_ready")
+    progress.phase = "replaying"
+    b = Builder(data_dir, cold_dir, ops, shards, now, repair, progress)
     from topicsrv.storage.rederive import Rederiver  # it builds on this module
 
     rd = Rederiver(b, images, dropped, ck, now)
@@ -486,4 +489,5 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     out.damage += b.damage
     out.records = b.records
     out.seconds = time.monotonic() - t0
+    progress.phase = "done"
     return out

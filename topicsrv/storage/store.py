@@ -33,6 +33,7 @@ from topicsrv.errors import StartupError, TopicsError
 from topicsrv.storage import codec, frames, recovery, routerlog
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
+from topicsrv.storage.progress import Progress
 from topicsrv.storage.segtasks import SegTasks
 from topicsrv.storage.state import HEADROOM, TState, state_of
 from topicsrv.storage.wal import Batch, Shard, Token, storage_error
@@ -73,6 +74,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         self.flip_topics: dict[int, Topic] = {}
         self.pending: list[recovery.Image] = []
         self.recovered: recovery.Recovered | None = None
+        self.progress = Progress()  # how far recovery has come (/v0/ready, the log)
         self.writers_running = False
         self.settled = trio.Event()  # memory topics rebuilt and the startup checkpoint done
         self.closed = False
@@ -115,7 +117,8 @@ class Storage(routerlog.RouterJournal, SegTasks):
             self.cold_dir.mkdir(parents=True, exist_ok=True)
         now = self.engine.now()
         rec = await trio.to_thread.run_sync(
-            recovery.recover, self.data_dir, self.cold_dir, self.nshards, self.ops, now)
+            recovery.recover, self.data_dir, self.cold_dir, self.nshards, self.ops, now, True,
+            self.progress)
         self.entries = {name: (e, int(e.get("replay_from", rec.ckpt_gen))) for name, e in rec.entries.items()}
         self.ckpt_gen = rec.ckpt_gen
         for topic in rec.topics:
