@@ -9,7 +9,7 @@ DATA_DIR ?= ./data
 HTTP_PORT ?= 7070
 RESP_PORT ?= 6379
 
-.PHONY: setup run test lint typecheck unit bench bench-quick compat-suites clean
+.PHONY: setup run test soak lint typecheck unit bench bench-quick compat-suites clean
 
 # `make run` needs only the server's own dependencies; `make test` adds dev tools and Spark.
 $(RUN_STAMP): pyproject.toml
@@ -40,6 +40,9 @@ test: setup
 	$(PY) -m ruff check topicsrv tests compat bench spark
 	$(PY) -m mypy
 	$(PY) -m pytest -q -ra
+
+soak: setup  ## the 20-cycle kill -9 soak over every feature (minutes; not in make test)
+	$(PY) -m pytest -q -ra -m soak tests/integration/test_soak.py
 
 unit: setup
 	$(PY) -m pytest -q tests/engine

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from conftest import free_port
+from conftest import free_port, run_in_thread
 from tests.storage.harness import running, write
 from topicsrv import server as srv
 from topicsrv.context import ServerConfig
@@ -88,6 +90,86 @@ def test_ready_reports_recovery_progress_until_it_is_done(tmp_path: Path,
         if "token" in box:
             trio.from_thread.run_sync(box["cancel"].cancel, trio_token=box["token"])
         thread.join(10)
+
+
+def _put(port: int, path: str, body: Any) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("PUT", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def _post(port: int, path: str, body: Any) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def test_a_graceful_stop_answers_the_writes_waiting_for_their_fsync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SHUTDOWN while an HTTP write and a RESP XADD wait for a (held) fsync: no new client is
+    accepted, both writes get their acknowledgement, the process then stops, and both records
+    are there after a restart."""
+    entered, go, hold = threading.Event(), threading.Event(), [False]
+    real = OsOps.fdatasync
+
+    def held_fdatasync(self: OsOps, fd: int) -> None:
+        if hold[0]:
+            entered.set()
+            assert go.wait(20)
+        real(self, fd)
+
+    monkeypatch.setattr(OsOps, "fdatasync", held_fdatasync)
+    cfg = ServerConfig(http_port=0, resp_port=0, data_dir=tmp_path, shutdown_grace_s=30)
+    ctx, stop = run_in_thread(cfg)
+    http_port, resp_port = ctx.addresses["http"][1], ctx.addresses["resp"][1]
+    assert _put(http_port, "/v0/topics/jobs", {"durability": "fsync"}) in (200, 201)
+    hold[0] = True
+    replies: dict[str, Any] = {}
+
+    def http_write() -> None:
+        replies["http"] = _post(http_port, "/v0/topics/jobs", {"records": [{"data": "h"}]})
+
+    def resp_write() -> None:
+        with socket.create_connection(("127.0.0.1", resp_port), timeout=30) as s:
+            s.sendall(b"*5\r\n$4\r\nXADD\r\n$4\r\njobs\r\n$1\r\n*\r\n$1\r\nf\r\n$1\r\nr\r\n")
+            replies["resp"] = s.recv(100)
+
+    writers = [threading.Thread(target=f) for f in (http_write, resp_write)]
+    for w in writers:
+        w.start()
+    assert entered.wait(10)
+    while ctx.drain.busy < 2:  # both requests are waiting for the fsync
+        time.sleep(0.01)
+    with socket.create_connection(("127.0.0.1", resp_port), timeout=10) as admin:
+        admin.sendall(b"*1\r\n$8\r\nSHUTDOWN\r\n")
+        assert admin.recv(100) == b""  # no reply, as Redis
+    while not ctx.admission.stopped:
+        time.sleep(0.01)
+    with pytest.raises(OSError):  # stopped accepting: the listeners are closed
+        socket.create_connection(("127.0.0.1", http_port), timeout=2).close()
+    go.set()
+    for w in writers:
+        w.join(30)
+    status, body = replies["http"]
+    assert status == 200 and body["durability"] == "fsync" and len(body["seqs"]) == 1, body
+    assert replies["resp"].startswith(b"$"), replies["resp"]
+    stop()
+    hold[0] = False
+    ctx2, stop2 = run_in_thread(ServerConfig(http_port=0, resp_port=None, data_dir=tmp_path))
+    try:
+        status, diff = _post(ctx2.addresses["http"][1], "/v0/topics/jobs/diff", {"from_seq": 0})
+        assert status == 200 and len(diff["records"]) == 2, diff
+    finally:
+        stop2()
 
 
 class _SlowSync(OsOps):

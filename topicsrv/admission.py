@@ -98,6 +98,8 @@ class Admission:
         self.rejected_maxclients = 0
         self.rejected_denied = 0
         self.accept_errors = 0
+        self._accepting: list[trio.CancelScope] = []  # one per listener (stop_accepting)
+        self.stopped = False
 
     def register(self, live: Callable[[], int]) -> None:
         """A front's count of the connections it serves (Rule 5)."""
@@ -116,6 +118,12 @@ class Admission:
             self.rejected_maxclients += 1
             return "maxclients"
         return None
+
+    def stop_accepting(self) -> None:
+        """Close every listener of both fronts; connections already open are not touched."""
+        self.stopped = True
+        for scope in self._accepting:
+            scope.cancel()
 
     async def serve(
         self,
@@ -137,6 +145,17 @@ class Admission:
                            handler: Callable[[trio.SocketStream], Awaitable[None]],
                            nursery: trio.Nursery, name: str,
                            has_credential: Callable[[], bool], refuse: Refuse) -> None:
+        scope = trio.CancelScope()  # stop_accepting cancels it; the listener closes
+        self._accepting.append(scope)
+        if self.stopped:
+            scope.cancel()
+        with scope:
+            await self._accept_forever(listener, handler, nursery, name, has_credential, refuse)
+
+    async def _accept_forever(self, listener: trio.SocketListener,
+                              handler: Callable[[trio.SocketStream], Awaitable[None]],
+                              nursery: trio.Nursery, name: str,
+                              has_credential: Callable[[], bool], refuse: Refuse) -> None:
         failures, logged_at = 0, float("-inf")
         async with listener:
             while True:

@@ -136,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="while clients are writing, router forwarding takes at most this "
                             "fraction of the server's time and catches up when writes pause "
                             "(0 < F <= 1; default 0.1; 1 = forward as fast as possible)")
+    serve.add_argument("--shutdown-grace", type=float, default=5.0, metavar="SECONDS",
+                       help="on SIGTERM/SIGINT/SHUTDOWN: stop accepting, give requests in flight "
+                            "(a write waiting for its fsync, a reply being sent) this long to "
+                            "finish, then close the rest and flush (default 5; blocked reads and "
+                            "streams do not hold the stop)")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -190,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             protected_mode=args.protected_mode,
             max_memory=args.max_memory,
             forward_share=args.forward_share,
+            shutdown_grace_s=max(0.0, args.shutdown_grace),
         )
         try:
             trio.run(run, config)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from topicsrv.admission import Admission
 from topicsrv.clock import Clock, SystemClock
 from topicsrv.engine import Engine
+from topicsrv.lifecycle import Drain
 from topicsrv.memory import MemoryGuard
 from topicsrv.notify import Notifier
 from topicsrv.tasks.claims import Claims
@@ -74,6 +75,7 @@ class ServerConfig:
     trusted_nets: tuple[str, ...] | None = None  # tests: networks that count as local
     max_memory: int = 0  # bytes of RSS past which writes are refused (0 = no limit)
     forward_share: float = 0.1  # loop share router forwarding may take while clients write
+    shutdown_grace_s: float = 5.0  # how long a stop waits for requests in flight (lifecycle.py)
 
 
 @dataclass
@@ -92,6 +94,7 @@ class ServerContext:
     claims: Claims | None = None  # claim cohorts, long polls, the dead-letter mover
     routers: Routers | None = None  # one forwarding worker per router
     request_shutdown: Callable[[], None] | None = None  # a clean stop, as SIGTERM (SHUTDOWN)
+    drain: Drain = field(default_factory=Drain)  # requests in flight, for a graceful stop
 
     def claims_service(self) -> Claims:
         if self.claims is None:

@@ -41,6 +41,7 @@ import trio
 
 from topicsrv.engine import priority
 from topicsrv.engine.priority import AGE_CAP_MS, TICK_MS
+from topicsrv.lifecycle import idle
 
 if TYPE_CHECKING:
     from topicsrv.engine import Engine
@@ -124,8 +125,8 @@ class Waiter:
         if not self.fired:
             if timeout_s is not None and timeout_s <= 0:
                 return False
-            with trio.move_on_after(float("inf") if timeout_s is None else timeout_s):
-                await self._ev.wait()
+            with trio.move_on_after(float("inf") if timeout_s is None else timeout_s), idle():
+                await self._ev.wait()  # not a request in flight meanwhile (lifecycle Rule 1)
             if not self.fired:
                 return False
         await self._sched._admit(self)

@@ -3,7 +3,9 @@
 Rule 1: fronts are started with `nursery.start` and report their bound address, so a port of
 0 works and the startup line names the real ports.
 Rule 2: `ctx.ready` flips only after recovery; /v0/ready answers 503 until then.
-Rule 3: SIGTERM/SIGINT start a clean shutdown: fronts stop, storage flushes, then exit.
+Rule 3: SIGTERM/SIGINT and SHUTDOWN start a graceful stop (topicsrv/lifecycle.py: stop
+accepting, requests in flight finish within --shutdown-grace, the rest is cancelled), then
+storage flushes and checkpoints, then exit.
 """
 
 from __future__ import annotations
@@ -41,18 +43,18 @@ def _warn_exposed(config: ServerConfig) -> None:
                         front, config.bind, flag, flag)
 
 
-async def _watch_signals(ctx: ServerContext, cancel_scope: trio.CancelScope) -> None:
+async def _watch_signals(ctx: ServerContext, nursery: trio.Nursery) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
+        async for signum in signals:  # a second one cuts the grace short (lifecycle Rule 3)
             log.info("received %s: shutting down", signal.Signals(signum).name)
-            ctx.shutting_down = True
-            cancel_scope.cancel()
-            return
+            _stop(ctx, nursery)
 
 
-def _stop(ctx: ServerContext, cancel_scope: trio.CancelScope) -> None:
+def _stop(ctx: ServerContext, nursery: trio.Nursery) -> None:
+    """Rule 3: a graceful stop (topicsrv/lifecycle.py), then the nursery is cancelled."""
     ctx.shutting_down = True
-    cancel_scope.cancel()
+    nursery.start_soon(ctx.drain.shutdown, ctx.admission.stop_accepting,
+                       ctx.config.shutdown_grace_s, nursery.cancel_scope.cancel)
 
 
 async def run(
@@ -79,8 +81,8 @@ async def run(
     try:
         async with trio.open_nursery() as nursery:
             if handle_signals:
-                nursery.start_soon(_watch_signals, ctx, nursery.cancel_scope)
-            ctx.request_shutdown = partial(_stop, ctx, nursery.cancel_scope)
+                nursery.start_soon(_watch_signals, ctx, nursery)
+            ctx.request_shutdown = partial(_stop, ctx, nursery)
             await nursery.start(ctx.claims_service().run)
             if config.http_port is not None:
                 ctx.addresses["http"] = await nursery.start(serve_http, ctx)

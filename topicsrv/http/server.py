@@ -153,19 +153,20 @@ async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketS
             await _linger(stream)
             return
         assert isinstance(event, Request)
-        if event.method == "POST" and event.path.endswith(LONG_POLLS):
-            result = await _dispatch_watching_peer(ctx, proto, stream, event)
-            if result is None:
-                return  # the peer left during a long-poll
-        else:
-            result = await dispatch(ctx, event)
-        if isinstance(result, Response):
-            _count(ctx, result.status)
-            for piece in proto.respond_pieces(result):
-                await stream.send_all(piece)
-            if proto.wants_close:
-                return
-            continue
+        with ctx.drain.request():  # in flight until the reply is sent (lifecycle Rule 1)
+            if event.method == "POST" and event.path.endswith(LONG_POLLS):
+                result = await _dispatch_watching_peer(ctx, proto, stream, event)
+                if result is None:
+                    return  # the peer left during a long-poll
+            else:
+                result = await dispatch(ctx, event)
+            if isinstance(result, Response):
+                _count(ctx, result.status)
+                for piece in proto.respond_pieces(result):
+                    await stream.send_all(piece)
+                if proto.wants_close or ctx.shutting_down:
+                    return
+                continue
         _count(ctx, 200)
         await _stream(ctx, proto, stream, result)
         return

@@ -30,6 +30,7 @@ from typing import Any
 import trio
 
 from topicsrv.context import ServerContext
+from topicsrv.lifecycle import Drain
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.session import (
     CLOSE,
@@ -106,7 +107,18 @@ class SocketIO:
 
 async def drive(s: Session, sock: SocketIO, r: Outcome, *, until_idle: bool) -> bool:
     """Serve session `s` on `sock` from outcome `r` on. Returns True when it is idle (only
-    with `until_idle`: the caller takes the socket back), False when it must close."""
+    with `until_idle`: the caller takes the socket back), False when it must close. The
+    connection counts as busy for a graceful stop except while it waits for input or in a
+    blocking command (topicsrv/lifecycle.py Rule 1)."""
+    drain = s.ctx.server.drain
+    drain.enter()
+    try:
+        return await _drive(s, sock, r, until_idle, drain)
+    finally:
+        drain.leave()
+
+
+async def _drive(s: Session, sock: SocketIO, r: Outcome, until_idle: bool, drain: Drain) -> bool:
     while True:
         if r is WAIT_COMMIT:
             await s.wait_commits()
@@ -123,9 +135,18 @@ async def drive(s: Session, sock: SocketIO, r: Outcome, *, until_idle: bool) -> 
         if r is NEED_DATA:
             if until_idle:
                 return True
-            s.receive_data(await sock.recv(READ_SIZE))
+            drain.leave()
+            try:
+                data = await sock.recv(READ_SIZE)
+            finally:
+                drain.enter()
+            s.receive_data(data)
         elif r is WAIT_COMMAND:
-            await _wait_command(s, sock)
+            drain.leave()
+            try:
+                await _wait_command(s, sock)
+            finally:
+                drain.enter()
         elif r is YIELD:
             await trio.lowlevel.checkpoint()
         elif r is CLOSE:

@@ -1,0 +1,110 @@
+"""A graceful stop: stop accepting, let the requests in flight finish, then cancel the rest.
+
+SIGTERM, SIGINT and the RESP `SHUTDOWN` all go through `Drain.shutdown` (server.py):
+
+Rule 1 (busy): a connection is *busy* from a complete request to its reply being handed to
+the socket, including the wait for its commit (fsync). It is *idle* between requests, while
+it waits for input, and while it waits for data that may never come: a blocking read, a long
+poll, a claim's wait, an SSE stream (`Waiter.wait` leaves the count for as long as it waits;
+`idle()` below). The HTTP front counts each request, the RESP front each stretch of a
+connection that a task drives (the reactor serves the rest synchronously: between two awaits
+nothing is in flight).
+Rule 2 (order): 1. `/v0/ready` says 503 `shutting_down` and both fronts stop accepting (the
+listeners close; a new connection is refused by the kernel); 2. the busy requests get up to
+`shutdown_grace_s` to finish, so a write waiting for its fsync is answered rather than cut;
+3. everything left (idle connections, blocked readers, streams, requests past the grace) is
+cancelled; 4. storage flushes and fsyncs the WAL and writes the final checkpoint (server.py,
+shielded from the cancel). Engine operations are synchronous, so a cancel never leaves a write
+half applied: a request cut at step 3 either happened whole (and is flushed at step 4) or not.
+Rule 3: a second signal during the grace stops waiting at once (an operator's Ctrl-C twice).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import trio
+
+log = logging.getLogger("topicsrv")
+
+# the Drain that counts the current task as busy (set by the HTTP front around a request)
+_COUNTED: ContextVar[Drain | None] = ContextVar("topicsrv_drain_counted", default=None)
+
+
+class Drain:
+    __slots__ = ("busy", "draining", "_idle", "_hurry")
+
+    def __init__(self) -> None:
+        self.busy = 0
+        self.draining = False
+        self._idle: trio.Event | None = None
+        self._hurry: trio.Event | None = None
+
+    def enter(self) -> None:
+        self.busy += 1
+
+    def leave(self) -> None:
+        self.busy -= 1
+        if self.busy <= 0 and self._idle is not None:
+            self._idle.set()
+
+    @contextmanager
+    def request(self) -> Iterator[None]:
+        """Count the current task as busy for the body (Rule 1); a Waiter inside leaves."""
+        self.busy += 1
+        token = _COUNTED.set(self)
+        try:
+            yield
+        finally:
+            _COUNTED.reset(token)
+            self.leave()
+
+    async def shutdown(self, stop_accepting: Callable[[], None], grace_s: float,
+                       cancel: Callable[[], None]) -> None:
+        """Rule 2, steps 1-3 (the caller has set ctx.shutting_down)."""
+        if self.draining:
+            if self._hurry is not None:
+                self._hurry.set()  # Rule 3
+            return
+        self.draining = True
+        t0 = time.monotonic()
+        stop_accepting()
+        busy_at_start = self.busy
+        finished = True
+        if self.busy > 0:
+            self._idle, self._hurry = trio.Event(), trio.Event()
+            with trio.move_on_after(grace_s) as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_first, self._idle, nursery.cancel_scope)
+                    nursery.start_soon(_first, self._hurry, nursery.cancel_scope)
+            finished = self.busy <= 0 and not scope.cancelled_caught
+        log.info("shutdown: stopped accepting; %d request(s) in flight %s in %.0f ms%s",
+                 busy_at_start, "finished" if finished else "not finished",
+                 (time.monotonic() - t0) * 1000,
+                 "" if finished else f" ({self.busy} cancelled after the {grace_s:g} s grace)")
+        cancel()
+
+
+async def _first(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+@contextmanager
+def idle() -> Iterator[None]:
+    """A wait for data that may never come: the current task is not busy meanwhile (Rule 1)."""
+    drain = _COUNTED.get()
+    if drain is None:
+        yield
+        return
+    drain.leave()
+    token = _COUNTED.set(None)  # a nested wait does not leave twice
+    try:
+        yield
+    finally:
+        _COUNTED.reset(token)
+        drain.busy += 1
