@@ -14,7 +14,7 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import deletes, groupops, groups, priority, queues, routers, xids
+from topicsrv.engine import deletes, groupops, grouprefs, groups, priority, queues, routers, xids
 from topicsrv.engine.config import (
     SEQ_MAX,
     ConfigRequest,
@@ -374,6 +374,17 @@ class Engine:
         if deleted:
             self._notify(name)
         return deleted, token
+
+    def delete_refs(self, name: str, seqs: list[int], policy: str,
+                    group: groups.Group | None = None) -> tuple[list[int], CommitToken | None]:
+        """XDELEX / XACKDEL (engine/grouprefs.py): per-seq result codes; the records go through
+        `delete_seqs` (journaled as XDEL), nothing changes when storage refuses writes."""
+        topic = self.get(name)
+        self.journal.check_writable(topic)
+        topic.expire(self.now())
+        codes, doomed = grouprefs.plan_deletes(topic, seqs, policy, group)
+        token = self.delete_seqs(name, doomed)[1] if doomed else None
+        return codes, token
 
     # ---- consumer-group definitions: change + journal in one step (Rule 2: the journal's
     # check_writable runs before anything changes). Storage logs each definition change at

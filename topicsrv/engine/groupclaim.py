@@ -1,13 +1,19 @@
-"""Consumer-group ownership transfer: XCLAIM and XAUTOCLAIM. Pure and synchronous.
+"""Consumer-group ownership transfer: XCLAIM, XAUTOCLAIM and XREADGROUP's CLAIM (Redis 8.4).
+Pure and synchronous.
 
 Rule 1: a claim never touches the log; a PEL entry whose record was deleted or evicted
   is dropped from the PEL (XCLAIM: skipped; XAUTOCLAIM: listed as deleted), as in Redis 7.
 Rule 2: ownership moves with `Group.assign` only, so a Delivery stays in exactly one
   consumer's PEL (groupstate Rule 1).
+Rule 3: XREADGROUP ... CLAIM takes the entries pending (with any consumer) for at least
+  min-idle ms, the longest idle first (ties by ID), at most `count`; each reports the idle
+  time and delivery count it had before, then is delivered as XCLAIM delivers (time = now,
+  count + 1, new owner). An entry whose record is gone is skipped and left pending.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from topicsrv.engine.grouppel import resp_entry
@@ -19,6 +25,8 @@ from topicsrv.engine.topic import Topic
 class Claimed:
     delivery: Delivery
     entry: bytes | None  # RESP entry blob (None with JUSTID)
+    idle: int = 0  # XREADGROUP CLAIM: ms since the previous delivery, before this one
+    count: int = 0  # XREADGROUP CLAIM: deliveries before this one
 
 
 def claim(
@@ -118,3 +126,35 @@ def autoclaim(
         count -= 1
     nxt: Delivery | None = group.pel[keys[i]] if i < len(keys) else None
     return nxt, claimed, deleted
+
+
+def _idlest(d: Delivery) -> tuple[int, int]:
+    return d.time, d.seq
+
+
+def claim_idle(topic: Topic, group: Group, consumer: str, min_idle: int, count: int,
+               now: int) -> list[Claimed]:
+    """XREADGROUP ... CLAIM min-idle (Rule 3); count 0 = no limit."""
+    topic.expire(now)
+    ripe = (d for d in group.pel.values()
+            if now - d.time >= min_idle and topic.record_at(d.seq) is not None)
+    picked = heapq.nsmallest(count, ripe, key=_idlest) if count > 0 else sorted(ripe, key=_idlest)
+    owner = group.touch(consumer, now)
+    out: list[Claimed] = []
+    for d in picked:
+        blob = resp_entry(topic, d.seq)
+        if blob is None:
+            continue
+        out.append(Claimed(d, blob, max(0, now - d.time), d.count))
+        d.time = now
+        d.count += 1
+        group.assign(d, owner)
+        owner.active_time = now
+    return out
+
+
+def next_ripe(group: Group, min_idle: int, now: int) -> int | None:
+    """The engine time (ms) at which the next pending entry not yet claimable becomes so
+    (XREADGROUP BLOCK ... CLAIM wakes then), None if there is none."""
+    return min((d.time + min_idle for d in group.pel.values() if d.time + min_idle > now),
+               default=None)

@@ -6,7 +6,7 @@ This module is the stable import name; the code lives along its seams:
   groupstate.py  groups, consumers and deliveries as values; Redis's stream counters (lag,
                  entries-read); the lifecycle (XGROUP) and snapshots storage restores from
   grouppel.py    delivery and the PEL: XREADGROUP (`>` and history), XACK, XPENDING
-  groupclaim.py  ownership transfer: XCLAIM, XAUTOCLAIM
+  groupclaim.py  ownership transfer: XCLAIM, XAUTOCLAIM, XREADGROUP's CLAIM
 Mutations a front makes that storage must log (XGROUP CREATE, SETID, ...) go through the
 Engine's `group_*` operations (engine/core.py), which also journal the change.
 
@@ -17,7 +17,7 @@ Rule 2: `>` reads go through the one read pipeline (`reads.read`); XACK/XCLAIM/X
 
 from __future__ import annotations
 
-from topicsrv.engine.groupclaim import Claimed, autoclaim, claim
+from topicsrv.engine.groupclaim import Claimed, autoclaim, claim, claim_idle, next_ripe
 from topicsrv.engine.grouppel import (
     ack,
     pending_range,
@@ -52,9 +52,9 @@ from topicsrv.engine.groupstate import (
 )
 
 __all__ = [
-    "EXT_KEY", "Claimed", "Consumer", "Delivery", "Group", "Groups", "ack", "autoclaim", "claim",
+    "EXT_KEY", "Claimed", "Consumer", "Delivery", "Group", "Groups", "ack", "autoclaim", "claim", "claim_idle",
     "create", "create_consumer", "delete_consumer", "destroy", "entries_added", "entry_ms",
     "estimate_entries_read", "find", "group_from_dict", "group_to_dict", "groups_of",
-    "has_tombstones", "lag", "max_hole", "pending_range", "pending_summary", "read_history",
+    "has_tombstones", "lag", "max_hole", "next_ripe", "pending_range", "pending_summary", "read_history",
     "read_new", "resp_entry", "restore", "setid", "snapshot",
 ]

@@ -6,6 +6,10 @@ Rule 2: `XREADGROUP ... >` reads through the engine's read pipeline, so a group 
 evict floor gets the tombstone entry first, exactly like XREAD; its arguments are XREAD's
 parser's (stream_args.py), so `NODE n` skips that node's records as in XREAD.
 Rule 3: positions and PEL intervals follow group_args.py Rules 1-2.
+Rule 4: `CLAIM min-idle-time` (Redis 8.4) with `>`: idle pending entries of any consumer come
+first (engine/groupclaim.py Rule 3), then new ones, COUNT covering both; every entry of such a
+reply is `[id, fields, idle-ms, delivery-count]` (0 and 0 for a new entry or a tombstone);
+NOACK applies to the new ones only. A BLOCK also wakes when an entry becomes claimable.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import trio
 import trio.lowlevel
 
 from topicsrv.engine import groups as eg
+from topicsrv.engine.reads import ReadResult
+from topicsrv.engine.topic import Topic
 from topicsrv.notify import Waiter
 from topicsrv.resp import ids, replysize
 from topicsrv.resp.commands.base import (
@@ -46,6 +52,22 @@ DOLLAR_IN_GROUP = ("ERR The $ ID is meaningless in the context of XREADGROUP: yo
 # ---- XREADGROUP -----------------------------------------------------------------------------
 
 
+def _claimed_entry(blob: bytes, idle: int, count: int) -> bytes:
+    """An entry with Redis 8.4's CLAIM extension: [id, fields, idle ms, delivery count]."""
+    assert blob[:4] == b"*2\r\n"
+    return b"*4\r\n%b:%d\r\n:%d\r\n" % (blob[4:], idle, count)
+
+
+def _render_claim(topic: Topic, claimed: list[eg.Claimed], res: ReadResult | None) -> Raw:
+    """CLAIM's entries: the claimed ones first, then the new ones (idle 0, count 0)."""
+    parts = [_claimed_entry(c.entry, c.idle, c.count) for c in claimed if c.entry is not None]
+    if res is not None:
+        if res.tombstone is not None:
+            parts.append(_claimed_entry(res.tombstone.resp_entry(), 0, 0))
+        parts.extend(_claimed_entry(b, 0, 0) for b in res.records)
+    return Raw(b"*%d\r\n%b" % (len(parts), b"".join(parts)))
+
+
 def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
     """One non-blocking pass: [(key, entries)] for the streams that have something."""
     assert ra.group is not None and ra.consumer is not None
@@ -57,29 +79,54 @@ def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
         topic, group = group_or_nogroup(ctx, key, group_name.encode("utf-8", "surrogateescape"),
                                         " in XREADGROUP with GROUP option")
         if raw == b">":
+            claimed: list[eg.Claimed] = []
+            if ra.claim is not None and room > 0:  # idle pending entries first (Redis 8.4)
+                claimed = eg.claim_idle(topic, group, consumer, ra.claim, count, now)
+                room -= sum(len(c.entry or b"") for c in claimed)
+            res: ReadResult | None = None
             if group.last_seq >= topic.head_seq and group.cursor >= topic.head_seq:
                 group.touch(consumer, now)
+            elif room > 0 and not (count and len(claimed) >= count):
+                left = count - len(claimed) if count else 0
+                window = replysize.group_window(ctx, topic, group.cursor, left, room)
+                res = eg.read_new(topic, group, consumer, window, now, noack=ra.noack, nodes=ra.nodes)
+                if not res.records and res.tombstone is None:
+                    res = None  # the new records were deleted (XDEL) or were that NODE's:
+                    # nothing for this reader, so a BLOCK waits on (as Redis and XREAD)
+            if res is None and not claimed:
                 continue
-            if room <= 0:  # the reply is full: this stream is served by the next read
-                continue
-            window = replysize.group_window(ctx, topic, group.cursor, count, room)
-            res = eg.read_new(topic, group, consumer, window, now, noack=ra.noack, nodes=ra.nodes)
-            if not res.records and res.tombstone is None:
-                continue  # the new records were deleted (XDEL) or were that NODE's: nothing
-                # for this reader, so a BLOCK waits on (as Redis and XREAD)
-            room -= sum(map(len, res.records)) + len(key)
-            out.append((key, render_entries(topic, res)))
+            if res is not None:
+                room -= sum(map(len, res.records)) + len(key)
+            if ra.claim is None:
+                assert res is not None
+                out.append((key, render_entries(topic, res)))
+            else:
+                out.append((key, _render_claim(topic, claimed, res)))
         else:
             hist = eg.read_history(topic, group, consumer, history_after(topic, raw), count, now)
             out.append((key, [Raw(b) if b is not None else [delivery_id(d, topic), NULL_ARRAY] for d, b in hist]))
     return out
 
 
+def _claim_wait(ctx: CommandContext, ra: ReadArgs) -> float | None:
+    """Seconds until a pending entry of the read streams becomes claimable (BLOCK ... CLAIM
+    also wakes then), None when none will."""
+    if ra.claim is None:
+        return None
+    assert ra.group is not None
+    now = ctx.engine.now()
+    at = [eg.next_ripe(g, ra.claim, now) for g in
+          (eg.find(stream(ctx, k), ra.group) for k in ra.keys) if g is not None]
+    soonest = min((t for t in at if t is not None), default=None)
+    return None if soonest is None else max(soonest - now, 1) / 1000.0
+
+
 @command("xreadgroup", -7, ["write", "blocking", "movablekeys"], 0, 0, 0,
          "Returns new or historical messages from a stream for a consumer in a group. Blocks "
          "until a message is available otherwise.",
          "GROUP group:string consumer:string [COUNT:count:integer] [BLOCK:milliseconds:integer] "
-         "[NOACK] [NODE:node:string]... STREAMS key:key... id:string...")
+         "[CLAIM:min-idle-time:integer] [NOACK] [NODE:node:string]... STREAMS key:key... "
+         "id:string...")
 def xreadgroup(ctx: CommandContext, args: list[bytes]) -> Any:
     ra = parse_read_args(args, group=True)
     assert ra.group is not None
@@ -135,6 +182,9 @@ async def _wait(ctx: CommandContext, ra: ReadArgs) -> Any:
                 served = _serve(ctx, ra)
                 if served:
                     return _reply(ctx, served)
+                ripe = _claim_wait(ctx, ra)  # CLAIM: an entry may become claimable first
+                if ripe is not None and (remaining is None or ripe < remaining):
+                    remaining = ripe
                 if await waiter.wait(remaining):
                     await _my_turn(lines, waiter)
         finally:

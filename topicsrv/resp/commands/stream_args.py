@@ -6,6 +6,8 @@ same option order, the same `moreargs` rules (topicsrv/resp/args.py), the same e
 raised before anything is touched.
 Rule 2: topicsrv's additions are options of the same loops: `NODE`/`TAG` on XADD (the
 record's node and tag), `NODE` (repeatable) on XREAD and XREADGROUP (skip that node's records).
+Rule 2b: `KEEPREF | DELREF | ACKED` (Redis 8.2) may stand anywhere among the trim options,
+once; without MAXLEN/MINID it has nothing to act on.
 Rule 3: XADD's ID is `*`, `<ms>-<seq>`, `<ms>` (= `<ms>-0`) or `<ms>-*`, parsed as Redis's
 streamParseStrictIDOrReply (`-`/`+` refused); whether it fits the stream is the engine's
 call (engine/xids.py), with Redis's texts.
@@ -30,6 +32,7 @@ class Trim:
     threshold: int | ids.StreamId
     approx: bool
     limit: int
+    policy: str = "keepref"  # KEEPREF | DELREF | ACKED (Redis 8.2; engine/grouprefs.py)
 
 
 @dataclass(slots=True)
@@ -88,6 +91,7 @@ def _trim_options(a: Args, xadd: XAdd | None) -> Trim | None:
     """Redis's streamParseAddOrTrimArgsOrReply; XADD extras go into `xadd`, which stops at `*`."""
     trim: Trim | None = None
     limit: int | None = None
+    policy: bytes | None = None
     while a:
         if xadd is not None and a.peek() == b"*":
             break
@@ -111,6 +115,8 @@ def _trim_options(a: Args, xadd: XAdd | None) -> Trim | None:
             limit = a.next_int()
             if limit < 0:
                 raise Err("ERR The LIMIT argument must be >= 0.")
+        elif policy is None and (p := a.flag(b"keepref", b"delref", b"acked")):
+            policy = p  # once: a second one is XADD's ID (invalid) or XTRIM's syntax error
         elif xadd is None:
             raise a.syntax_error()
         elif a.flag(b"nomkstream"):
@@ -131,6 +137,7 @@ def _trim_options(a: Args, xadd: XAdd | None) -> Trim | None:
         raise Err("ERR syntax error, LIMIT cannot be used without the special ~ option")
     if trim is not None:
         trim.limit = limit or 0
+        trim.policy = (policy or b"keepref").decode()
     return trim
 
 
@@ -153,11 +160,13 @@ class ReadArgs:
     group: str | None = None  # XREADGROUP
     consumer: str | None = None
     noack: bool = False
+    claim: int | None = None  # XREADGROUP CLAIM min-idle-time (Redis 8.4), ms
 
 
 def parse_read_args(args: list[bytes], group: bool = False) -> ReadArgs:
     """XREAD `[COUNT n] [BLOCK ms] [NODE n]... STREAMS key... id...`; with `group`, XREADGROUP
-    `GROUP g c [COUNT n] [BLOCK ms] [NOACK] [NODE n]... STREAMS key... id...` (xreadCommand)."""
+    `GROUP g c [COUNT n] [BLOCK ms] [CLAIM min-idle] [NOACK] [NODE n]... STREAMS key... id...`
+    (xreadCommand)."""
     out = ReadArgs(0, None, False, None, [], [])
     a = Args(args)
     while a:
@@ -184,6 +193,13 @@ def parse_read_args(args: list[bytes], group: bool = False) -> ReadArgs:
                 raise Err("ERR The NOACK option is only supported by XREADGROUP. You called "
                           "XREAD instead.")
             out.noack = True
+        elif a.option(b"claim"):
+            if not group:
+                raise Err("ERR The CLAIM option is only supported by XREADGROUP. You called "
+                          "XREAD instead.")
+            out.claim = parse_int(a.next(), "ERR min-idle-time is not an integer")
+            if out.claim < 0:
+                raise Err("ERR min-idle-time must be a positive integer")
         else:
             raise a.syntax_error()
     else:

@@ -4,7 +4,8 @@ Behaviour and error texts are redis-server 7's, with the designed differences of
 an ID argument is a position (ids.py; Redis's own order once a topic took a client-chosen
 ID: engine/xids.py);
 `MAXLEN`/`MINID` (XADD, XTRIM) are capacity trims that advance evict_floor (tombstone reason
-`cap`), trimmed exactly even with `~`; `XDEL` is a silent delete.
+`cap`), trimmed exactly even with `~`, with Redis 8.2's `KEEPREF|DELREF|ACKED` (apply_trim);
+`XDEL` is a silent delete (XDELEX/XACKDEL: streams_refs.py).
 
 Rule 1 (hot path): entries are the engine's pre-encoded RESP blobs, spliced as one `Raw`
 array; nothing is re-encoded per record.
@@ -30,7 +31,7 @@ from typing import Any
 
 import trio
 
-from topicsrv.engine import xids
+from topicsrv.engine import grouprefs, xids
 from topicsrv.engine.groups import entries_added
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
 from topicsrv.engine.records import PreparedRecord, prepare_fields
@@ -92,27 +93,37 @@ def read_reply(ctx: CommandContext, items: list[list[Any]]) -> Any:
 
 
 def apply_trim(ctx: CommandContext, name: str, trim: Trim) -> tuple[int, Any]:
+    """XTRIM / XADD's trim, with its reference policy (engine/grouprefs.py Rule 3: ACKED stops
+    at the first entry a group still references; DELREF drops the trimmed from the PELs)."""
     topic = ctx.engine.find(name)
     if topic is None:
         return 0, None
+    floor = grouprefs.acked_floor(topic) if trim.policy == grouprefs.ACKED else None
+    front = topic.front
     if trim.strategy == "maxlen":
         assert isinstance(trim.threshold, int)
         maxlen = trim.threshold
         if trim.limit:
             maxlen = max(maxlen, topic.count - trim.limit)
+        if floor is not None:
+            maxlen = max(maxlen, topic.count - grouprefs.live_below(topic, floor))
         if topic.count <= maxlen:
             return 0, None
-        return ctx.engine.trim(name, maxlen=maxlen)
-    assert isinstance(trim.threshold, ids.StreamId)
-    sid = trim.threshold
-    if ids.mapped(topic):  # keep the records whose ID is >= the threshold
-        bound = xids.lower_bound(topic, (sid.ms, sid.seq))
+        n, token = ctx.engine.trim(name, maxlen=maxlen)
     else:
-        bound = sid.seq if sid.seq > 0 else ids.time_floor(topic, sid.ms)
-    bound = min(bound, topic.next_seq)
-    if bound <= topic.front:
-        return 0, None
-    return ctx.engine.trim(name, minid_seq=bound)
+        assert isinstance(trim.threshold, ids.StreamId)
+        sid = trim.threshold
+        if ids.mapped(topic):  # keep the records whose ID is >= the threshold
+            bound = xids.lower_bound(topic, (sid.ms, sid.seq))
+        else:
+            bound = sid.seq if sid.seq > 0 else ids.time_floor(topic, sid.ms)
+        bound = min(bound, topic.next_seq, topic.next_seq if floor is None else floor)
+        if bound <= topic.front:
+            return 0, None
+        n, token = ctx.engine.trim(name, minid_seq=bound)
+    if trim.policy == grouprefs.DELREF:
+        grouprefs.drop_refs_between(topic, front, topic.front)
+    return n, token
 
 
 # ---- commands ----------------------------------------------------------------------------
@@ -126,7 +137,7 @@ def command(name: str, arity: int, flags: list[str], first: int, last: int, step
 
 @command("xadd", -5, ["write", "denyoom", "fast"], 1, 1, 1,
          "Appends a new message to a stream. Creates the key if it doesn't exist.",
-         "key:key [NOMKSTREAM] [NODE:node:string] [TAG:tag:string] "
+         "key:key [NOMKSTREAM] [NODE:node:string] [TAG:tag:string] [(KEEPREF|DELREF|ACKED)] "
          "[(MAXLEN|MINID) [(=|~)] threshold:string [LIMIT:count:integer]] (*|id:string) "
          "(field:string value:string)...", complexity="O(1) when adding a new entry")
 def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
@@ -227,7 +238,8 @@ def xdel(ctx: CommandContext, args: list[bytes]) -> Any:
 
 @command("xtrim", -4, ["write"], 1, 1, 1,
          "Trims the stream (a capacity trim: lagging readers get a tombstone).",
-         "key:key (MAXLEN|MINID) [(=|~)] threshold:string [LIMIT:count:integer]",
+         "key:key (MAXLEN|MINID) [(=|~)] threshold:string [LIMIT:count:integer] "
+         "[(KEEPREF|DELREF|ACKED)]",
          since="5.0.0", complexity="O(N)")
 def xtrim(ctx: CommandContext, args: list[bytes]) -> Any:
     trim = parse_xtrim(args)
