@@ -19,7 +19,15 @@ from typing import Any
 
 from topicsrv.engine import idempotency as idem
 from topicsrv.engine.topic import Topic
-from topicsrv.resp.commands.base import SYNTAX, CommandContext, Err, Simple, committed, key_name, parse_int
+from topicsrv.resp.commands.base import (
+    SYNTAX,
+    CommandContext,
+    Err,
+    Simple,
+    committed,
+    key_name,
+    parse_int,
+)
 from topicsrv.resp.commands.base import command as _command
 
 NO_PARAMETER = "ERR At least one parameter (IDMP-DURATION or IDMP-MAXSIZE) is required"
