@@ -15,6 +15,7 @@ from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
 from topicsrv.engine import deletes, groupops, grouprefs, groups, priority, queues, routers, xids
+from topicsrv.engine import idempotency as idem
 from topicsrv.engine.config import (
     SEQ_MAX,
     ConfigRequest,
@@ -35,7 +36,6 @@ from topicsrv.errors import TopicsError, invalid, not_found
 MAX_READ_LIMIT = 10_000
 DEFAULT_READ_LIMIT = 1000
 U64_MAX = (1 << 64) - 1
-IDEMPOTENCY_KEYS_MAX = 100_000
 
 
 class Engine:
@@ -221,6 +221,13 @@ class Engine:
         xids.set_last_id(topic, last_id)
         return self.journal.stream_id_set(topic)
 
+    def idmp_configure(self, topic: Topic, duration_s: int | None, maxsize: int | None) -> CommitToken | None:
+        """XCFGSET: the stream's IDMP window and per-producer size (engine/idempotency.py)."""
+        self.journal.check_writable(topic)
+        topic.idempotency.configure(duration_s, maxsize)
+        cfg = {"duration": topic.idempotency.duration_s, "maxsize": topic.idempotency.maxsize}
+        return self.journal.idempotent(topic, {"cfg": cfg})
+
     def derive_gap(self, dest: Topic, router: routers.Router, n: int) -> int:
         """Append `n` TRIMMED slots (source seqs gone before they were forwarded)."""
         self.journal.check_writable(dest)
@@ -245,9 +252,13 @@ class Engine:
         config: Any = None,
         idempotency_key: str | None = None,
         xid: tuple[int, int | None] | None = None,
+        idmp: tuple[bytes, bytes] | None = None,
     ) -> tuple[dict[str, Any], CommitToken | None]:
         """Append a batch atomically. Returns (result, commit token). `xid` is a client-chosen
-        stream ID for the first record (`(ms, None)`: `<ms>-*`; engine/xids.py)."""
+        stream ID for the first record (`(ms, None)`: `<ms>-*`; engine/xids.py). `idmp` is
+        XADD's (producer id, idempotent id), `idempotency_key` HTTP's: a repeat inside its
+        window returns the original result with `duplicate: true` and appends nothing
+        (engine/idempotency.py)."""
         if not records:
             raise invalid("a write needs at least one record")
         if len(records) > MAX_RECORDS_PER_WRITE:
@@ -266,10 +277,15 @@ class Engine:
                 raise not_found(name)
             topic = self._create(name, req or ConfigRequest({}, None, None))
             created = True
-        elif idempotency_key is not None and topic.config.idempotency_window_ms:
-            hit = topic.idempotency.get(idempotency_key)
-            if hit is not None and hit[0] > now:
-                return {**hit[1], "duplicate": True}, None
+        key = idmp
+        if key is None and idempotency_key is not None and (topic is None or topic.config.idempotency_window_ms):
+            key = (idem.HTTP, idempotency_key.encode("utf-8", "surrogatepass"))
+        if topic is not None and key is not None:
+            hit = topic.idempotency.get(key[0], key[1], now)
+            if hit is not None:
+                if key[0] != idem.HTTP:
+                    topic.idempotency.duplicates += 1
+                return idem.result(topic, hit), self.journal.barrier(topic)
         journal = self.journal
         try:
             topic.expire(now)
@@ -282,7 +298,16 @@ class Engine:
                 self.epochs[name] -= 1
             raise
         created_token = journal.topic_upserted(topic) if created else None
+        window = 0
+        if key is not None:
+            window = topic.idempotency.window_ms(key[0], topic.config.idempotency_window_ms)
         first, ts, blobs = topic.append(records, now, planned)
+        if window:  # before its APPEND: recovery keeps it only with the records (Table Rule 6)
+            hit = idem.Hit(now + window, first, len(records), ts, topic.earliest_seq, created,
+                           None if planned is None else tuple(planned))
+            assert key is not None
+            topic.idempotency.add(key[0], key[1], hit, now)
+            journal.idempotent(topic, {"add": hit.to_json(key[0], key[1])})
         token = journal.appended(topic, first, ts, blobs, records) or created_token
         n = len(records)
         last = first + n - 1
@@ -300,11 +325,6 @@ class Engine:
         }
         if planned is not None:
             result["xids"] = planned
-        if idempotency_key is not None and topic.config.idempotency_window_ms:
-            idem = topic.idempotency
-            while idem and (next(iter(idem.values()))[0] <= now or len(idem) >= IDEMPOTENCY_KEYS_MAX):
-                idem.popitem(last=False)
-            idem[idempotency_key] = (now + topic.config.idempotency_window_ms, result)
         stats = self.stats
         stats["writes"] += 1
         stats["records_written"] += n

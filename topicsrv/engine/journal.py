@@ -59,6 +59,12 @@ class Journal(Protocol):
         `leases_logged`), which a journal may write as one frame; `wait` as for `deleted`."""
         ...
 
+    def idempotent(self, topic: Topic, op: dict[str, Any]) -> CommitToken | None:
+        """An idempotency-table change (engine/idempotency.py Rule 6): `{"add": hit}` just
+        before the write's `appended` (never waited on: the APPEND is), or `{"cfg": {...}}`
+        (XCFGSET: config-like, gated for every class)."""
+        ...
+
     def barrier(self, topic: Topic) -> CommitToken | None:
         """A token that completes once everything logged for `topic` so far is durable
         (None: nothing of it is ever written)."""
@@ -133,6 +139,9 @@ class NullJournal:
         journal: Journal = self  # subclasses (test doubles) may return tokens
         token = journal.deleted(topic, {"seqs": seqs}, bound, wait)
         return journal.leases_logged(topic, events) or (token if wait else None)
+
+    def idempotent(self, topic: Topic, op: dict[str, Any]) -> None:
+        return None
 
     def barrier(self, topic: Topic) -> None:
         return None

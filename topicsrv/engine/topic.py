@@ -22,13 +22,13 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
 from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX, TopicConfig
+from topicsrv.engine.idempotency import Table
 from topicsrv.engine.records import PreparedRecord, too_large
 from topicsrv.engine.segments import EVICTED, LIVE, SEGMENT_RECORDS, TRIMMED, AnySegment, Segment
 from topicsrv.engine.tagindex import TagIndex
@@ -66,7 +66,7 @@ class Topic:
         self._loss_seq = array("Q")
         self._loss_cum = array("Q")
         self.lost_total = 0
-        self.idempotency: OrderedDict[str, tuple[int, dict[str, Any]]] = OrderedDict()
+        self.idempotency = Table()  # HTTP idempotency keys and XADD IDMP (engine/idempotency.py)
         self.appended_total = 0
         self.deleted_total = 0
         # Client-chosen IDs (engine/xids.py): the first seq of the ID-mapped era (None: the

@@ -203,9 +203,13 @@ def read_range(
 # ---- writes ----------------------------------------------------------------------------
 
 
-def xadd_args(topic: str, pairs: list[Any], node: str | None, tag: str | None) -> list[Any]:
-    """The XADD command for one record (IDs are server-assigned: always `*`)."""
+def xadd_args(topic: str, pairs: list[Any], node: str | None, tag: str | None,
+              idmp: tuple[str, str] | None = None) -> list[Any]:
+    """The XADD command for one record (IDs are server-assigned: always `*`); `idmp` is its
+    (producer id, idempotent id): a repeat returns the first write's ID and appends nothing."""
     args: list[Any] = ["XADD", topic]
+    if idmp is not None:
+        args += ["IDMP", *idmp]
     if node is not None:
         args += ["NODE", node]
     if tag is not None:

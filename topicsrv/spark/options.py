@@ -142,6 +142,7 @@ class WriteOptions:
     url: str
     topic: str | None
     batch_size: int
+    idempotent: bool = True  # XADD IDMP per row (writer.py Rule 4)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -149,6 +150,7 @@ class WriteOptions:
             url=_get(options, "url", "redis://127.0.0.1:6379") or "",
             topic=(_get(options, "topic") or "").strip() or None,
             batch_size=_int(options, "batchSize", 500, 1) or 500,
+            idempotent=_bool(options, "idempotent", True),
         )
 
 

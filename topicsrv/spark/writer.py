@@ -10,9 +10,15 @@ topic/tag/node (and the source's seq/ts/meta/kind/gap columns) is a field named 
 null values are left out.
 Rule 3: optional `tag` and `node` columns become XADD TAG/NODE; option topic wins over a
 `topic` column; rows with kind="tombstone" (from a source read) are skipped.
-Rule 4: delivery is at-least-once. A retried task or a replayed micro-batch XADDs its rows
-again: XADD has no idempotency key over RESP (topicsrv's idempotency keys exist only on
-HTTP writes), so the sink cannot make (batchId, partition) writes idempotent.
+Rule 4: writes are idempotent within the topic's IDMP window (option `idempotent`, default
+true). Each row's XADD carries `IDMP producer iid` (docs/resp.md): the producer is
+`spark:<job>:<batch>:<partition>:<chunk>` (job: the streaming query id, else an id drawn once
+per write on the driver; batch: the micro-batch id, else 0; chunk: position // IDMP_CHUNK, so
+no producer holds more iids than a stream keeps per producer by default) and the iid is the
+row's position in its partition. A retried task, or a replayed micro-batch, sends the same
+pairs for the same rows (given a deterministic input), so the rows an earlier attempt wrote
+are answered with their first IDs and appended nothing; past the window (default 100 s,
+`XCFGSET key IDMP-DURATION`) or the table's bound it is at-least-once again.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -103,7 +110,7 @@ class RowEncoder:
         self.has_node = "node" in columns
         self.has_kind = "kind" in columns
 
-    def command(self, row: Row) -> list[Any] | None:
+    def command(self, row: Row, idmp: tuple[str, str] | None = None) -> list[Any] | None:
         if self.has_kind and row["kind"] == "tombstone":
             return None
         topic = self.topic or row["topic"]
@@ -121,17 +128,36 @@ class RowEncoder:
                 pairs = ["data", "null"]
         tag = row["tag"] if self.has_tag else None
         node = row["node"] if self.has_node else None
-        return xadd_args(topic, pairs, node, tag)
+        return xadd_args(topic, pairs, node, tag, idmp)
 
 
-def write_rows(opts: WriteOptions, encoder: RowEncoder, rows: Iterator[Row]) -> int:
+IDMP_CHUNK = 100  # rows per IDMP producer: Redis's default IDMP-MAXSIZE (iids per producer)
+
+
+def task_producer(job: str) -> str:
+    """The IDMP producer prefix of the running Spark task (Rule 4): the same for every attempt
+    of a task, different for every task of a write and every micro-batch of a query."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return f"spark:{job}:0:0"
+    query = ctx.getLocalProperty("sql.streaming.queryId") or job
+    batch = ctx.getLocalProperty("streaming.sql.batchId") or "0"
+    return f"spark:{query}:{batch}:{ctx.partitionId()}"
+
+
+def write_rows(opts: WriteOptions, encoder: RowEncoder, rows: Iterator[Row],
+               producer: str | None = None) -> int:
+    """XADD the rows; with `producer`, each carries IDMP (producer:chunk, position)."""
     client = connect(opts.url)
     written = 0
     try:
         pipe = client.pipeline(transaction=False)
         pending = 0
-        for row in rows:
-            cmd = encoder.command(row)
+        for i, row in enumerate(rows):
+            idmp = None if producer is None else (f"{producer}:{i // IDMP_CHUNK}", str(i))
+            cmd = encoder.command(row, idmp)
             if cmd is None:
                 continue
             pipe.execute_command(*cmd)
@@ -158,9 +184,11 @@ class _RowWriting:
     def __init__(self, opts: WriteOptions, columns: list[str]) -> None:
         self.opts = opts
         self.encoder = RowEncoder(columns, opts)
+        self.job = uuid.uuid4().hex  # drawn on the driver: every task attempt sees the same
 
     def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
-        return TopicsCommitMessage(write_rows(self.opts, self.encoder, iterator))
+        producer = task_producer(self.job) if self.opts.idempotent else None
+        return TopicsCommitMessage(write_rows(self.opts, self.encoder, iterator, producer))
 
 
 class TopicsWriter(_RowWriting, DataSourceWriter):
@@ -175,11 +203,11 @@ class TopicsWriter(_RowWriting, DataSourceWriter):
 
 
 class TopicsStreamWriter(_RowWriting, DataSourceStreamWriter):
-    """`writeStream.format("topics")`: at-least-once per micro-batch."""
+    """`writeStream.format("topics")`: idempotent per micro-batch within the IDMP window."""
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("topics sink: batch %d wrote %d records", batchId, _written(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("topics sink: batch %d aborted; records already written stay written and "
-                    "the batch's rows are written again when it is retried", batchId)
+        log.warning("topics sink: batch %d aborted; records already written stay written; a "
+                    "retry of the batch within the IDMP window appends none of them again", batchId)

@@ -114,6 +114,11 @@ class Checkpoints:
             if topic.xid_since is not None:  # an ID-mapped topic (engine/xids.py)
                 meta["xid_since"] = topic.xid_since
                 meta["last_id"] = list(topic.last_id)
+            if not topic.idempotency.is_default():  # hits only where records persist
+                idem = topic.idempotency.snapshot()
+                if not pol.wal:
+                    del idem["hits"]
+                meta["idmp"] = idem
             snap_groups = groups.snapshot(topic)
             if snap_groups:
                 meta["groups"] = snap_groups

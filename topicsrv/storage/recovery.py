@@ -25,13 +25,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from topicsrv.engine import deletes, groupops, groups, leases, restore
+from topicsrv.engine import idempotency as idem
 from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
@@ -238,6 +239,8 @@ class Builder:
         # replays a source's DELETE/TRIM frame that carries `oc` (rederive.py keeps aside the
         # records it removes: storage/removed.py); None: apply it as any other frame
         self.on_remove: Callable[[Topic, int, dict[str, Any], Callable[[], None]], None] | None = None
+        # (id(topic), first seq) -> an idempotency key waiting for its APPEND (T_IDMP)
+        self.idmp_pending: dict[tuple[int, int], dict[str, Any]] = {}
 
     @property
     def records(self) -> int:
@@ -288,8 +291,9 @@ class Builder:
             if ck.get("xid_since") is not None:  # new IDs stay above the old ones
                 topic.xid_since = int(ck["xid_since"])
                 topic.last_id = (int(ck["last_id"][0]), int(ck["last_id"][1]))
+            topic.idempotency.restore(ck.get("idmp"), with_hits=False)
             for ftype, body in img.ops:  # records are gone by design; group definitions are not
-                if ftype in (frames.T_GROUPS, frames.T_GROUPOP, frames.T_XSETID):
+                if ftype in (frames.T_GROUPS, frames.T_GROUPOP, frames.T_XSETID, frames.T_IDMP):
                     self._apply(topic, st, ftype, body)
             if img.type == "queue":
                 leases.restore(topic, None)
@@ -305,6 +309,7 @@ class Builder:
         topic = restore.new_topic(img.name, img.epoch, img.type, cfg, img.seq_base, img.created_ts, start=start,
                                   front=ck.get("front", 0))
         groups.restore(topic, ck.get("groups"))
+        topic.idempotency.restore(ck.get("idmp"))
         if ck.get("xid_since") is not None:  # an ID-mapped topic (engine/xids.py)
             topic.xid_since = int(ck["xid_since"])
         if img.type == "queue":
@@ -400,6 +405,10 @@ class Builder:
             for i, (blob, size, node, tag) in enumerate(codec.append_items(body, pos, n)):
                 restore.put_slot(topic, first + i, ts, blob, size, node, tag, LIVE,
                                  None if xids is None else xids[i])
+            add = self.idmp_pending.pop((id(topic), first), None)
+            if add is not None:  # its key, journaled just before (engine/idempotency.py Rule 6)
+                pid, iid, hit = idem.hit_from_json(add)
+                topic.idempotency.add(pid, iid, replace(hit, ts=ts, earliest=topic.earliest_seq), self.now)
             self.progress.records += n
             self.progress.tick()
             return
@@ -413,6 +422,11 @@ class Builder:
             groups.restore(topic, d.get("groups"))
         elif ftype == frames.T_XSETID:  # a client set the stream's last ID (engine/xids.py)
             xmod.set_last_id(topic, (int(d["last_id"][0]), int(d["last_id"][1])))
+        elif ftype == frames.T_IDMP:  # an idempotency key waits for its APPEND; XCFGSET applies
+            if "add" in d:
+                self.idmp_pending[(id(topic), int(d["add"]["seq"]))] = d["add"]
+            else:
+                topic.idempotency.configure(int(d["cfg"]["duration"]), int(d["cfg"]["maxsize"]))
         elif ftype == frames.T_GROUPOP:  # one definition change (XGROUP CREATE, SETID, ...)
             groupops.apply(topic, d["op"])
         elif ftype == frames.T_LEASES:  # a queue's leases-log events, in order

@@ -308,6 +308,15 @@ class Storage(routerlog.RouterJournal, SegTasks):
         (config-like state, even for classes that log no records)."""
         return self._control(topic, frames.T_XSETID, {"last_id": list(topic.last_id)}, True)
 
+    def idempotent(self, topic: Topic, op: dict[str, Any]) -> Token | None:
+        """A T_IDMP frame. An add rides with its records (only classes that log them; it is
+        enqueued just before their APPEND, so a torn WAL tail never keeps the key without
+        the records, and recovery drops a key whose APPEND is missing); XCFGSET is
+        config-like: written for every class and fsync-gated, like XSETID."""
+        if "add" in op and not policy_of(topic.config).wal:
+            return None
+        return self._control(topic, frames.T_IDMP, op, "cfg" in op)
+
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> Token | None:
         """A queue's leases log shares the topic's WAL shard (so its events and the jobs'
         deletes replay in order); fsync-gated only with `leases_durable` (seeds 10.1)."""

@@ -44,6 +44,7 @@ class XAdd:
     node: str | None = None
     tag: str | None = None
     xid: tuple[int, int | None] | None = None  # a client-chosen ID; (ms, None) is `<ms>-*`
+    idmp: tuple[bytes, bytes | None] | None = None  # IDMP (pid, iid); IDMPAUTO: (pid, None)
 
 
 
@@ -57,7 +58,8 @@ def plain_pairs(args: list[bytes], start: int = 0) -> list[bytes] | None:
 
 
 def parse_xadd(args: list[bytes]) -> XAdd:
-    """`key [NOMKSTREAM] [NODE n] [TAG t] [MAXLEN|MINID [=|~] thr [LIMIT c]] * field value ...`"""
+    """`key [NOMKSTREAM] [IDMP pid iid | IDMPAUTO pid] [NODE n] [TAG t] [MAXLEN|MINID [=|~] thr
+    [LIMIT c]] * field value ...`"""
     pairs = plain_pairs(args)
     if pairs is not None:
         return XAdd(args[0], pairs)
@@ -67,9 +69,29 @@ def parse_xadd(args: list[bytes]) -> XAdd:
     out.pairs = a.rest()[1:]  # after the `*` or the ID
     if len(out.pairs) < 2 or len(out.pairs) % 2:
         raise wrong_args("xadd")
+    if out.idmp is not None and out.xid is not None:
+        raise Err("ERR IDMP/IDMPAUTO can be used only with auto-generated IDs")
     if out.xid == (0, 0):  # before the key is looked at (Redis)
         raise Err(ZERO_ID)
     return out
+
+
+def _idmp_option(a: Args, xadd: XAdd) -> bool:
+    """`IDMP producer-id idempotent-id` | `IDMPAUTO producer-id` (Redis 8.6)."""
+    opt = a.option(b"idmp", nargs=2) or a.option(b"idmpauto")
+    if opt is None:
+        return False
+    if xadd.idmp is not None:
+        raise Err("ERR IDMP/IDMPAUTO specified multiple times")
+    name = "IDMP" if opt == b"idmp" else "IDMPAUTO"
+    pid = a.next()
+    if not pid:
+        raise Err(f"ERR {name} requires a non-empty producer ID")
+    iid = a.next() if opt == b"idmp" else None
+    if iid is not None and not iid:
+        raise Err("ERR IDMP requires a non-empty idempotent ID")
+    xadd.idmp = (pid, iid)
+    return True
 
 
 def parse_add_id(arg: bytes) -> tuple[int, int | None]:
@@ -121,6 +143,8 @@ def _trim_options(a: Args, xadd: XAdd | None) -> Trim | None:
             raise a.syntax_error()
         elif a.flag(b"nomkstream"):
             xadd.nomkstream = True
+        elif _idmp_option(a, xadd):
+            pass
         elif label := a.option(b"node", b"tag"):
             if label == b"node":
                 xadd.node = a.next_text()

@@ -33,6 +33,7 @@ import trio
 
 from topicsrv.engine import grouprefs, xids
 from topicsrv.engine.groups import entries_added
+from topicsrv.engine.idempotency import auto_iid
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.engine.segments import DELETED
@@ -52,6 +53,7 @@ from topicsrv.resp.commands.base import (
     parse_int,
 )
 from topicsrv.resp.commands.base import command as _command
+from topicsrv.resp.commands.idmp import idmp_fields
 from topicsrv.resp.commands.stream_args import (
     ReadArgs,
     Trim,
@@ -137,7 +139,8 @@ def command(name: str, arity: int, flags: list[str], first: int, last: int, step
 
 @command("xadd", -5, ["write", "denyoom", "fast"], 1, 1, 1,
          "Appends a new message to a stream. Creates the key if it doesn't exist.",
-         "key:key [NOMKSTREAM] [NODE:node:string] [TAG:tag:string] [(KEEPREF|DELREF|ACKED)] "
+         "key:key [NOMKSTREAM] [(KEEPREF|DELREF|ACKED)] [(IDMPAUTO:producer-id:string|"
+         "IDMP:producer-id:string idempotent-id:string)] [NODE:node:string] [TAG:tag:string] "
          "[(MAXLEN|MINID) [(=|~)] threshold:string [LIMIT:count:integer]] (*|id:string) "
          "(field:string value:string)...", complexity="O(1) when adding a new entry")
 def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
@@ -147,15 +150,23 @@ def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
         return None
     if len(x.pairs) > OFFLOAD_FIELDS:
         return _xadd_offloaded(ctx, name, x)
-    return _append(ctx, name, prepare_fields(x.pairs, x.node, x.tag), x.trim, x.xid)
+    return _append(ctx, name, prepare_fields(x.pairs, x.node, x.tag), x.trim, x.xid, idmp_key(x))
+
+
+def idmp_key(x: XAdd) -> tuple[bytes, bytes] | None:
+    """IDMP's (producer, iid); IDMPAUTO's iid from the content (engine/idempotency.py)."""
+    if x.idmp is None:
+        return None
+    pid, iid = x.idmp
+    return pid, iid if iid is not None else auto_iid(x.pairs)
 
 
 def _append(ctx: CommandContext, name: str, rec: PreparedRecord, trim: Trim | None,
-            xid: tuple[int, int | None] | None = None) -> Any:
-    result, token = ctx.engine.write(name, [rec], xid=xid)
+            xid: tuple[int, int | None] | None = None, idmp: tuple[bytes, bytes] | None = None) -> Any:
+    result, token = ctx.engine.write(name, [rec], xid=xid, idmp=idmp)
     planned = result.get("xids")
     reply = b"%d-%d" % planned[0] if planned else ids.format_id(result["ts"], result["first_seq"])
-    if trim is not None:
+    if trim is not None and not result["duplicate"]:  # a duplicate changes nothing (Redis)
         _, token2 = apply_trim(ctx, name, trim)
         token = token2 or token
     return committed(token, reply)
@@ -166,9 +177,10 @@ async def _xadd_offloaded(ctx: CommandContext, name: str, x: XAdd) -> Any:
     worker thread, so the event loop serves other clients meanwhile (1M fields: ~0.4 s of
     Python); the write itself stays on the loop, as every engine call does."""
     rec = await trio.to_thread.run_sync(prepare_fields, x.pairs, x.node, x.tag)
+    key = await trio.to_thread.run_sync(idmp_key, x)
     if x.nomkstream and ctx.engine.find(name) is None:
         return None
-    return _append(ctx, name, rec, x.trim, x.xid)
+    return _append(ctx, name, rec, x.trim, x.xid, key)
 
 
 def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
@@ -370,6 +382,7 @@ def stream_summary(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
         "max-deleted-entry-id": max_deleted_id(topic),
         "entries-added": entries_added(topic),
         "recorded-first-entry-id": first_id,
+        **idmp_fields(ctx, topic),
     }
 
 
