@@ -2,7 +2,7 @@
 
 Rule 1: /v0/health answers 200 whenever the process serves HTTP; /v0/ready answers 503
 `not_ready` until recovery finished (`ctx.ready`) and 503 `shutting_down` once a shutdown began.
-Rule 2: /metrics is rendered by `topicsrv.http.metrics` (see there).
+Rule 2: /metrics is rendered by `topicsrv.http.metrics` (see there), through prometheus_client.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from topicsrv.errors import TopicsError
 from topicsrv.http.handlers import Call, json_response
 from topicsrv.http.metrics import render
 from topicsrv.http.protocol import Response
-
-PROM_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 
 async def health(call: Call) -> Response:
@@ -33,4 +31,5 @@ async def ready(call: Call) -> Response:
 
 
 async def metrics(call: Call) -> Response:
-    return Response(200, render(call.ctx).encode(), content_type=PROM_TYPE)
+    body, content_type = render(call.ctx, call.req.headers.get("accept", ""))
+    return Response(200, body, content_type=content_type.encode())
