@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="while clients are writing, router forwarding takes at most this "
                             "fraction of the server's time and catches up when writes pause "
                             "(0 < F <= 1; default 0.1; 1 = forward as fast as possible)")
+    serve.add_argument("--top-topics", type=int, default=100, metavar="N",
+                       help="/metrics gives the N most active topics (and N routers) series of "
+                            "their own and sums the rest under topic=\"_other\" (default 100)")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -190,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             protected_mode=args.protected_mode,
             max_memory=args.max_memory,
             forward_share=args.forward_share,
+            top_topics=max(1, args.top_topics),
         )
         try:
             trio.run(run, config)
