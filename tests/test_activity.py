@@ -23,10 +23,11 @@ def test_rates_and_rings_follow_writes_and_reads() -> None:
     engine.diff("new", 0, 3)
     act.sweep(engine, 2.0)
     old, new = act.rates(engine.get("old")), act.rates(engine.get("new"))
-    assert (old.write_rate, new.write_rate, new.read_rate) == (2.0, 3.0, 1.5)
+    assert act.rate_slots == 4  # 10 s of 2 s slots, capped at the ring's length
+    assert (old.write_rate, new.write_rate, new.read_rate) == (0.5, 0.75, 0.375)
     assert new.writes == [0, 0, 0, 6] and new.reads == [0, 0, 0, 3]
     server = act.server_rates()
-    assert server.write_rate == 5.0 and server.writes[-1] == 10
+    assert server.write_rate == 1.25 and server.writes[-1] == 10
     for t in (4.0, 6.0, 8.0, 10.0):  # a whole window without activity frees the rings
         act.sweep(engine, t)
     assert act.rates(engine.get("new")).writes == [] and act.rings == 0
@@ -43,7 +44,9 @@ def test_rings_are_bounded() -> None:
     with_ring = [t for t in engine.topics.values() if t.ext[KEY].ring_w is not None]
     assert len(with_ring) == 3
     # a topic past the bound still has its last slot's rate, without a sparkline
-    assert all(act.rates(t).write_rate == 1.0 for t in engine.topics.values())
+    rates = [act.rates(t) for t in engine.topics.values()]
+    assert all(r.write_rate > 0 for r in rates)
+    assert sorted(len(r.writes) for r in rates) == [0] * 7 + [4] * 3
 
 
 def test_top_ranks_by_recent_activity_then_bytes() -> None:

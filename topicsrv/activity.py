@@ -16,7 +16,8 @@ rate.
 Rule 4: `top(n)` ranks by activity inside the window (plus what happened since the last
 sweep, so a topic written a moment ago ranks), then by bytes, then by name; it is what /metrics
 and /v0/status show by name, the rest go into one aggregate.
-Rule 5: pure except `run`, the trio task that calls `sweep` on a timer (started by the HTTP
+Rule 5: a rate is records/s averaged over the latest slots covering about RATE_WINDOW_S.
+Rule 6: pure except `run`, the trio task that calls `sweep` on a timer (started by the HTTP
 front); `sweep` costs O(topics) every `slot_s`, nothing per request.
 """
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 KEY = "activity"
 SLOTS = 60
 MAX_RINGS = 10_000
+RATE_WINDOW_S = 10.0  # a rate is the mean over the latest slots covering about this long
 U32 = (1 << 32) - 1
 
 
@@ -65,7 +67,7 @@ def reads_of(topic: Topic) -> int:
 class Rates:
     """A topic's (or the server's) recent activity, for the status page."""
 
-    write_rate: float  # records/s over the last slot
+    write_rate: float  # records/s over the latest RATE_WINDOW_S (the last slot without a ring)
     read_rate: float
     writes: list[int]  # per slot, oldest first (empty: no sparkline kept)
     reads: list[int]
@@ -144,19 +146,28 @@ class Activity:
         cut = self.pos + 1
         return [*ring[cut:], *ring[:cut]]
 
+    @property
+    def rate_slots(self) -> int:
+        """How many of the latest slots a rate averages: about RATE_WINDOW_S, at least one."""
+        return max(1, min(self.slots, round(RATE_WINDOW_S / self.slot_s)))
+
+    def _rate(self, series: list[int]) -> float:
+        k = self.rate_slots
+        return sum(series[-k:]) / (k * self.slot_s)
+
     def rates(self, topic: Topic) -> Rates:
         tr: Track | None = topic.ext.get(KEY)
         if tr is None:
             return Rates(0.0, 0.0, [], [])
-        span = self.last_span_s or self.slot_s
-        writes = self._ordered(tr.ring_w) if tr.ring_w is not None else []
-        reads = self._ordered(tr.ring_r) if tr.ring_r is not None else []
-        return Rates(tr.last_w / span, tr.last_r / span, writes, reads)
+        if tr.ring_w is None or tr.ring_r is None:  # no ring (Rule 2): the last slot only
+            span = self.last_span_s or self.slot_s
+            return Rates(tr.last_w / span, tr.last_r / span, [], [])
+        writes, reads = self._ordered(tr.ring_w), self._ordered(tr.ring_r)
+        return Rates(self._rate(writes), self._rate(reads), writes, reads)
 
     def server_rates(self) -> Rates:
-        span = self.last_span_s or self.slot_s
-        return Rates(self.total_w[self.pos] / span, self.total_r[self.pos] / span,
-                     self._ordered(self.total_w), self._ordered(self.total_r))
+        writes, reads = self._ordered(self.total_w), self._ordered(self.total_r)
+        return Rates(self._rate(writes), self._rate(reads), writes, reads)
 
     def score(self, topic: Topic) -> int:
         """Rule 4's activity: the window's counts plus what happened since the last sweep."""
