@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from topicsrv import activity
 from topicsrv.activity import KEY, Activity
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
@@ -61,6 +64,25 @@ def test_top_ranks_by_recent_activity_then_bytes() -> None:
     write(engine, "fresh", 100)  # since the last sweep: ranks at once (Rule 4)
     best, rest = act.top(engine, 2)
     assert [t.name for t in best] == ["fresh", "busy"]
-    assert sorted(t.name for t in rest) == ["big", "quiet"]
+    assert (rest.topics, rest.count) == (2, 3)
+    assert rest.bytes == engine.get("big").bytes + engine.get("quiet").bytes
     best, rest = act.top(engine, 10)
-    assert [t.name for t in best] == ["fresh", "busy", "big", "quiet"] and rest == []
+    assert [t.name for t in best] == ["fresh", "busy", "big", "quiet"] and rest.topics == 0
+
+
+def test_many_topics_rank_from_the_sweep_and_the_writes_since(monkeypatch: Any) -> None:
+    monkeypatch.setattr(activity, "RANK_KEEP", 3)  # more topics than a sweep keeps ranked
+    engine = Engine(clock=FakeClock())
+    act = Activity(slot_s=1.0, slots=4)
+    engine.listeners.append(act.changed)
+    act.sweep(engine, 0.0)
+    for i in range(10):
+        write(engine, f"t{i}", i + 1)
+    act.sweep(engine, 1.0)
+    assert [t.name for t in act.ranked] == ["t9", "t8", "t7"]
+    write(engine, "t0", 50)  # written since the sweep: a candidate at once
+    best, rest = act.top(engine, 2)
+    assert [t.name for t in best] == ["t0", "t9"]
+    assert (rest.topics, rest.count) == (8, sum(t.count for t in engine.topics.values()) - 61)
+    engine.delete_topic("t9")  # a ranked topic that is gone is not listed
+    assert [t.name for t in act.top(engine, 2)[0]] == ["t0", "t8"]

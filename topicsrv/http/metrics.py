@@ -39,6 +39,7 @@ from topicsrv.latency import Histogram, Latencies
 from topicsrv.notify import BANDS, LATENCY_BUCKETS_S
 
 if TYPE_CHECKING:
+    from topicsrv.activity import Others
     from topicsrv.context import HttpStats, ServerContext
     from topicsrv.engine.topic import Topic
 
@@ -128,8 +129,8 @@ class ServerCollector(Collector):
         for key, name, help_text in ENGINE_COUNTERS:
             yield counter(name, help_text, int(engine.stats.get(key, 0)))
         yield gauge("topicsrv_topics", "Topics that exist.", len(engine.topics))
-        top, rest = ctx.metrics.activity.top(engine, max(1, ctx.config.top_topics))
-        yield from topic_families(ctx, top, rest)
+        top, others = ctx.metrics.activity.top(engine, max(1, ctx.config.top_topics))
+        yield from topic_families(ctx, top, others)
         yield from http_families(ctx)
         yield from resp_families(ctx)
         yield from storage_families(ctx)
@@ -140,7 +141,7 @@ class ServerCollector(Collector):
             yield from exporter()  # type: ignore[misc]
 
 
-def topic_families(ctx: ServerContext, top: list[Topic], rest: list[Topic]) -> Iterator[Metric]:
+def topic_families(ctx: ServerContext, top: list[Topic], others: Others) -> Iterator[Metric]:
     """Rule 5: the top topics by name, the rest as `_other`."""
     for attr, name, help_text, summed in TOPIC_GAUGES:
         fam = GaugeMetricFamily(name, help_text + (" The topics without a series of their own "
@@ -148,8 +149,8 @@ def topic_families(ctx: ServerContext, top: list[Topic], rest: list[Topic]) -> I
                                                    if summed else ""), labels=["topic"])
         for t in top:
             fam.add_metric([t.name], int(getattr(t, attr)))
-        if summed and rest:
-            fam.add_metric([OTHER], sum(int(getattr(t, attr)) for t in rest))
+        if summed and others.topics:
+            fam.add_metric([OTHER], getattr(others, attr))
         yield fam
     activity = ctx.metrics.activity
     for which, name in (("write", "topicsrv_topic_write_rate"), ("read", "topicsrv_topic_read_rate")):
@@ -160,8 +161,8 @@ def topic_families(ctx: ServerContext, top: list[Topic], rest: list[Topic]) -> I
         attr = f"{which}_rate"
         for t in top:
             fam.add_metric([t.name], getattr(activity.rates(t), attr))
-        if rest:
-            fam.add_metric([OTHER], sum(getattr(activity.rates(t), attr) for t in rest))
+        if others.topics:
+            fam.add_metric([OTHER], getattr(others, attr))
         yield fam
     fam = GaugeMetricFamily("topicsrv_topic_effective_priority",
                             "The topic's effective delivery priority P_eff.", labels=["topic"])

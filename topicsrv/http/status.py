@@ -122,12 +122,11 @@ def snapshot_bytes(ctx: ServerContext, top: int) -> bytes:
 def snapshot(ctx: ServerContext, top: int) -> dict[str, Any]:
     engine = ctx.engine
     activity = ctx.metrics.activity
-    best, rest = activity.top(engine, top)
+    best, others = activity.top(engine, top)
     now = engine.now()
     server_rates = activity.server_rates()
     stats = http_stats(ctx)
     front: Any = ctx.metrics.resp
-    rest_rates = [activity.rates(t) for t in rest]
     return {
         "version": __version__,
         "generated_ms": now,
@@ -148,13 +147,9 @@ def snapshot(ctx: ServerContext, top: int) -> dict[str, Any]:
         },
         "storage": _storage(ctx),
         "topics": [_topic(ctx, t, now) for t in best],
-        "others": {
-            "topics": len(rest),
-            "count": sum(t.count for t in rest),
-            "bytes": sum(t.bytes for t in rest),
-            "write_rate": round(sum(r.write_rate for r in rest_rates), 2),
-            "read_rate": round(sum(r.read_rate for r in rest_rates), 2),
-        },
+        "others": {"topics": others.topics, "count": others.count, "bytes": others.bytes,
+                   "write_rate": round(others.write_rate, 2),
+                   "read_rate": round(others.read_rate, 2)},
         **_routers(ctx),
     }
 
