@@ -85,7 +85,8 @@ class Latencies:
             hist = self.by_label.get(label)
             if hist is None:
                 hist = self.by_label[label] = Histogram(self.bounds)
-        hist.observe(value, n)
+        hist.counts[bisect_left(self.bounds, value)] += n  # Histogram.observe, inlined (Rule 1)
+        hist.total += value * n
 
     def items(self) -> Iterator[tuple[str, Histogram]]:
         return iter(sorted(self.by_label.items()))
