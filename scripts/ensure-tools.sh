@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the test suite and benchmarks need from the OS when it is missing:
-# redis-server / redis-cli / redis-benchmark (differential tests, benchmarks) and a Java 17+
-# runtime (Spark). Installing needs root and the Debian package mirror; without them the
+# redis-server / redis-cli / redis-benchmark (differential tests, benchmarks), a Java 17+
+# runtime (Spark) and chromium (the status page's browser test, driven by Playwright: its own
+# browser download is not used). Installing needs root and the Debian package mirror; without them the
 # tests that need these tools skip and say why.
 set -u
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 java_ok=0
 if command -v java >/dev/null 2>&1; then
   v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)

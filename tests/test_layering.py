@@ -59,10 +59,11 @@ def test_resp_protocol_codec_is_sans_io() -> None:
 
 # a module's layer: higher may import lower (or its own package), never the reverse
 LAYERS: dict[str, int] = {
-    "errors": 0, "clock": 0,
+    "errors": 0, "clock": 0, "latency": 0,
     "engine": 1,
     "storage": 2,
-    "notify": 3, "memory": 3, "admission": 3, "context": 3, "tasks": 3, "lifecycle": 3,
+    "notify": 3, "activity": 3, "memory": 3, "admission": 3, "context": 3, "tasks": 3,
+    "lifecycle": 3,
     "http": 4, "resp": 4, "spark": 4,
     "server": 5,
     "cli": 6, "__main__": 7, "__init__": 7,

@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "(a write waiting for its fsync, a reply being sent) this long to "
                             "finish, then close the rest and flush (default 5; blocked reads and "
                             "streams do not hold the stop)")
+    serve.add_argument("--top-topics", type=int, default=100, metavar="N",
+                       help="/metrics gives the N most active topics (and N routers) series of "
+                            "their own and sums the rest under topic=\"_other\" (default 100)")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -196,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             max_memory=args.max_memory,
             forward_share=args.forward_share,
             shutdown_grace_s=max(0.0, args.shutdown_grace),
+            top_topics=max(1, args.top_topics),
         )
         try:
             trio.run(run, config)

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from topicsrv.activity import Activity
 from topicsrv.admission import Admission
 from topicsrv.clock import Clock, SystemClock
 from topicsrv.engine import Engine
+from topicsrv.latency import Histogram, Latencies
 from topicsrv.lifecycle import Drain
 from topicsrv.memory import MemoryGuard
 from topicsrv.notify import Notifier
@@ -39,8 +41,7 @@ class HttpStats:
     sse_streams: int = 0
     sse_frames: int = 0
     watch_cursors: dict[str, dict[object, int]] = field(default_factory=dict)  # topic -> watcher -> seq
-    fsync_counts: list[int] = field(default_factory=lambda: [0] * (len(FSYNC_BUCKETS_S) + 1))
-    fsync_sum: float = 0.0
+    fsync_wait: Histogram = field(default_factory=lambda: Histogram(FSYNC_BUCKETS_S))
 
 
 @dataclass(slots=True)
@@ -49,7 +50,11 @@ class Metrics:
 
     http: HttpStats = field(default_factory=HttpStats)
     resp: object | None = None  # the RESP front's shared state (resp/commands/base.Front)
-    exporters: list[Callable[[], Iterable[str]]] = field(default_factory=list)
+    exporters: list[Callable[[], Iterable[object]]] = field(default_factory=list)
+    http_latency: Latencies = field(default_factory=Latencies)  # by "METHOD /route/{pattern}"
+    resp_latency: Latencies = field(default_factory=Latencies)  # by command spec name
+    activity: Activity = field(default_factory=Activity)  # rates per topic (status page)
+    status_cache: dict[int, tuple[float, bytes]] = field(default_factory=dict)  # http/status.py
 
 
 @dataclass
@@ -76,6 +81,8 @@ class ServerConfig:
     max_memory: int = 0  # bytes of RSS past which writes are refused (0 = no limit)
     forward_share: float = 0.1  # loop share router forwarding may take while clients write
     shutdown_grace_s: float = 5.0  # how long a stop waits for requests in flight (lifecycle.py)
+    status_slot_s: float = 5.0  # one slot of the status page's rate rings (topicsrv/activity.py)
+    top_topics: int = 100  # topics with series of their own in /metrics, routers too (http/metrics.py)
 
 
 @dataclass

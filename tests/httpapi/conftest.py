@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 if TYPE_CHECKING:
     from .inproc import Srv
@@ -131,10 +132,15 @@ class SSE:
 
 
 def metric(client: Client, name: str, labels: str = "") -> float | None:
-    """One sample of GET /metrics (`labels` as written there, e.g. '{topic="t"}')."""
+    """One sample of GET /metrics, parsed by prometheus_client (`labels` as in the exposition,
+    in any order, e.g. '{topic="t",state="ready"}')."""
+    want = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels))
     text = client.get("/metrics").body.decode()
-    m = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == want:
+                return float(sample.value)
+    return None
 
 
 def wait_until(check: Any, timeout: float = 10.0) -> None:

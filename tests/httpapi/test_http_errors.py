@@ -46,7 +46,7 @@ def test_invalid_topic_name(client: Any) -> None:
 
 
 def test_not_found_and_method_not_allowed(client: Any, topic: str) -> None:
-    for path in ("/", "/v0", "/v0/nope", "/v0/topics/a/b/c", "/v1/topics"):
+    for path in ("/v0", "/v0/nope", "/v0/topics/a/b/c", "/v1/topics"):  # "/" is the status page
         assert_error_shape(client.get(path), 404, "not_found")
     r = client.request("PATCH", f"/v0/topics/{topic}")
     assert_error_shape(r, 405, "method_not_allowed")

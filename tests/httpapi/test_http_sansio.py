@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 import pytest
 import trio
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.parser import text_string_to_metric_families
 
 from topicsrv.context import ServerConfig, make_context
 from topicsrv.engine.records import prepare_json
@@ -119,7 +121,7 @@ def test_router_table() -> None:
     assert resolve("POST", "/v0/topics/q/claim") == Match("claim", {"topic": "q"})
     assert resolve("GET", "/v0/work").handler == "work"
     every = {h for r in ROUTES for h in r.methods.values()} - {"unavailable"}
-    assert every - {"watch_topic", "watch_many", "work"} == set(app.HANDLERS)
+    assert every - app.STREAMS == set(app.HANDLERS)
 
 
 # ---- frames and bodies ---------------------------------------------------------------------
@@ -217,12 +219,14 @@ async def test_unexpected_exception_is_a_logged_500_and_the_server_keeps_serving
 async def test_metrics_exposition_format(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
     ctx.engine.write("m1", [prepare_json({"data": "abc"})])
-    text = metrics.render(ctx)
+    text = metrics.render_text(ctx)
     for line in text.splitlines():
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or re.fullmatch(
-            r'[a-z_0-9]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? -?[0-9.e+]+', line), line
-    assert "topicsrv_writes_total 1" in text
-    assert "topicsrv_bytes_written_total 5" in text
-    assert 'topicsrv_topic_head_seq{topic="m1"} 1' in text
-    ctx.metrics.exporters[:] = [lambda: ["# TYPE extra_total counter", "extra_total 3"]]
-    assert "extra_total 3" in metrics.render(ctx)
+            r'[a-z_0-9]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? -?[0-9.e+-]+', line), line
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples[("topicsrv_writes_total", ())] == 1
+    assert samples[("topicsrv_bytes_written_total", ())] == 5
+    assert samples[("topicsrv_topic_head_seq", (("topic", "m1"),))] == 1
+    ctx.metrics.exporters[:] = [lambda: [CounterMetricFamily("extra_total", "x", value=3)]]
+    assert "extra_total 3.0" in metrics.render_text(ctx)

@@ -70,6 +70,7 @@ def code(doc: dict[str, Any] | None) -> str | None:
 
 ROUTES = [  # (method, canonical path, body)
     ("GET", "/v0/health", None), ("GET", "/v0/ready", None), ("GET", "/metrics", None),
+    ("GET", "/v0/status", None), ("GET", "/v0/status/stream", None),
     ("GET", "/v0/topics", None), ("GET", "/v0/topics/k", None),
     ("PUT", "/v0/topics/k", b'{"ttl_ms": 5}'), ("DELETE", "/v0/topics/k", None),
     ("POST", "/v0/topics/k", b'{"records": [{"data": 1}]}'),
@@ -133,7 +134,7 @@ def test_no_spelling_of_a_path_reaches_a_route_without_a_token(ready_server: Any
 def test_without_the_token_every_path_and_spelling_is_401(token_server: Any) -> None:
     port = token_server.http_port
     assert send(port, "POST", "/v0/topics/k", b'{"records": [{"data": 1}]}', token=TOKEN)[0] == 200
-    targets = ["/", "/nope", "/v0", "/v0/nothing-here", "*"]
+    targets = ["//", "/nope", "/v0", "/v0/nothing-here", "*"]
     for method, target, body in ROUTES:
         targets += [target, *spellings(target)]
         for t in [target, *spellings(target)]:
@@ -142,6 +143,10 @@ def test_without_the_token_every_path_and_spelling_is_401(token_server: Any) -> 
     for t in targets[:5]:
         assert send(port, "GET", t)[0] == 401
         assert send(port, "GET", t, token="wrong")[0] == 401
+    # the one exception: GET / is the static status page (it asks for the token itself)
+    assert send(port, "GET", "/")[0] == 200
+    for method in ("POST", "PUT", "DELETE", "HEAD"):
+        assert send(port, method, "/")[0] == 401, method
     # the doubled slash of the issue, verbatim: the topic is still there
     assert send(port, "DELETE", "//v0/topics/k")[0] == 401
     assert send(port, "GET", "//metrics")[0] == 401

@@ -221,6 +221,7 @@ def read(
         records = xids.reid_all(topic, seqs, records)
     topic.last_read_ts = now
     topic.last_consumed_at = now
+    topic.read_total += len(records)
     return ReadResult(records, seqs, tomb, next_from_seq, head, topic.earliest_seq, scanned)
 
 

@@ -68,6 +68,7 @@ class Topic:
         self.lost_total = 0
         self.idempotency = Table()  # HTTP idempotency keys and XADD IDMP (engine/idempotency.py)
         self.appended_total = 0
+        self.read_total = 0  # records delivered by reads (topicsrv/activity.py samples it)
         self.deleted_total = 0
         # Client-chosen IDs (engine/xids.py): the first seq of the ID-mapped era (None: the
         # topic never took one, its IDs are `<ts>-<seq>`) and Redis's last_id since then.

@@ -7,20 +7,23 @@ Rule 2: every failure leaves here as the error shape of API.md section 0. A Topi
 its status and code; any other exception is logged with its traceback and answered 500
 `internal` without it. The connection (and the server) keep serving.
 Rule 3: no I/O here; handlers may await only engine-provided waits (commit tokens, notifier).
+Rule 4: every answered request's latency is observed in `ctx.metrics.http_latency` by route
+label (bounded: the routes of the table plus "other"), SSE streams excepted.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from topicsrv.errors import TopicsError
-from topicsrv.http import claims, guards, handlers, ops, routers, sse, work
+from topicsrv.http import claims, guards, handlers, ops, routers, sse, status, work
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
-from topicsrv.http.router import resolve
+from topicsrv.http.router import resolve, route_labels
+from topicsrv.latency import OTHER
 from topicsrv.memory import oom_error
 
 if TYPE_CHECKING:
@@ -31,6 +34,8 @@ log = logging.getLogger("topicsrv.http")
 Handler = Callable[[Call], Awaitable[Response]]
 
 HANDLERS: dict[str, Handler] = {
+    "status_page": status.page,
+    "status": status.status,
     "health": ops.health,
     "ready": ops.ready,
     "metrics": ops.metrics,
@@ -51,23 +56,28 @@ HANDLERS: dict[str, Handler] = {
     "delete_router": routers.delete_router,
 }
 
+ROUTE_LABELS = route_labels()
+STREAMS = frozenset({"watch_topic", "watch_many", "work", "status_stream"})
+
 # handlers refused with 507 `insufficient_memory` over --max-memory (topicsrv/memory.py)
 ADDS_DATA = frozenset({"write", "put_topic"})
 
 
 async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPlan:
-    t0 = time.perf_counter()
+    """Rule 4: the time to a Response is observed by route (`ROUTE_LABELS`, "other" before a
+    route matched); a stream is not (its life is the client's choice)."""
+    t0 = perf_counter()
+    label: str | None = OTHER
     try:
         guards.check_host(ctx.config, req)
         guards.check_auth(ctx.config, req)
         match = resolve(req.method, req.path)
+        label = ROUTE_LABELS[match.handler]
         guards.check_content_type(req)
-        if match.handler == "watch_topic":
-            return sse.plan_single(ctx, match.params["topic"], req)
-        if match.handler == "watch_many":
-            return sse.plan_many(ctx, req)
-        if match.handler == "work":
-            return work.plan_work(ctx, req)
+        if match.handler in STREAMS:
+            plan = _plan(ctx, match.handler, match.params, req)
+            label = None
+            return plan
         if match.handler in ADDS_DATA and not (
                 match.handler == "put_topic" and match.params["topic"] in ctx.engine.topics):
             ctx.memory.check(len(req.body))  # an update (e.g. a smaller cap) may free memory
@@ -85,3 +95,17 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
     except Exception:
         log.exception("internal error serving %s %s", req.method, req.path)
         return error_response(TopicsError("internal", "internal server error (logged)"))
+    finally:
+        if label is not None:
+            ctx.metrics.http_latency.observe(label, perf_counter() - t0)
+
+
+def _plan(ctx: ServerContext, handler: str, params: dict[str, str],
+          req: Request) -> sse.StreamPlan:
+    if handler == "watch_topic":
+        return sse.plan_single(ctx, params["topic"], req)
+    if handler == "watch_many":
+        return sse.plan_many(ctx, req)
+    if handler == "status_stream":
+        return status.plan_stream(ctx, req)
+    return work.plan_work(ctx, req)

@@ -8,7 +8,9 @@ rebinding, which this refuses. A request without Host (HTTP/1.0 only) is not fro
 and passes.
 Rule 2: with a token configured, EVERY request needs `Authorization: Bearer <token>` (401
 `unauthorized`, compared in constant time), before routing: an unknown or non-canonical path
-is 401 to a caller without the token, and 404 only to one with it.
+is 401 to a caller without the token, and 404 only to one with it. The one exception is
+`GET /`, the static status page (no data; a browser cannot attach the header to a
+navigation): the page then asks for the token itself (topicsrv/http/status.py Rule 1).
 Rule 3: a request that carries a body on a method other than GET/HEAD must declare
 `Content-Type: application/json` (parameters such as charset allowed), else 415
 `unsupported_media_type`. An HTML form or a `no-cors` fetch can only send form or text/plain
@@ -81,7 +83,7 @@ def check_host(config: ServerConfig, req: Request) -> None:
 
 def check_auth(config: ServerConfig, req: Request) -> None:
     token = config.token
-    if not token:
+    if not token or (req.path == "/" and req.method == "GET"):
         return
     given = req.headers.get("authorization", "")
     scheme, _, value = given.partition(" ")

@@ -4,7 +4,7 @@ Rule 1: /v0/health answers 200 whenever the process serves HTTP; /v0/ready answe
 `not_ready` until recovery finished (`ctx.ready`), with how far it has come in
 `error.detail.recovery` (phase, records, records/s, % of the WAL replayed:
 storage/progress.py), and 503 `shutting_down` once a shutdown began.
-Rule 2: /metrics is rendered by `topicsrv.http.metrics` (see there).
+Rule 2: /metrics is rendered by `topicsrv.http.metrics` (see there), through prometheus_client.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from topicsrv.errors import TopicsError
 from topicsrv.http.handlers import Call, json_response
 from topicsrv.http.metrics import render
 from topicsrv.http.protocol import Response
-
-PROM_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
 
 async def health(call: Call) -> Response:
@@ -37,4 +35,5 @@ async def ready(call: Call) -> Response:
 
 
 async def metrics(call: Call) -> Response:
-    return Response(200, render(call.ctx).encode(), content_type=PROM_TYPE)
+    body, content_type = render(call.ctx, call.req.headers.get("accept", ""))
+    return Response(200, body, content_type=content_type.encode())

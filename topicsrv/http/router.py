@@ -37,10 +37,13 @@ class Route:
 
 
 def _r(path: str, **methods: str) -> Route:
-    return Route(tuple(path.strip("/").split("/")), methods)
+    return Route(tuple(part for part in path.strip("/").split("/") if part), methods)
 
 
 ROUTES: tuple[Route, ...] = (
+    _r("/", GET="status_page"),
+    _r("/v0/status", GET="status"),
+    _r("/v0/status/stream", GET="status_stream"),
     _r("/v0/health", GET="health"),
     _r("/v0/ready", GET="ready"),
     _r("/metrics", GET="metrics"),
@@ -59,6 +62,12 @@ ROUTES: tuple[Route, ...] = (
     _r("/v0/routers", GET="list_routers"),
     _r("/v0/routers/{router}", GET="get_router", PUT="put_router", DELETE="delete_router"),
 )
+
+
+def route_labels(routes: tuple[Route, ...] = ROUTES) -> dict[str, str]:
+    """handler name -> "METHOD /path/{pattern}", the `route` label of the latency histogram."""
+    return {handler: f"{method} /{'/'.join(route.pattern)}"
+            for route in routes for method, handler in route.methods.items()}
 
 
 @dataclass(frozen=True, slots=True)

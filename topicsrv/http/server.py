@@ -61,7 +61,10 @@ async def serve_http(
     listeners = await trio.open_tcp_listeners(ctx.config.http_port or 0, host=ctx.config.bind)
     host, port = listeners[0].socket.getsockname()[:2]
     ctx.admission.register(lambda: http_stats(ctx).connections)
+    activity = ctx.metrics.activity  # the status page's and /metrics' rates (activity.py)
+    activity.slot_s = ctx.config.status_slot_s
     async with trio.open_nursery() as nursery:
+        await nursery.start(partial(activity.run, ctx.engine, lambda: ctx.ready))
         nursery.start_soon(partial(
             ctx.admission.serve, listeners, partial(handle_connection, ctx), name="HTTP",
             has_credential=lambda: bool(ctx.config.token), refuse=refusal))

@@ -24,6 +24,10 @@ of Rule 1 and Rule 6 is queued (`+QUEUED`) instead of run, and one refused by th
 transaction; inside EXEC (`nowait`) a blocking command that would wait is closed unstarted
 and answers the null array, its timeout reply (Redis runs blocking commands in MULTI as
 non-blocking).
+Rule 8: a command that reaches its handler has its latency observed in
+`ctx.server.metrics.resp_latency` under its spec name (`xadd`, `xinfo|stream`): the handler's
+time, and for an async handler (a blocking read, a commit wait) until its reply is ready. Commands
+refused before the handler (unknown, NOAUTH, arity, queued in MULTI) are not observed.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable
+from time import perf_counter
 from typing import Any
 
 from topicsrv.errors import TopicsError
@@ -159,27 +164,32 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
         if base == "reset":
             tx.end()
             client.tx = None
+    t0 = perf_counter()
     try:
         result = handler(ctx, argv[used:])
     except Err as e:
-        return e
+        result = e
     except TopicsError as e:
-        return error_reply(e)
+        result = error_reply(e)
     except MemoryError:
         log.error("command %s ran out of memory", spec.name)
-        return Err(oom_error().resp_line())
+        result = Err(oom_error().resp_line())
     except Exception:
-        return internal_error(front, f"command {spec.name}")
-    if spec.is_async or inspect.isawaitable(result):
-        if nowait and "blocking" in spec.flags:
-            if inspect.iscoroutine(result):
-                result.close()
-            return NULL_ARRAY
-        return _guard(result, ctx)
+        result = internal_error(front, f"command {spec.name}")
+    else:
+        if spec.is_async or inspect.isawaitable(result):
+            if nowait and "blocking" in spec.flags:
+                if inspect.iscoroutine(result):
+                    result.close()
+                result = NULL_ARRAY
+            else:
+                return _guard(result, ctx, spec.name, t0)
+    ctx.server.metrics.resp_latency.observe(spec.name, perf_counter() - t0)
     return result
 
 
-async def _guard(aw: Awaitable[Any], ctx: CommandContext) -> Any:
+async def _guard(aw: Awaitable[Any], ctx: CommandContext, name: str, t0: float) -> Any:
+    """An async handler's reply; its latency (Rule 8) is observed when it is done."""
     try:
         return await aw
     except Err as e:
@@ -188,3 +198,5 @@ async def _guard(aw: Awaitable[Any], ctx: CommandContext) -> Any:
         return error_reply(e)
     except Exception:
         return internal_error(ctx.front, "blocking command")
+    finally:
+        ctx.server.metrics.resp_latency.observe(name, perf_counter() - t0)

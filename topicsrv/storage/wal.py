@@ -31,6 +31,7 @@ from typing import Any
 import trio
 
 from topicsrv.errors import TopicsError
+from topicsrv.latency import SYNC_BUCKETS_S, Histogram
 from topicsrv.storage import frames
 from topicsrv.storage.fsops import OsOps
 
@@ -135,6 +136,7 @@ class Shard:
         self.records = 0
         self.syncs = 0
         self.sync_ms_total = 0.0
+        self.sync_latency = Histogram(SYNC_BUCKETS_S)  # writev + fdatasync of each batch (/metrics)
         self.linger = True
 
     # ---- loop side (synchronous) --------------------------------------------------------
@@ -234,6 +236,7 @@ class Shard:
         self.syncs += 1
         self.records += sum(r[3] for r in batch.ranges)
         self.sync_ms_total += ms
+        self.sync_latency.observe(ms / 1000.0)
         batch.commit.ms = ms
         batch.commit.event.set()
         if self.on_durable is not None and batch.ranges:
