@@ -76,17 +76,30 @@ start_topicsrv() {  # prints the RESP port
 
 RESULTS=()
 
+# Tests skipped on BOTH targets (so the counts stay comparable), each with its reason:
+#   - "Blocking XREADGROUP: key type changed with transaction": queues SADD inside MULTI; topicsrv
+#     has no sets, so SADD is refused at queue time, the test aborts before its EXEC and leaves
+#     the shared connection in MULTI, which fails every later test of the file (a cascade, not
+#     ~15 real differences).
+VALKEY_SKIP=(
+    "Blocking XREADGROUP: key type changed with transaction"
+)
+
 run_valkey() {  # $1 target name, $2 port
     local dir="$WORK/valkey" name
     for name in stream stream-cgroups; do
-        local log="$WORK/valkey-$name-$1.log"
+        local log="$WORK/valkey-$name-$1.log" skip
+        local -a skips=()
+        for skip in "${VALKEY_SKIP[@]}"; do skips+=(--skiptest "$skip"); done
         (cd "$dir" && timeout 1200 "$TCLSH" tests/test_helper.tcl --host 127.0.0.1 --port "$2" \
             --singledb --durable --single "unit/type/$name" --tags -needs:debug \
-            --tags -needs:repl --tags -external:skip) >"$log" 2>&1 || true
+            --tags -needs:repl --tags -external:skip "${skips[@]}") >"$log" 2>&1 || true
         local ok err
         ok=$(grep -c '^\[.*ok.*\]:' "$log" || true)
         err=$(grep -c '^\[.*\(err\|exception\).*\]:' "$log" || true)
-        RESULTS+=("valkey:$name $1 $ok $err -")
+        local skipped
+        skipped=$(grep -c '^\[.*skip.*\]:' "$log" || true)
+        RESULTS+=("valkey:$name $1 $ok $err $skipped")
     done
 }
 
@@ -152,6 +165,11 @@ for suite in $SUITES; do
     esac
 done
 
+if [[ " $SUITES " == *" valkey "* ]]; then
+    echo "valkey: skipped on both targets (see VALKEY_SKIP in $0):"
+    for skip in "${VALKEY_SKIP[@]}"; do echo "  $skip"; done
+    echo
+fi
 printf '%-24s %-14s %7s %7s %7s\n' suite target passed failed skipped
 for row in "${RESULTS[@]}"; do
     # shellcheck disable=SC2086
