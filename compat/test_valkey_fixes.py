@@ -179,3 +179,25 @@ def test_xread_plus_reads_the_last_entry(ours: Target | None, key: str) -> None:
     assert c.call("XREAD", "STREAMS", f"{key}:3", "+") == ("-", "ERR the stream last element ID is 0-0")
     c.close()
     w.close()
+
+
+def test_blocked_xread_compares_its_id_with_client_chosen_ids(targets: list[Target], key: str) -> None:
+    """Valkey's 'XREAD streamID edge (blocking)': a blocked XREAD with an explicit ID is served
+    only by an entry past that ID, also when the key is created while it waits and when the
+    entries appended meanwhile carry client-chosen IDs at or below it."""
+    for t in targets:
+        c, w = t.conn(), t.conn()
+        for name, first in ((f"{key}:new", None), (f"{key}:old", "1-1")):
+            c.call("DEL", name)
+            if first:
+                c.call("XADD", name, first, "f", "v")
+            w.send_raw(encode(["XREAD", "BLOCK", "0", "STREAMS", name, "1-18446744073709551615"]))
+            _blocked(t, 1)
+            if not first:
+                c.call("XADD", name, "1-1", "f", "v")
+            c.call("XADD", name, "1-18446744073709551615", "f", "v")
+            c.call("XADD", name, "2-1", "f", "v")
+            got = w.read()
+            assert [e[1][0] for e in got[1][0][1][1][1]] == [("$", b"2-1")], (t.name, name, got)
+        c.close()
+        w.close()
