@@ -1,8 +1,9 @@
 """Long pipelines on a real process, both RESP I/O paths: a raw-socket client writes
 1,000,000 XADDs and reads nothing until it has written them all, and is served to the end; so
 are redis-py's non-transactional pipeline (100,000 XADDs in one execute(); 1,000,000 with
-TOPICSRV_STRESS=1) and `redis-benchmark -P 1000 -n 1000000 XADD ...`; a client that never reads is disconnected once its unread replies pass --client-output-limit
-(logged, counted), with the server's memory bounded by that limit, not by what it was asked."""
+TOPICSRV_STRESS=1) and `redis-benchmark -P 1000 -n 1000000 XADD ...`; a client that never
+reads is disconnected once its unread replies pass --client-output-limit (logged, counted),
+with the server's memory bounded by that limit, not by what it was asked."""
 
 from __future__ import annotations
 
