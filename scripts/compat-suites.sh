@@ -25,11 +25,20 @@ TCLSH=${TCLSH:-tclsh}
 SUITES=${SUITES:-"valkey redispy"}
 CACHE_DIR=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/topicsrv-compat-suites}
 WORK=$(mktemp -d /tmp/compat-suites.XXXXXX)
-PIDS=()
+PIDFILE=$WORK/pids  # the servers are started inside $(...): their pids go through a file
+
+stop_servers() {
+    local pid
+    [[ -e $PIDFILE ]] || return 0
+    while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$PIDFILE"
+    while read -r pid; do
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    done <"$PIDFILE"
+    : >"$PIDFILE"
+}
 
 cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    stop_servers
     if [[ -n "${KEEP:-}" ]]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -49,27 +58,27 @@ wait_port() {  # wait until 127.0.0.1:$1 accepts connections
     return 1
 }
 
-start_redis() {  # prints the port
+start_redis() {  # $1 suite; prints the port
     local port
     port=$(free_port)
     "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$WORK" >"$WORK/redis-server.log" 2>&1 &
-    PIDS+=($!)
+        --dir "$WORK" >"$WORK/redis-server-$1.log" 2>&1 &
+    echo $! >>"$PIDFILE"
     wait_port "$port"
     echo "$port"
 }
 
-start_topicsrv() {  # prints the RESP port
-    local out="$WORK/topicsrv.out" port=""
-    (cd "$ROOT" && exec "$PY" -m topicsrv serve --data-dir "$WORK/topicsrv-data" --bind 127.0.0.1 \
-        --http-port 0 --resp-port 0 >"$out" 2>"$WORK/topicsrv.log") &
-    PIDS+=($!)
+start_topicsrv() {  # $1 suite; prints the RESP port
+    local out="$WORK/topicsrv-$1.out" log="$WORK/topicsrv-$1.stderr" port=""
+    (cd "$ROOT" && exec "$PY" -m topicsrv serve --data-dir "$WORK/topicsrv-data-$1" \
+        --bind 127.0.0.1 --http-port 0 --resp-port 0 >"$out" 2>"$log") &
+    echo $! >>"$PIDFILE"
     for _ in $(seq 1 300); do
         port=$(sed -n 's/^listening.*resp=[^ ]*:\([0-9]*\).*/\1/p' "$out" 2>/dev/null | head -1)
         [[ -n "$port" ]] && break
         sleep 0.1
     done
-    [[ -n "$port" ]] || { echo "topicsrv did not start: $(tail -5 "$WORK/topicsrv.log")" >&2; return 1; }
+    [[ -n "$port" ]] || { echo "topicsrv did not start: $(tail -5 "$log")" >&2; return 1; }
     wait_port "$port"
     echo "$port"
 }
@@ -155,9 +164,11 @@ for suite in $SUITES; do
     esac
 done
 
-REDIS_PORT=$(start_redis)
-OURS_PORT=$(start_topicsrv)
+# fresh servers for each suite: Valkey's tests leave settings behind (CONFIG SET
+# stream-node-max-entries 2) that change what redis-py's trim tests see
 for suite in $SUITES; do
+    REDIS_PORT=$(start_redis "$suite")
+    OURS_PORT=$(start_topicsrv "$suite")
     case $suite in
         valkey)
             run_valkey redis-server "$REDIS_PORT"
@@ -169,6 +180,7 @@ for suite in $SUITES; do
             run_redispy topicsrv "$OURS_PORT" "$VENV"
             ;;
     esac
+    stop_servers
 done
 
 if [[ " $SUITES " == *" valkey "* ]]; then
