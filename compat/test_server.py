@@ -1,16 +1,17 @@
 """Server commands clients and test harnesses send, differential where Redis 7.0 has them: INFO
-sections, CONFIG GET/SET of the stream tuning settings, OBJECT, MEMORY, WAIT, FUNCTION, SELECT,
+sections, CONFIG GET/SET of the stream tuning settings and `timeout` (idle clients closed), OBJECT, MEMORY, WAIT, FUNCTION, SELECT,
 DEBUG, CLIENT switches, LATENCY; SHUTDOWN on a real process (data survives a restart); and
 COMMAND DOCS argument types as redis-cli checks them."""
 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
 import redis
-from compat_harness import S, Target  # type: ignore[import-not-found]
+from compat_harness import S, Target, encode  # type: ignore[import-not-found]
 
 HEADERS = re.compile(r"^# (\w+)\r?$", re.M)
 
@@ -66,6 +67,43 @@ def test_config_stream_settings(differ: Any) -> None:
         S("CONFIG", "SET", "stream-node-max-entries", "100", "stream-node-max-bytes", "4096"),
         S("CONFIG", "GET", "stream-node-max-entries"), S("CONFIG", "GET", "stream-node-max-bytes"),
     ])
+
+
+def test_config_set_timeout(differ: Any) -> None:
+    """redis-py's test_config_set / test_config_set_multi_params: `timeout` is settable."""
+    differ.check([
+        S("CONFIG", "GET", "timeout"),
+        S("CONFIG", "SET", "timeout", "70"),
+        S("CONFIG", "GET", "timeout"),
+        S("CONFIG", "SET", "timeout", "-1"),
+        S("CONFIG", "SET", "timeout", "abc"),
+        S("CONFIG", "SET", "timeout", "2147483648"),
+        S("CONFIG", "SET", "timeout", "0", "stream-node-max-entries", "50"),
+        S("CONFIG", "GET", "timeout"),
+        S("CONFIG", "SET", "timeout", "9", "stream-node-max-entries", "x"),  # all or nothing
+        S("CONFIG", "GET", "timeout"),
+        S("CONFIG", "SET", "stream-node-max-entries", "100"),
+    ])
+
+
+def test_idle_clients_are_closed_after_timeout(targets: list[Target]) -> None:
+    """CONFIG SET timeout 1: an idle client is closed (within about two seconds, as Redis's
+    once-a-second check), one blocked in XREAD is not; back to 0, nobody is."""
+    for t in targets:
+        idle, blocked = t.conn(), t.conn()
+        try:
+            assert idle.call("CONFIG", "SET", "timeout", "1") == ("+", "OK")
+            blocked.send_raw(encode(["XREAD", "BLOCK", "2500", "STREAMS", "k:idle-timeout", "$"]))
+            start = time.monotonic()
+            idle.sock.settimeout(5)
+            assert idle.sock.recv(100) == b"", t.name  # closed by the server
+            assert 1 <= time.monotonic() - start < 4, t.name
+            assert blocked.read() == ("nullarray",), t.name  # served to its own timeout
+        finally:
+            admin = t.conn()
+            admin.call("CONFIG", "SET", "timeout", "0")
+            for c in (admin, idle, blocked):
+                c.close()
 
 
 def test_introspection_commands(differ: Any, key: str) -> None:

@@ -212,3 +212,37 @@ def test_redis_py_watch_loop(targets: list[Any], key: str) -> None:
         assert r.exists(k) == 0
         r.close()
         other.close()
+
+
+def _client_fields(target: Any, client_id: int) -> dict[str, str]:
+    """The CLIENT LIST fields of one client, asked from another connection."""
+    c = target.conn()
+    try:
+        lines = c.call("CLIENT", "LIST", "ID", str(client_id))[1].decode().split("\n")
+    finally:
+        c.close()
+    return dict(part.split("=", 1) for part in lines[0].split())
+
+
+def test_client_list_shows_multi_and_dirty_watch(targets: list[Any], key: str) -> None:
+    """CLIENT LIST flags `x` (in MULTI) with `multi=<queued>`, `d` (a watched key changed),
+    back to `N` / `multi=-1` after DISCARD."""
+    for t in targets:
+        k = f"{key}:{t.name}"
+        a, other = t.conn(), t.conn()
+        client_id = a.call("CLIENT", "ID")[1]
+        assert _client_fields(t, client_id)["flags"] == "N", t.name
+        a.call("WATCH", k)
+        a.call("MULTI")
+        a.call("XADD", k, "*", "a", "1")
+        a.call("XLEN", k)
+        fields = _client_fields(t, client_id)
+        assert (fields["flags"], fields["multi"]) == ("x", "2"), (t.name, fields)
+        other.call("XADD", k, "*", "b", "2")
+        fields = _client_fields(t, client_id)
+        assert (fields["flags"], fields["multi"]) == ("xd", "2"), (t.name, fields)
+        assert a.call("DISCARD") == ("+", "OK")
+        fields = _client_fields(t, client_id)
+        assert (fields["flags"], fields["multi"]) == ("N", "-1"), (t.name, fields)
+        a.close()
+        other.close()

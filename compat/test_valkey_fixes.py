@@ -136,3 +136,68 @@ def test_xinfo_stream_realistic_fields(differ: Any, key: str) -> None:
                                                    ("recorded-first-entry-id",)]),
         S("CONFIG", "SET", "stream-node-max-entries", "100"),
     ])
+
+
+def test_xread_plus_reads_the_last_entry(ours: Target | None, key: str) -> None:
+    """XREAD `+` (Redis 7.4 / Valkey 8; redis-server 7.0 refuses it, so topicsrv alone, against
+    Valkey's own tests and Redis's documented replies): the last entry only, whatever COUNT;
+    nothing once it was deleted or when the key is missing; blocked on a missing key, the next
+    entry; a trimmed-away last entry is not reported as a loss."""
+    if ours is None:
+        pytest.skip("COMPAT_REFERENCE_ONLY")
+    c, w = ours.conn(), ours.conn()
+    k, other = f"{key}:1", f"{key}:2"
+    assert c.call("XREAD", "STREAMS", k, "+") == ("nullarray",)
+    for i in (1, 2, 3):
+        c.call("XADD", k, f"{i}-0", "k", str(i))
+    last = [("*", [("$", k.encode()), ("*", [("*", [("$", b"3-0"), ("*", [("$", b"k"), ("$", b"3")])])])])]
+    assert c.call("XREAD", "COUNT", "3", "STREAMS", k, "+") == ("*", last)
+    assert c.call("XREAD", "BLOCK", "100000", "STREAMS", k, other, "+", "+") == ("*", last)
+    c.call("XADD", k, "3-18446744073709551615", "k", "max")
+    got = c.call("XREAD", "STREAMS", k, "+")
+    assert got[1][0][1][1][1][0][1][0] == ("$", b"3-18446744073709551615"), got
+    c.call("XDEL", k, "3-18446744073709551615")
+    assert c.call("XREAD", "STREAMS", k, "+") == ("nullarray",)
+    # server-assigned IDs too
+    c.call("XADD", other, "*", "a", "1")
+    got = c.call("XREAD", "STREAMS", other, "+")
+    assert got[1][0][1][1][1][0][1][1] == ("*", [("$", b"a"), ("$", b"1")]), got
+    c.call("XADD", other, "*", "a", "2")
+    got = c.call("XREAD", "STREAMS", other, "+")
+    assert got[1][0][1][1][1][0][1][1] == ("*", [("$", b"a"), ("$", b"2")]), got
+    c.call("XTRIM", other, "MAXLEN", "0")
+    assert c.call("XREAD", "STREAMS", other, "+") == ("nullarray",)  # no tombstone
+    # blocked on a missing key: the first entry written
+    c.call("DEL", k)
+    w.send_raw(encode(["XREAD", "BLOCK", "5000", "STREAMS", k, "+"]))
+    _blocked(ours, 1)
+    c.call("XADD", k, "1-0", "k", "v")
+    got = w.read()
+    assert got[1][0][1][1][1][0][1][0] == ("$", b"1-0"), got
+    # a stream that never had an entry: Redis's error
+    c.call("XGROUP", "CREATE", f"{key}:3", "g", "$", "MKSTREAM")
+    assert c.call("XREAD", "STREAMS", f"{key}:3", "+") == ("-", "ERR the stream last element ID is 0-0")
+    c.close()
+    w.close()
+
+
+def test_blocked_xread_compares_its_id_with_client_chosen_ids(targets: list[Target], key: str) -> None:
+    """Valkey's 'XREAD streamID edge (blocking)': a blocked XREAD with an explicit ID is served
+    only by an entry past that ID, also when the key is created while it waits and when the
+    entries appended meanwhile carry client-chosen IDs at or below it."""
+    for t in targets:
+        c, w = t.conn(), t.conn()
+        for name, first in ((f"{key}:new", None), (f"{key}:old", "1-1")):
+            c.call("DEL", name)
+            if first:
+                c.call("XADD", name, first, "f", "v")
+            w.send_raw(encode(["XREAD", "BLOCK", "0", "STREAMS", name, "1-18446744073709551615"]))
+            _blocked(t, 1)
+            if not first:
+                c.call("XADD", name, "1-1", "f", "v")
+            c.call("XADD", name, "1-18446744073709551615", "f", "v")
+            c.call("XADD", name, "2-1", "f", "v")
+            got = w.read()
+            assert [e[1][0] for e in got[1][0][1][1][1]] == [("$", b"2-1")], (t.name, name, got)
+        c.close()
+        w.close()

@@ -25,11 +25,20 @@ TCLSH=${TCLSH:-tclsh}
 SUITES=${SUITES:-"valkey redispy"}
 CACHE_DIR=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/topicsrv-compat-suites}
 WORK=$(mktemp -d /tmp/compat-suites.XXXXXX)
-PIDS=()
+PIDFILE=$WORK/pids  # the servers are started inside $(...): their pids go through a file
+
+stop_servers() {
+    local pid
+    [[ -e $PIDFILE ]] || return 0
+    while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$PIDFILE"
+    while read -r pid; do
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    done <"$PIDFILE"
+    : >"$PIDFILE"
+}
 
 cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    stop_servers
     if [[ -n "${KEEP:-}" ]]; then echo "work dir kept: $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -49,44 +58,63 @@ wait_port() {  # wait until 127.0.0.1:$1 accepts connections
     return 1
 }
 
-start_redis() {  # prints the port
+start_redis() {  # $1 suite; prints the port
     local port
     port=$(free_port)
     "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$WORK" >"$WORK/redis-server.log" 2>&1 &
-    PIDS+=($!)
+        --dir "$WORK" >"$WORK/redis-server-$1.log" 2>&1 &
+    echo $! >>"$PIDFILE"
     wait_port "$port"
     echo "$port"
 }
 
-start_topicsrv() {  # prints the RESP port
-    local out="$WORK/topicsrv.out" port=""
-    (cd "$ROOT" && exec "$PY" -m topicsrv serve --data-dir "$WORK/topicsrv-data" --bind 127.0.0.1 \
-        --http-port 0 --resp-port 0 >"$out" 2>"$WORK/topicsrv.log") &
-    PIDS+=($!)
+start_topicsrv() {  # $1 suite; prints the RESP port
+    local out="$WORK/topicsrv-$1.out" log="$WORK/topicsrv-$1.stderr" port=""
+    (cd "$ROOT" && exec "$PY" -m topicsrv serve --data-dir "$WORK/topicsrv-data-$1" \
+        --bind 127.0.0.1 --http-port 0 --resp-port 0 >"$out" 2>"$log") &
+    echo $! >>"$PIDFILE"
     for _ in $(seq 1 300); do
         port=$(sed -n 's/^listening.*resp=[^ ]*:\([0-9]*\).*/\1/p' "$out" 2>/dev/null | head -1)
         [[ -n "$port" ]] && break
         sleep 0.1
     done
-    [[ -n "$port" ]] || { echo "topicsrv did not start: $(tail -5 "$WORK/topicsrv.log")" >&2; return 1; }
+    [[ -n "$port" ]] || { echo "topicsrv did not start: $(tail -5 "$log")" >&2; return 1; }
     wait_port "$port"
     echo "$port"
 }
 
 RESULTS=()
 
+# Tests skipped on BOTH targets (so the counts stay comparable): each fails on topicsrv for a
+# by-design reason AND leaves state behind that fails later tests of its file, a cascade of
+# up to ~15 failures from one difference. Skipped, they count on neither side.
+#   - SADD / LPUSH queued inside MULTI: topicsrv has no sets or lists, so the command is
+#     refused at queue time, the test aborts before its EXEC and leaves the shared connection
+#     in MULTI: every later command is answered `QUEUED`.
+#   - "Blocking XREAD waiting old data" blocks a client for 20 s on `s1{t}`... (the topic-name
+#     rule: `{` is not allowed, so the key is never created), then aborts on `XADD s2{t}`
+#     without closing it: every later `wait_for_blocked_clients_count 1` sees 2 and times out.
+VALKEY_SKIP=(
+    "Blocking XREADGROUP: key type changed with transaction"  # stream-cgroups: SADD in MULTI
+    "XREAD: XADD + DEL + LPUSH should not awake client"  # stream: LPUSH in MULTI
+    "Blocking XREAD waiting old data"  # stream: a client left blocked on a `{t}` key
+)
+
 run_valkey() {  # $1 target name, $2 port
     local dir="$WORK/valkey" name
     for name in stream stream-cgroups; do
-        local log="$WORK/valkey-$name-$1.log"
+        local log="$WORK/valkey-$name-$1.log" skip
+        local -a skips=()
+        for skip in "${VALKEY_SKIP[@]}"; do skips+=(--skiptest "$skip"); done
         (cd "$dir" && timeout 1200 "$TCLSH" tests/test_helper.tcl --host 127.0.0.1 --port "$2" \
             --singledb --durable --single "unit/type/$name" --tags -needs:debug \
-            --tags -needs:repl --tags -external:skip) >"$log" 2>&1 || true
+            --tags -needs:repl --tags -external:skip "${skips[@]}") >"$log" 2>&1 || true
         local ok err
         ok=$(grep -c '^\[.*ok.*\]:' "$log" || true)
         err=$(grep -c '^\[.*\(err\|exception\).*\]:' "$log" || true)
-        RESULTS+=("valkey:$name $1 $ok $err -")
+        local skipped
+        skipped=$(grep -c '^\[.*skip.*\]:' "$log" || true)
+        RESULTS+=("valkey:$name $1 $ok $err $skipped")
     done
 }
 
@@ -136,9 +164,11 @@ for suite in $SUITES; do
     esac
 done
 
-REDIS_PORT=$(start_redis)
-OURS_PORT=$(start_topicsrv)
+# fresh servers for each suite: Valkey's tests leave settings behind (CONFIG SET
+# stream-node-max-entries 2) that change what redis-py's trim tests see
 for suite in $SUITES; do
+    REDIS_PORT=$(start_redis "$suite")
+    OURS_PORT=$(start_topicsrv "$suite")
     case $suite in
         valkey)
             run_valkey redis-server "$REDIS_PORT"
@@ -150,8 +180,14 @@ for suite in $SUITES; do
             run_redispy topicsrv "$OURS_PORT" "$VENV"
             ;;
     esac
+    stop_servers
 done
 
+if [[ " $SUITES " == *" valkey "* ]]; then
+    echo "valkey: skipped on both targets (see VALKEY_SKIP in $0):"
+    for skip in "${VALKEY_SKIP[@]}"; do echo "  $skip"; done
+    echo
+fi
 printf '%-24s %-14s %7s %7s %7s\n' suite target passed failed skipped
 for row in "${RESULTS[@]}"; do
     # shellcheck disable=SC2086

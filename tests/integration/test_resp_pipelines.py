@@ -1,16 +1,22 @@
 """Long pipelines on a real process, both RESP I/O paths: a raw-socket client writes
-1,000,000 XADDs and reads nothing until it has written them all, and is served to the end; a
-client that never reads is disconnected once its unread replies pass --client-output-limit
-(logged, counted), with the server's memory bounded by that limit, not by what it was asked."""
+1,000,000 XADDs and reads nothing until it has written them all, and is served to the end; so
+are redis-py's non-transactional pipeline (100,000 XADDs in one execute(); 1,000,000 with
+TOPICSRV_STRESS=1) and `redis-benchmark -P 1000 -n 1000000 XADD ...`; a client that never
+reads is disconnected once its unread replies pass --client-output-limit (logged, counted),
+with the server's memory bounded by that limit, not by what it was asked."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 XADD = b"*5\r\n$4\r\nXADD\r\n$4\r\nbulk\r\n$1\r\n*\r\n$1\r\ni\r\n$1\r\n1\r\n"
 
@@ -46,6 +52,51 @@ def test_a_million_pipelined_xadds_written_before_any_read(server_factory: Any, 
         buf += chunk
     assert buf.count(b"\r\n$") + buf.startswith(b"$") == n  # one id per XADD
     s.close()
+
+
+def _redis_py_bulk_load(port: int, n: int) -> None:
+    """redis-py's own non-transactional pipeline: n XADDs sent by one execute() (redis-py
+    writes them all before it reads the first reply), then XLEN."""
+    r = redis.Redis(port=port, socket_timeout=120)
+    with r.pipeline(transaction=False) as p:
+        for i in range(n):
+            p.xadd("bulk", {"i": i})
+        ids = p.execute()
+    assert len(ids) == n and all(isinstance(x, bytes) for x in ids)
+    assert r.xlen("bulk") == n
+    r.close()
+
+
+@pytest.mark.parametrize("io", ["reactor", "tasks"])
+def test_redis_py_pipeline_of_100k_xadds(server_factory: Any, io: str) -> None:
+    srv = server_factory("--resp-io", io, "--no-storage")
+    _redis_py_bulk_load(srv.resp_port, 100_000)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("TOPICSRV_STRESS") != "1",
+                    reason="~40 s per I/O path on 2 cores, mostly redis-py building and parsing "
+                    "1M commands; run with TOPICSRV_STRESS=1 (make test runs the 100k version)")
+@pytest.mark.parametrize("io", ["reactor", "tasks"])
+def test_redis_py_pipeline_of_a_million_xadds(server_factory: Any, io: str) -> None:
+    srv = server_factory("--resp-io", io, "--no-storage")
+    _redis_py_bulk_load(srv.resp_port, 1_000_000)
+
+
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None,
+                    reason="redis-benchmark is not installed (Debian: apt-get install redis-tools)")
+@pytest.mark.parametrize("io", ["reactor", "tasks"])
+def test_redis_benchmark_a_million_xadds_pipelined_by_1000(server_factory: Any, io: str) -> None:
+    srv = server_factory("--resp-io", io, "--no-storage")
+    n = 1_000_000
+    out = subprocess.run(
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(srv.resp_port), "-P", "1000", "-n",
+         str(n), "-c", "1", "-q", "XADD", "bench", "*", "f", "v"],
+        capture_output=True, text=True, timeout=300, check=True)
+    assert "requests per second" in out.stdout, out.stdout + out.stderr
+    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
+    assert r.xlen("bench") == n
+    r.close()
 
 
 @pytest.mark.parametrize("io", ["reactor", "tasks"])

@@ -15,6 +15,10 @@ Rule 5: in an ID-mapped topic (one that took a client-chosen ID, engine/xids.py)
   give way to Redis's own order: an ID is compared with the records' IDs as (ms, seq), by
   binary search; `ms` alone is `ms-0` as a start and `ms-<max>` as an end. `0`/`0-0` and the
   specials keep Rule 3.
+Rule 6: XREAD's `+` (Redis 7.4, Valkey 8; an extra over 7.0) is the position just before the
+  stream's last ID: the read returns the last entry only (whatever COUNT), none if it was
+  deleted; blocked, it waits for the next entry. On a stream that never had an entry Redis's
+  own "last element ID is 0-0" error.
 
 Public helpers (stable; XGROUP/XREADGROUP/XACK/XCLAIM in the groups*.py families use them):
   parse_id(arg, missing_seq=0) -> StreamId    syntax only, raises Err(INVALID_ID)
@@ -40,6 +44,7 @@ from topicsrv.resp.commands.base import Err
 
 U64 = (1 << 64) - 1
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
+LAST_ID_ZERO = "ERR the stream last element ID is 0-0"  # XREAD `+` on a stream never written
 _DIGITS = frozenset(b"0123456789")
 
 
@@ -147,6 +152,8 @@ def read_position(topic: Topic | None, arg: bytes) -> int:
             "ERR The > ID can be specified only when calling XREADGROUP using the "
             "GROUP <group> <consumer> option."
         )
+    if arg == b"+":
+        return _last_entry_position(topic)
     sid = parse_id(arg, 0)
     if topic is not None and topic.xid_since is not None and (sid.ms or sid.seq):
         return id_cursor(topic, (sid.ms, sid.seq))
@@ -158,6 +165,25 @@ def read_position(topic: Topic | None, arg: bytes) -> int:
         # (seeds 5.4: from_seq + 1 < evict_floor). Both fronts must say the same.
         return 0
     return time_floor(topic, sid.ms) - 1
+
+
+def _last_entry_position(topic: Topic | None) -> int:
+    """XREAD's `+` (Redis 7.4 / Valkey 8): the stream's last ID minus one, so the read returns
+    the last entry if it still exists, and a blocked read waits for the next one; a missing key
+    reads from 0 (any new entry). Never below the evict floor: a trimmed-away last entry is no
+    loss to report (Rule 6)."""
+    if topic is None:
+        return 0
+    if topic.xid_since is None:
+        if topic.head_seq < topic.seq_base:
+            raise Err(LAST_ID_ZERO)
+        cursor = topic.head_seq - 1
+    else:
+        ms, n = topic.last_id
+        if (ms, n) == (0, 0):
+            raise Err(LAST_ID_ZERO)
+        cursor = id_cursor(topic, (ms, n - 1) if n else (ms - 1, U64))
+    return max(cursor, topic.evict_floor - 1)
 
 
 def id_cursor(topic: Topic, x: tuple[int, int]) -> int:

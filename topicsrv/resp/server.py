@@ -9,11 +9,17 @@ Rule 3: every accepted socket passes the admission gate first (topicsrv/admissio
 protected mode refuses non-loopback clients while no --requirepass is set; maxclients).
 Rule 4: the front's shared state (`Front`: clients, stats) is `ctx.metrics.resp`
 so INFO/CLIENT and the ops endpoints can read it.
+Rule 5 (idle timeout, Redis's `timeout`): with `CONFIG SET timeout N` (seconds, 0 = never, the
+default) a client that sent no command for more than N seconds is closed, checked once a
+second as redis-server's clientsCron does; a client blocked in a command, or with replies
+still unsent, is not idle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 
 import trio
@@ -22,12 +28,33 @@ from topicsrv.admission import DENIED_TEXT, MAXCLIENTS_TEXT
 from topicsrv.context import ServerContext
 from topicsrv.resp import reactor
 from topicsrv.resp.commands import load_all
-from topicsrv.resp.commands.base import Front
+from topicsrv.resp.commands.base import Client, Front
 from topicsrv.resp.connection import Connection
+
+log = logging.getLogger(__name__)
 
 
 async def _handle(ctx: ServerContext, front: Front, stream: trio.SocketStream) -> None:
     await Connection(ctx, front, stream).run()
+
+
+def idle_clients(clients: Iterable[Client], now: float, timeout: int) -> list[Client]:
+    """The clients to close for idleness (Rule 5); none when `timeout` is 0."""
+    if timeout <= 0:
+        return []
+    return [c for c in clients if now - c.last_interaction > timeout and not c.blocked
+            and not c.out_pending and not c.killed]
+
+
+async def close_idle_clients(front: Front) -> None:
+    """Rule 5's sweep, once a second for the life of the front."""
+    while True:
+        await trio.sleep(1.0)
+        timeout = int(front.settings.get("timeout", "0"))
+        for c in idle_clients(list(front.clients.values()), time.monotonic(), timeout):
+            log.info("closing idle client %d (%s): no command for over %d s (timeout)",
+                     c.id, c.addr, timeout)
+            c.kill()
 
 
 def refusal(reason: str) -> bytes:
@@ -60,6 +87,7 @@ async def serve_resp(
         mode = "tasks"
     front.io = mode
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(close_idle_clients, front)
         if mode == "reactor":
             nursery.start_soon(reactor.serve_reactor, ctx, front, nursery,
                                partial(accept, ctx, listeners))

@@ -167,12 +167,18 @@ def _client_cmd(sub: str, arity: int, summary: str, syntax: str = "", since: str
 
 def client_line(ctx: CommandContext, c: Client) -> str:
     now = time.monotonic()
-    flags = ("b" if c.blocked else "") + ("x" if c.close_after_reply else "") or "N"
+    tx = c.tx
+    in_multi = tx is not None and tx.multi
+    # redis-server's order: x (in MULTI), b (blocked), d (a watched key changed), c (close
+    # after reply); N when none
+    flags = ("x" if in_multi else "") + ("b" if c.blocked else "") + (
+        "d" if tx is not None and tx.dirty else "") + ("c" if c.close_after_reply else "") or "N"
     parts = [
         f"id={c.id}", f"addr={c.addr}", f"laddr={c.laddr}", f"fd={c.fd}",
         f"name={(c.name or b'').decode('utf-8', 'replace')}",
         f"age={int(now - c.created_at)}", f"idle={int(now - c.last_interaction)}",
-        f"flags={flags}", f"db={c.db}", "sub=0", "psub=0", "ssub=0", "multi=-1",
+        f"flags={flags}", f"db={c.db}", "sub=0", "psub=0", "ssub=0",
+        f"multi={len(tx.queued) if in_multi else -1}",
         "qbuf=0", "qbuf-free=0", "argv-mem=0", "multi-mem=0", "rbs=0", "rbp=0",
         f"obl={min(c.out_pending, 16384)}", "oll=0", f"omem={c.out_pending}",
         f"tot-mem={c.out_pending}", "events=" + ("w" if c.paused else "r"),

@@ -3,8 +3,9 @@ TIME, FLUSHDB, FLUSHALL (INFO is info.py, the other server commands admin.py).
 
 Rule 1: COMMAND INFO/DOCS come from the registry (base.REGISTRY, argument docs from each
 command's `syntax`), so a new command is documented to redis-cli by registering it.
-Rule 2: CONFIG is a read-only view: GET answers what clients and redis-benchmark ask
-(`save`, `appendonly`, ...) from our config, an empty result for names we do not have.
+Rule 2: CONFIG GET answers what clients and redis-benchmark ask (`save`, `appendonly`, ...)
+from our config, an empty result for names we do not have; CONFIG SET changes only SETTERS
+(`maxmemory`, `timeout`, the stream node sizes), anything else we know is immutable.
 Rule 3: FLUSHDB/FLUSHALL delete every topic (each awaited like DEL) - there is one db.
 """
 
@@ -171,7 +172,7 @@ def config_values(ctx: CommandContext) -> dict[str, str]:
         "appendonly": "yes" if cfg.storage else "no", "appendfsync": "everysec",
         "maxmemory": str(ctx.server.memory.limit), "maxmemory-policy": "noeviction",
         "maxclients": str(ctx.server.admission.maxclients),
-        "timeout": "0", "tcp-keepalive": "300",
+        "timeout": "0", "tcp-keepalive": "300",  # timeout: CONFIG SET (resp/server.py Rule 5)
         "proto-max-bulk-len": str(cfg.proto_max_bulk_len),
         "client-query-buffer-limit": str(1 << 30),
         "client-output-buffer-limit":
@@ -227,11 +228,22 @@ def _parse_count(value: str) -> int:
 
 
 def _remember(name: str) -> Callable[[CommandContext, int], None]:
-    """A setting Redis uses to size its radix-tree nodes: topicsrv stores records in
-    segments of its own, so the value is kept and reported back by CONFIG GET, nothing more."""
+    """A setting kept in `front.settings`, reported back by CONFIG GET. The stream node sizes
+    (Redis sizes its radix-tree nodes with them; topicsrv stores records in segments of its
+    own) are nothing more; `timeout` is read by the idle-client sweep (resp/server.py)."""
     def apply(ctx: CommandContext, value: int) -> None:
         ctx.front.settings[name] = str(value)
     return apply
+
+
+def _parse_timeout(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError("argument couldn't be parsed into an integer") from None
+    if not 0 <= n <= 2147483647:
+        raise ValueError("argument must be between 0 and 2147483647 inclusive")
+    return n
 
 
 # CONFIG SET parameters that can change at run time (name -> parse, apply); everything else
@@ -240,11 +252,13 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
     "maxmemory": (_parse_memory, _set_maxmemory),
     "stream-node-max-bytes": (_parse_memory, _remember("stream-node-max-bytes")),
     "stream-node-max-entries": (_parse_count, _remember("stream-node-max-entries")),
+    "timeout": (_parse_timeout, _remember("timeout")),  # idle clients closed: resp/server.py
 }
 
 
 @command("config|set", -4, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
-         "Set configuration parameters (topicsrv: maxmemory, stream-node-max-bytes|entries; the "
+         "Set configuration parameters (topicsrv: maxmemory, timeout, "
+         "stream-node-max-bytes|entries; the "
          "rest is set on the command line)", "2.0.0", syntax="(parameter:string value:string)...")
 def config_set(ctx: CommandContext, args: list[bytes]) -> Any:
     if len(args) % 2:

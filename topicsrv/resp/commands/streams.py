@@ -312,9 +312,15 @@ async def _xread_wait(ctx: CommandContext, ra: ReadArgs, cursors: list[int]) -> 
     with ctx.server.notifier.waiter(names) as waiter:
         while True:
             waiter.arm()  # before the read (notify Rule 1)
-            for i, name in enumerate(names):  # a key deleted and created again since the call:
-                epoch = _epoch(engine.find(name))  # all of the new stream is after the cursor
-                if epoch != epochs[i]:  # (its IDs are newer, as in Redis)
+            for i, name in enumerate(names):
+                topic = engine.find(name)
+                arg = ra.ids[i]
+                if arg != b"$" and arg != b"+":
+                    if topic is not None:  # an ID is compared with the entries there now:
+                        cursors[i] = ids.read_position(topic, arg)  # a key created since,
+                    continue  # or client-chosen IDs appended since that are not past it
+                epoch = _epoch(topic)  # a key deleted and created again since the call: all
+                if epoch != epochs[i]:  # of the new stream is after `$` (newer IDs, as in Redis)
                     epochs[i], cursors[i] = epoch, 0
             items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes)
             if items:
