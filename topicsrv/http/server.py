@@ -14,6 +14,9 @@ closing and cancels the stream at once, instead of at the next heartbeat; so doe
 that may long-poll (diff, claim).
 Rule 5: a response is written piece by piece as `ServerProtocol.respond_pieces` yields it; each
 `send_all` is a checkpoint, so a large body never holds the loop and is never copied whole.
+Rule 6: with TLS (topicsrv/tls.py) every connection is an HTTPS one: its handshake runs in
+the connection's task, counted as a connection, bounded by tls.HANDSHAKE_TIMEOUT_S; a failed
+handshake just ends the task. Everything after it is the same code over the TLS stream.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 import orjson
 import trio
 
+from topicsrv import tls
 from topicsrv.errors import TopicsError
 from topicsrv.http import sse
 from topicsrv.http.app import dispatch
@@ -61,10 +65,12 @@ async def serve_http(
     listeners = await trio.open_tcp_listeners(ctx.config.http_port or 0, host=ctx.config.bind)
     host, port = listeners[0].socket.getsockname()[:2]
     ctx.admission.register(lambda: http_stats(ctx).connections)
+    secure = None if ctx.tls is None else partial(tls.accept, context=ctx.tls)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(partial(
-            ctx.admission.serve, listeners, partial(handle_connection, ctx), name="HTTP",
-            has_credential=lambda: bool(ctx.config.token), refuse=refusal))
+            ctx.admission.serve, listeners, partial(handle_connection, ctx),
+            name="HTTPS" if secure else "HTTP", has_credential=lambda: bool(ctx.config.token),
+            refuse=refusal, secure=secure))
         task_status.started((host, port))
 
 
@@ -86,17 +92,28 @@ def refusal(reason: str) -> bytes:
 
 async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> None:
     stats = http_stats(ctx)
-    stats.connections += 1
+    stats.connections += 1  # from the accept on, the TLS handshake included (admission Rule 5)
     proto = ServerProtocol(ctx.config.max_body_bytes, local_host=_local_host(stream))
+    conn: trio.abc.Stream = stream
     try:
-        await _serve(ctx, proto, stream)
+        if ctx.tls is not None:
+            secured = await tls.accept(stream, ctx.tls)
+            if secured is None:
+                return  # the handshake failed or timed out (topicsrv/tls.py Rule 4)
+            conn = secured
+        await _serve(ctx, proto, conn)
     except Exception as exc:  # never let one connection take the listener down
         if not _gone(exc):
             log.exception("HTTP connection failed")
-            await _answer_internal(ctx, proto, stream)
+            await _answer_internal(ctx, proto, conn)
     finally:
         stats.connections -= 1
-        await stream.aclose()
+        if conn is stream:
+            await stream.aclose()
+        else:
+            with trio.move_on_after(LINGER_S):  # close_notify, unless the peer stopped reading
+                await conn.aclose()
+            await trio.aclose_forcefully(stream)
 
 
 def _gone(exc: BaseException) -> bool:
@@ -107,7 +124,7 @@ def _gone(exc: BaseException) -> bool:
 
 
 async def _answer_internal(ctx: ServerContext, proto: ServerProtocol,
-                           stream: trio.SocketStream) -> None:
+                           stream: trio.abc.Stream) -> None:
     data = proto.internal_error()
     if data is None:
         return  # part of an answer is already out: closing is all that is left
@@ -131,7 +148,7 @@ def _count(ctx: ServerContext, status: int) -> None:
     requests[status] = requests.get(status, 0) + 1
 
 
-async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream) -> None:
+async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Stream) -> None:
     while True:
         event = proto.next_event()
         pending = proto.data_to_send()  # e.g. "100 Continue"
@@ -172,7 +189,7 @@ async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketS
 
 
 async def _dispatch_watching_peer(
-    ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, req: Request
+    ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Stream, req: Request
 ) -> Response | sse.StreamPlan | None:
     """Dispatch a request that may long-poll, cancelling it if the peer disconnects. Bytes
     the peer pipelines meanwhile are handed to the protocol (at most PIPELINE_BYTES)."""
@@ -204,11 +221,12 @@ async def _dispatch_watching_peer(
     return result
 
 
-async def _linger(stream: trio.SocketStream) -> None:
+async def _linger(stream: trio.abc.Stream) -> None:
     """After a refusal, stop writing and drain briefly, so the peer reads our answer instead of
     a connection reset caused by its unread body."""
     try:
-        await stream.send_eof()
+        if isinstance(stream, trio.abc.HalfCloseableStream):  # not TLS
+            await stream.send_eof()
         with trio.move_on_after(LINGER_S):
             while await stream.receive_some(RECEIVE_BYTES):
                 pass
@@ -217,7 +235,7 @@ async def _linger(stream: trio.SocketStream) -> None:
 
 
 async def _stream(
-    ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, plan: sse.StreamPlan
+    ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Stream, plan: sse.StreamPlan
 ) -> None:
     await stream.send_all(proto.start_stream(200, SSE_HEADERS))
 
