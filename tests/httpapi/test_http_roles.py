@@ -12,7 +12,7 @@ import pytest
 
 from topicsrv.cli import main
 
-from .conftest import Client, SSE
+from .conftest import SSE, Client
 from .inproc import Srv, start_server
 
 TOKEN, READ = "full-token", "read-token"
