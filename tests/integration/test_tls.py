@@ -240,3 +240,24 @@ def test_bad_tls_flags_are_one_clear_line(certs: Certs, args: list[str], says: s
     assert main(["serve", "--no-storage", "--http-port", "0", "--resp-port", "0", *args]) == 1
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
+
+
+def test_protected_mode_refusals_are_readable_over_tls(certs: Certs) -> None:
+    """A refused client on a TLS port reads the refusal inside TLS (admission `secure`), not
+    plain text its TLS layer would take for garbage."""
+    ctx, stop = start(certs, trusted_nets=("127.0.0.1/32",), resp_io="tasks")
+    remote = "127.0.0.2"  # a loopback source the server was told to treat as remote
+    try:
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        with socket.create_connection(("127.0.0.1", tls_port(ctx)), timeout=10,
+                                      source_address=(remote, 0)) as raw, \
+                context.wrap_socket(raw, server_hostname="localhost") as s:
+            assert read_to_eof(s).startswith(b"-DENIED Redis is running in protected mode")
+        with socket.create_connection(("127.0.0.1", ctx.addresses["http"][1]), timeout=10,
+                                      source_address=(remote, 0)) as raw, \
+                context.wrap_socket(raw, server_hostname="localhost") as s:
+            got = read_to_eof(s)
+        assert got.startswith(b"HTTP/1.1 403") and b'"denied"' in got
+        assert tls_redis(ctx, certs).ping() is True  # a local client is served
+    finally:
+        stop()
