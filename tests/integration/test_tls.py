@@ -137,6 +137,17 @@ def test_https_reads_writes_and_refuses_plain_http(srv: Any, certs: Certs) -> No
     assert status == 200
     status, diff = https(srv, "/v0/topics/web/diff", certs, {"from_seq": 0}, "POST")
     assert status == 200 and diff["records"][0]["data"] == {"n": 1}
+    # an SSE watch over TLS (a reader task and the frames share the TLS stream)
+    import http.client
+
+    conn = http.client.HTTPSConnection("127.0.0.1", srv.addresses["http"][1], timeout=10,
+                                       context=ssl.create_default_context(cafile=str(certs.ca)))
+    conn.request("GET", "/v0/topics/web/watch?from_seq=0")
+    resp = conn.getresponse()
+    assert resp.status == 200
+    lines = [resp.readline() for _ in range(3)]
+    assert any(b'"n":1' in line.replace(b" ", b"") for line in lines), lines
+    conn.close()
     # plain HTTP to the HTTPS port: the connection ends, nothing is served
     with socket.create_connection(("127.0.0.1", srv.addresses["http"][1]), timeout=10) as s:
         s.sendall(b"GET /v0/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
