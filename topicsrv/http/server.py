@@ -108,12 +108,7 @@ async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> No
             await _answer_internal(ctx, proto, conn)
     finally:
         stats.connections -= 1
-        if conn is stream:
-            await stream.aclose()
-        else:
-            with trio.move_on_after(LINGER_S):  # close_notify, unless the peer stopped reading
-                await conn.aclose()
-            await trio.aclose_forcefully(stream)
+        await conn.aclose()  # TLS is https_compatible: no close_notify, the socket closes
 
 
 def _gone(exc: BaseException) -> bool:
