@@ -50,6 +50,8 @@ DENIED_TEXT = (
 MAXCLIENTS_TEXT = "ERR max number of clients reached"
 
 Refuse = Callable[[str], bytes]  # reason ("denied" | "maxclients") -> bytes to send
+# a TLS listener's handshake: the secured stream, or None when it failed (topicsrv/tls.py)
+Secure = Callable[[trio.SocketStream], Awaitable["trio.abc.Stream | None"]]
 
 
 def is_loopback(host: str, trusted: Sequence[str] | None = None) -> bool:
@@ -133,29 +135,34 @@ class Admission:
         name: str,
         has_credential: Callable[[], bool],
         refuse: Refuse,
+        secure: Secure | None = None,
     ) -> None:
         """Accept forever on `listeners`, gating every connection (replaces
-        trio.serve_listeners for both fronts)."""
+        trio.serve_listeners for both fronts). On a TLS listener (`secure`) a refusal is sent
+        after the handshake, so the client can read it."""
         async with trio.open_nursery() as nursery:
             for listener in listeners:
                 nursery.start_soon(self._accept_loop, listener, handler, nursery, name,
-                                   has_credential, refuse)
+                                   has_credential, refuse, secure)
 
     async def _accept_loop(self, listener: trio.SocketListener,
                            handler: Callable[[trio.SocketStream], Awaitable[None]],
                            nursery: trio.Nursery, name: str,
-                           has_credential: Callable[[], bool], refuse: Refuse) -> None:
+                           has_credential: Callable[[], bool], refuse: Refuse,
+                           secure: Secure | None) -> None:
         scope = trio.CancelScope()  # stop_accepting cancels it; the listener closes
         self._accepting.append(scope)
         if self.stopped:
             scope.cancel()
         with scope:
-            await self._accept_forever(listener, handler, nursery, name, has_credential, refuse)
+            await self._accept_forever(listener, handler, nursery, name, has_credential, refuse,
+                                       secure)
 
     async def _accept_forever(self, listener: trio.SocketListener,
                               handler: Callable[[trio.SocketStream], Awaitable[None]],
                               nursery: trio.Nursery, name: str,
-                              has_credential: Callable[[], bool], refuse: Refuse) -> None:
+                              has_credential: Callable[[], bool], refuse: Refuse,
+                              secure: Secure | None) -> None:
         failures, logged_at = 0, float("-inf")
         async with listener:
             while True:
@@ -179,7 +186,7 @@ class Admission:
                 if reason is not None:
                     log.warning("%s: refused client %s (%s)", name, peer,
                                 "protected mode" if reason == "denied" else "maxclients reached")
-                    nursery.start_soon(_answer_and_close, stream, refuse(reason))
+                    nursery.start_soon(_answer_and_close, stream, refuse(reason), secure)
                     continue
                 self._starting += 1
                 nursery.start_soon(partial(self._run, handler, stream))
@@ -200,14 +207,18 @@ def _peer_host(stream: trio.SocketStream) -> str:
         return ""
 
 
-async def _answer_and_close(stream: trio.SocketStream, data: bytes) -> None:
+async def _answer_and_close(stream: trio.SocketStream, data: bytes,
+                            secure: Secure | None = None) -> None:
     """Send the refusal, then drain briefly so the peer reads it rather than a reset."""
     with trio.move_on_after(REFUSAL_LINGER_S):
         try:
-            await stream.send_all(data)
-            await stream.send_eof()
-            while await stream.receive_some(65536):
-                pass
+            out: trio.abc.Stream | None = stream if secure is None else await secure(stream)
+            if out is not None:
+                await out.send_all(data)
+                if isinstance(out, trio.abc.HalfCloseableStream):
+                    await out.send_eof()
+                while await out.receive_some(65536):
+                    pass
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
     await trio.aclose_forcefully(stream)

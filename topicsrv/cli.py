@@ -24,6 +24,11 @@ def _port(text: str) -> int:
     return value
 
 
+def _port_or_off(text: str) -> int | None:
+    """A port, or `off` (no listener)."""
+    return None if text.strip().lower() == "off" else _port(text)
+
+
 def _size(text: str) -> int:
     """A byte size as Redis writes them: 1048576, 512mb, 64k."""
     value = parse_size(text)
@@ -86,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address to listen on (default 127.0.0.1: loopback only)")
     serve.add_argument("--http-port", type=_port, default=7070,
                        help="HTTP/SSE port (default 7070; 0 picks a free port)")
-    serve.add_argument("--resp-port", type=_port, default=6379,
-                       help="Redis protocol port (default 6379; 0 picks a free port)")
+    serve.add_argument("--resp-port", type=_port_or_off, default=6379,
+                       help="Redis protocol port (default 6379; 0 picks a free port; 'off': "
+                            "no plain RESP listener, e.g. to serve RESP over --tls-port only)")
     serve.add_argument("--token", default=os.environ.get("TOPICS_TOKEN"),
                        help="require 'Authorization: Bearer TOKEN' on every /v0 route (env TOPICS_TOKEN)")
     serve.add_argument("--allowed-hosts", default=os.environ.get("TOPICS_ALLOWED_HOSTS", ""),
@@ -98,6 +104,26 @@ def build_parser() -> argparse.ArgumentParser:
                        "(env TOPICS_ALLOWED_HOSTS)")
     serve.add_argument("--requirepass", default=os.environ.get("TOPICS_REQUIREPASS"),
                        help="password RESP clients must AUTH with, as Redis's requirepass (env TOPICS_REQUIREPASS)")
+    serve.add_argument("--read-token", default=os.environ.get("TOPICS_READ_TOKEN"),
+                       help="a second, read-only credential (env TOPICS_READ_TOKEN): HTTP "
+                            "'Authorization: Bearer READ_TOKEN' may read, watch and diff "
+                            "topics and routers but not write, delete, claim/ack or configure "
+                            "(403); RESP 'AUTH reader READ_TOKEN' may run the commands that "
+                            "neither write nor administer (NOPERM). Needs --token")
+    serve.add_argument("--tls-cert", type=Path, default=_env_path("TOPICS_TLS_CERT"),
+                       metavar="PEM", help="TLS certificate (chain), with --tls-key: the HTTP "
+                       "port then speaks HTTPS only, and --tls-port serves RESP over TLS "
+                       "(env TOPICS_TLS_CERT)")
+    serve.add_argument("--tls-key", type=Path, default=_env_path("TOPICS_TLS_KEY"),
+                       metavar="PEM", help="private key of --tls-cert (env TOPICS_TLS_KEY)")
+    serve.add_argument("--tls-ca", type=Path, default=_env_path("TOPICS_TLS_CA"),
+                       metavar="PEM", help="CA bundle: clients of both TLS fronts must present "
+                       "a certificate it signed, as redis-server's tls-auth-clients "
+                       "(env TOPICS_TLS_CA)")
+    serve.add_argument("--tls-port", type=_port, default=None, metavar="PORT",
+                       help="serve RESP over TLS on this port too (0 picks a free port; needs "
+                            "--tls-cert/--tls-key; TLS clients use one task each whatever "
+                            "--resp-io says)")
     serve.add_argument("--heartbeat-ms", type=int, default=15000,
                        help="SSE heartbeat interval in ms (default 15000)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -186,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
             token=args.token,
             allowed_hosts=parse_allowed_hosts(args.allowed_hosts),
             requirepass=args.requirepass,
+            read_token=args.read_token,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_ca=args.tls_ca,
+            tls_port=args.tls_port,
             heartbeat_s=args.heartbeat_ms / 1000.0,
             wal_shards=max(1, args.wal_shards),
             cold_dir=args.cold_dir,

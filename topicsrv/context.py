@@ -9,6 +9,7 @@ and other layers add Prometheus families through `Metrics.exporters`.
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from topicsrv.memory import MemoryGuard
 from topicsrv.notify import Notifier
 from topicsrv.tasks.claims import Claims
 from topicsrv.tasks.routers import Routers
+from topicsrv.tls import server_context
 
 if TYPE_CHECKING:
     from topicsrv.storage.store import Storage
@@ -66,6 +68,11 @@ class ServerConfig:
     token: str | None = None
     allowed_hosts: tuple[str, ...] = ()  # extra HTTP Host names ("*" = any); see http/guards.py
     requirepass: str | None = None
+    read_token: str | None = None  # HTTP read-only bearer token; RESP user `reader`'s password
+    tls_cert: Path | None = None  # PEM certificate chain: TLS on HTTP and on tls_port
+    tls_key: Path | None = None  # PEM private key of tls_cert
+    tls_ca: Path | None = None  # PEM CA bundle: client certificates required and verified
+    tls_port: int | None = None  # RESP over TLS (0 = a free port; None = no TLS RESP listener)
     heartbeat_s: float = 15.0
     max_body_bytes: int = 64 << 20
     proto_max_bulk_len: int = 512 << 20
@@ -102,6 +109,7 @@ class ServerContext:
     routers: Routers | None = None  # one forwarding worker per router
     request_shutdown: Callable[[], None] | None = None  # a clean stop, as SIGTERM (SHUTDOWN)
     drain: Drain = field(default_factory=Drain)  # requests in flight, for a graceful stop
+    tls: ssl.SSLContext | None = None  # --tls-cert/--tls-key (topicsrv/tls.py); None: no TLS
 
     def claims_service(self) -> Claims:
         if self.claims is None:
@@ -123,6 +131,8 @@ def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerCont
     admission = Admission(config.maxclients, protected_mode=config.protected_mode,
                           trusted_nets=config.trusted_nets)
     return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
-                         memory=MemoryGuard(config.max_memory), claims=Claims(engine, notifier))
+                         memory=MemoryGuard(config.max_memory), claims=Claims(engine, notifier),
+                         tls=server_context(config.tls_cert, config.tls_key,
+                                            config.tls_ca, config.tls_port))
 
 

@@ -19,6 +19,7 @@ import trio
 from topicsrv.admission import is_loopback, size_maxclients
 from topicsrv.clock import Clock
 from topicsrv.context import ServerConfig, ServerContext, make_context
+from topicsrv.errors import StartupError
 
 __all__ = ["ServerConfig", "ServerContext", "make_context", "run"]
 
@@ -41,6 +42,25 @@ def _warn_exposed(config: ServerConfig) -> None:
             log.warning("protected mode: %s binds %s but has no %s, so it serves loopback "
                         "clients only (set %s, or --protected-mode no on a trusted network)",
                         front, config.bind, flag, flag)
+
+
+def _check_roles(config: ServerConfig) -> None:
+    """`--read-token` only restricts anything beside a full credential (acl.py, guards.py)."""
+    if not config.read_token:
+        return
+    if not config.token:
+        raise StartupError("--read-token needs --token: without a full token every HTTP "
+                           "client has full access, so a read-only one would restrict nothing")
+    if config.read_token == config.token:
+        raise StartupError("--read-token must differ from --token")
+    if not config.requirepass:
+        log.warning("RESP: --read-token defines the read-only user 'reader', but without "
+                    "--requirepass every RESP client is the 'default' user with full access")
+
+
+def _shown(ctx: ServerContext, name: str) -> str:
+    """A listener's name in the startup line ("https" when the HTTP port speaks TLS)."""
+    return "https" if name == "http" and ctx.tls is not None else name
 
 
 async def _watch_signals(ctx: ServerContext, nursery: trio.Nursery) -> None:
@@ -66,6 +86,7 @@ async def run(
 ) -> None:
     from topicsrv.http.server import serve_http
 
+    _check_roles(config)
     ctx = make_context(config, clock)
     from topicsrv.resp.server import serve_resp
     ctx.admission.maxclients = size_maxclients(config.maxclients)
@@ -86,9 +107,10 @@ async def run(
             await nursery.start(ctx.claims_service().run)
             if config.http_port is not None:
                 ctx.addresses["http"] = await nursery.start(serve_http, ctx)
-            if config.resp_port is not None:
-                ctx.addresses["resp"] = await nursery.start(serve_resp, ctx)
-            parts = [f"{name}={host}:{port}" for name, (host, port) in ctx.addresses.items()]
+            if config.resp_port is not None or config.tls_port is not None:
+                await nursery.start(serve_resp, ctx)  # sets addresses "resp" and "resp-tls"
+            parts = [f"{_shown(ctx, name)}={host}:{port}"
+                     for name, (host, port) in ctx.addresses.items()]
             log.info("listening %s", " ".join(parts))
             if storage is not None:  # /v0/ready stays 503 until fsync/disk topics are back
                 await storage.open()

@@ -1,7 +1,8 @@
 """Dispatch: a parsed `Request` in, a `Response` (or a `StreamPlan` to stream: watch, work) out.
 
 Rule 1: the guards run before routing, in this order: Host (403), bearer token (401, on every
-path when a token is configured), then the route (404/405/400 name), then the body's media type
+path when a token is configured), then the route (404/405/400 name), then the token's role
+(403 for the read-only token on a route that changes anything), then the body's media type
 (415); see `topicsrv.http.guards`. Routing sees the raw path the guards saw (router Rule 5).
 Rule 2: every failure leaves here as the error shape of API.md section 0. A TopicsError keeps
 its status and code; any other exception is logged with its traceback and answered 500
@@ -70,9 +71,10 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
     label: str | None = OTHER
     try:
         guards.check_host(ctx.config, req)
-        guards.check_auth(ctx.config, req)
+        role = guards.check_auth(ctx.config, req)
         match = resolve(req.method, req.path)
         label = ROUTE_LABELS[match.handler]
+        guards.check_role(role, match.handler, req)
         guards.check_content_type(req)
         if match.handler in STREAMS:
             plan = _plan(ctx, match.handler, match.params, req)

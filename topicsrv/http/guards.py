@@ -7,15 +7,22 @@ Host is allowed when its name (port ignored, case-insensitive) is localhost, 127
 rebinding, which this refuses. A request without Host (HTTP/1.0 only) is not from a browser
 and passes.
 Rule 2: with a token configured, EVERY request needs `Authorization: Bearer <token>` (401
-`unauthorized`, compared in constant time), before routing: an unknown or non-canonical path
-is 401 to a caller without the token, and 404 only to one with it. The one exception is
-`GET /`, the static status page (no data; a browser cannot attach the header to a
-navigation): the page then asks for the token itself (topicsrv/http/status.py Rule 1).
+`unauthorized`, compared in constant time; the read-only token counts, Rule 5), before
+routing: an unknown or non-canonical path is 401 to a caller without a token, and 404 only to
+one with it. The one exception is `GET /`, the static status page (no data; a browser cannot
+attach the header to a navigation): the page then asks for the token itself
+(topicsrv/http/status.py Rule 1).
 Rule 3: a request that carries a body on a method other than GET/HEAD must declare
 `Content-Type: application/json` (parameters such as charset allowed), else 415
 `unsupported_media_type`. An HTML form or a `no-cors` fetch can only send form or text/plain
 bodies, so cross-site pages cannot write; a request without a body needs no Content-Type.
 Rule 4: pure functions of (config, request); no I/O.
+Rule 5 (roles): with `--read-token R` besides `--token T`, a request bearing R has the READER
+role: it may use only the routes whose handler is in READER_HANDLERS (health, ready, metrics,
+list/get topics and routers, diff, watch, the status page and its snapshot and stream); any other route (write, delete, PUT topic or
+router, claim/ack/nack/extend, the work stream) is 403 `forbidden` with `detail.reason`
+"read_only_token", after routing (an unknown path is still 404) and before the body is read
+by a handler. The list is an allow-list: a new route is refused to readers until added.
 """
 
 from __future__ import annotations
@@ -30,6 +37,12 @@ from topicsrv.http.protocol import Request
 if TYPE_CHECKING:
     from topicsrv.context import ServerConfig
 
+FULL = "full"
+READER = "reader"
+READER_HANDLERS = frozenset({
+    "health", "ready", "metrics", "list_topics", "get_topic", "diff", "watch_topic",
+    "watch_many", "list_routers", "get_router", "status_page", "status", "status_stream",
+})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]/@,]+)(?::[0-9]{0,5})?")
@@ -81,17 +94,36 @@ def check_host(config: ServerConfig, req: Request) -> None:
     )
 
 
-def check_auth(config: ServerConfig, req: Request) -> None:
+def check_auth(config: ServerConfig, req: Request) -> str:
+    """The request's role (Rule 2): FULL (the token, or no token configured) or READER (the
+    read-only token); 401 `unauthorized` for anything else."""
     token = config.token
     if not token or (req.path == "/" and req.method == "GET"):
-        return
+        return FULL  # `GET /` is the static page (Rule 2): it holds no data
     given = req.headers.get("authorization", "")
     scheme, _, value = given.partition(" ")
-    ok = scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
-    if not ok:
+    presented = value.strip().encode()
+    full = hmac.compare_digest(presented, token.encode())
+    reader = bool(config.read_token) and hmac.compare_digest(
+        presented, (config.read_token or "").encode())
+    if scheme.lower() == "bearer" and (full or reader):
+        return FULL if full else READER
+    raise TopicsError(
+        "unauthorized",
+        "missing or wrong bearer token (send 'Authorization: Bearer <token>')",
+    )
+
+
+def check_role(role: str, handler: str, req: Request) -> None:
+    """403 `forbidden` (`detail.reason` "read_only_token") for a route the read-only token may
+    not use (Rule 5)."""
+    if role == READER and handler not in READER_HANDLERS:
         raise TopicsError(
-            "unauthorized",
-            "missing or wrong bearer token (send 'Authorization: Bearer <token>')",
+            "forbidden",
+            f"the read-only token (--read-token) may read, watch and diff topics and routers "
+            f"but not {req.method} {req.path}: use the full token (--token) to write, delete, "
+            f"claim, ack or configure",
+            {"reason": "read_only_token", "method": req.method, "path": req.path},
         )
 
 

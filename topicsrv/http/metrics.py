@@ -23,7 +23,7 @@ Rule 6: the text format is Prometheus 0.0.4, or OpenMetrics when the scraper ask
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -138,7 +138,7 @@ class ServerCollector(Collector):
         yield from queue_families(ctx, top)
         yield from router_families(ctx)
         for exporter in ctx.metrics.exporters:
-            yield from exporter()
+            yield from cast("Iterable[Metric]", exporter())
 
 
 def topic_families(ctx: ServerContext, top: list[Topic], others: Others) -> Iterator[Metric]:

@@ -158,10 +158,10 @@ class ServerProtocol:
 
     # ---- input -------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         """Feed bytes from the peer; b"" means the peer closed its side."""
         try:
-            self.conn.receive_data(data)
+            self.conn.receive_data(data)  # type: ignore[arg-type]  # h11 takes any bytes-like
         except RuntimeError:  # data after close: nothing more will be parsed
             pass
 

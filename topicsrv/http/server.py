@@ -14,6 +14,9 @@ closing and cancels the stream at once, instead of at the next heartbeat; so doe
 that may long-poll (diff, claim).
 Rule 5: a response is written piece by piece as `ServerProtocol.respond_pieces` yields it; each
 `send_all` is a checkpoint, so a large body never holds the loop and is never copied whole.
+Rule 6: with TLS (topicsrv/tls.py) every connection is an HTTPS one: its handshake runs in
+the connection's task, counted as a connection, bounded by tls.HANDSHAKE_TIMEOUT_S; a failed
+handshake just ends the task. Everything after it is the same code over the TLS stream.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 import orjson
 import trio
 
+from topicsrv import tls
 from topicsrv.errors import TopicsError
 from topicsrv.http import sse
 from topicsrv.http.app import dispatch
@@ -63,11 +67,13 @@ async def serve_http(
     ctx.admission.register(lambda: http_stats(ctx).connections)
     activity = ctx.metrics.activity  # the status page's and /metrics' rates (activity.py)
     activity.slot_s = ctx.config.status_slot_s
+    secure = None if ctx.tls is None else partial(tls.accept, context=ctx.tls)
     async with trio.open_nursery() as nursery:
         await nursery.start(partial(activity.run, ctx.engine, lambda: ctx.ready))
         nursery.start_soon(partial(
-            ctx.admission.serve, listeners, partial(handle_connection, ctx), name="HTTP",
-            has_credential=lambda: bool(ctx.config.token), refuse=refusal))
+            ctx.admission.serve, listeners, partial(handle_connection, ctx),
+            name="HTTPS" if secure else "HTTP", has_credential=lambda: bool(ctx.config.token),
+            refuse=refusal, secure=secure))
         task_status.started((host, port))
 
 
@@ -89,17 +95,23 @@ def refusal(reason: str) -> bytes:
 
 async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> None:
     stats = http_stats(ctx)
-    stats.connections += 1
+    stats.connections += 1  # from the accept on, the TLS handshake included (admission Rule 5)
     proto = ServerProtocol(ctx.config.max_body_bytes, local_host=_local_host(stream))
+    conn: trio.abc.Stream = stream
     try:
-        await _serve(ctx, proto, stream)
+        if ctx.tls is not None:
+            secured = await tls.accept(stream, ctx.tls)
+            if secured is None:
+                return  # the handshake failed or timed out (topicsrv/tls.py Rule 4)
+            conn = secured
+        await _serve(ctx, proto, conn)
     except Exception as exc:  # never let one connection take the listener down
         if not _gone(exc):
             log.exception("HTTP connection failed")
-            await _answer_internal(ctx, proto, stream)
+            await _answer_internal(ctx, proto, conn)
     finally:
         stats.connections -= 1
-        await stream.aclose()
+        await conn.aclose()  # TLS is https_compatible: no close_notify, the socket closes
 
 
 def _gone(exc: BaseException) -> bool:
@@ -110,7 +122,7 @@ def _gone(exc: BaseException) -> bool:
 
 
 async def _answer_internal(ctx: ServerContext, proto: ServerProtocol,
-                           stream: trio.SocketStream) -> None:
+                           stream: trio.abc.Stream) -> None:
     data = proto.internal_error()
     if data is None:
         return  # part of an answer is already out: closing is all that is left
@@ -134,7 +146,7 @@ def _count(ctx: ServerContext, status: int) -> None:
     requests[status] = requests.get(status, 0) + 1
 
 
-async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream) -> None:
+async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Stream) -> None:
     while True:
         event = proto.next_event()
         pending = proto.data_to_send()  # e.g. "100 Continue"
@@ -176,7 +188,7 @@ async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketS
 
 
 async def _dispatch_watching_peer(
-    ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, req: Request
+    ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Stream, req: Request
 ) -> Response | sse.StreamPlan | None:
     """Dispatch a request that may long-poll, cancelling it if the peer disconnects. Bytes
     the peer pipelines meanwhile are handed to the protocol (at most PIPELINE_BYTES)."""
@@ -208,11 +220,12 @@ async def _dispatch_watching_peer(
     return result
 
 
-async def _linger(stream: trio.SocketStream) -> None:
+async def _linger(stream: trio.abc.Stream) -> None:
     """After a refusal, stop writing and drain briefly, so the peer reads our answer instead of
     a connection reset caused by its unread body."""
     try:
-        await stream.send_eof()
+        if isinstance(stream, trio.abc.HalfCloseableStream):  # not TLS
+            await stream.send_eof()
         with trio.move_on_after(LINGER_S):
             while await stream.receive_some(RECEIVE_BYTES):
                 pass
@@ -221,7 +234,7 @@ async def _linger(stream: trio.SocketStream) -> None:
 
 
 async def _stream(
-    ctx: ServerContext, proto: ServerProtocol, stream: trio.SocketStream, plan: sse.StreamPlan
+    ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Stream, plan: sse.StreamPlan
 ) -> None:
     await stream.send_all(proto.start_stream(200, SSE_HEADERS))
 

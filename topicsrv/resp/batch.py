@@ -11,9 +11,10 @@ answered and left out, never failing its neighbours).
 Rule 3: the write is atomic: if the engine refuses the batch as a whole (name, limits,
 storage), nothing was applied and the run is executed command by command instead, so each
 gets exactly the reply it would get alone.
-Rule 4: bookkeeping is as for single commands: total_commands, last_cmd, NOAUTH (an
-unauthenticated client never coalesces), and the `xadd` latency histogram (one observation per
-XADD, each the run's time divided by its length).
+Rule 4: bookkeeping is as for single commands: total_commands, last_cmd, NOAUTH and NOPERM
+(an unauthenticated client, or one logged in as another user than `default`, never coalesces:
+the dispatcher refuses each of its XADDs), and the `xadd` latency histogram (one observation
+per XADD, each the run's time divided by its length).
 Rule 5: an XADD with more than dispatch.BIG_ARGV arguments never coalesces (it takes the
 dispatcher's fair path); an unexpected exception answers every command of the run with
 `ERR internal error (logged)`, as the dispatcher would (dispatch Rule 2).
@@ -28,7 +29,7 @@ from typing import Any
 
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.errors import TopicsError
-from topicsrv.resp import ids
+from topicsrv.resp import acl, ids
 from topicsrv.resp.commands.base import CommandContext, Err, Pending
 from topicsrv.resp.commands.stream_args import plain_pairs
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
@@ -47,7 +48,7 @@ def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
 def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
     """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
     first = cmds[i]
-    if len(first) < 5 or not ctx.client.authenticated:
+    if len(first) < 5 or not ctx.client.authenticated or ctx.client.user != acl.DEFAULT:
         return None
     key = first[1]
     end = min(len(cmds), i + MAX_RUN)

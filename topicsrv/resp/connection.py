@@ -104,6 +104,9 @@ class SocketIO:
             nursery.start_soon(write)
         return readable
 
+    def close_nowait(self) -> None:
+        """Last words before the socket closes (TLS: close_notify); nothing for TCP."""
+
 
 async def drive(s: Session, sock: SocketIO, r: Outcome, *, until_idle: bool) -> bool:
     """Serve session `s` on `sock` from outcome `r` on. Returns True when it is idle (only
@@ -212,11 +215,19 @@ class Connection:
 
         client.kill = kill
 
+    async def open_io(self) -> SocketIO | None:
+        """The socket interface `drive` serves the session over (None: do not serve);
+        TlsConnection (topicsrv/resp/tlsio.py) runs its handshake here."""
+        return SocketIO(self.sock)
+
     async def run(self) -> None:
         s = self.session
+        io: SocketIO | None = None
         try:
             with self.scope:
-                await drive(s, SocketIO(self.sock), NEED_DATA, until_idle=False)
+                io = await self.open_io()
+                if io is not None:
+                    await drive(s, io, NEED_DATA, until_idle=False)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except OSError as e:
@@ -225,6 +236,8 @@ class Connection:
             self.front.stats.unexpected_errors += 1
             log.exception("client %d: unexpected error; closing", s.client.id)
         finally:
+            if io is not None:
+                io.close_nowait()
             s.close()
             trio.lowlevel.notify_closing(self.sock)
             self.sock.close()

@@ -4,7 +4,8 @@ Sans-IO: the session (topicsrv/resp/session.py) calls `execute` for each command
 encodes what it returns; nothing here encodes, sends or waits.
 
 Rule 1: checks run in redis-server's order: POST/Host: (Rule 3), unknown command,
-authentication (NOAUTH), unknown subcommand, arity; then the handler parses its own arguments.
+authentication (NOAUTH), unknown subcommand, arity, the user's permissions (NOPERM,
+topicsrv/resp/acl.py); then the handler parses its own arguments.
 Rule 2: every failure becomes an error REPLY: `Err` as is, `TopicsError` via its RESP prefix,
 anything unexpected (a bug: in a handler, in encoding its reply, in a commit wait) as
 `ERR internal error (logged)` with the traceback in the server log. A client never sees a
@@ -41,6 +42,7 @@ from typing import Any
 
 from topicsrv.errors import TopicsError
 from topicsrv.memory import oom_error
+from topicsrv.resp import acl
 from topicsrv.resp.commands.base import (
     NO_REPLY,
     NULL_ARRAY,
@@ -151,6 +153,8 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     n = len(argv)
     if (spec.arity > 0 and n != spec.arity) or n < -spec.arity:
         return _refuse(tx, wrong_args(spec.name))
+    if client.user != acl.DEFAULT and not acl.permitted(client.user, spec):
+        return _refuse(tx, Err(acl.noperm(spec)))
     client.last_cmd = spec.name
     handler = spec.handler
     assert handler is not None

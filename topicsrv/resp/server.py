@@ -13,23 +13,31 @@ Rule 5 (idle timeout, Redis's `timeout`): with `CONFIG SET timeout N` (seconds, 
 default) a client that sent no command for more than N seconds is closed, checked once a
 second as redis-server's clientsCron does; a client blocked in a command, or with replies
 still unsent, is not idle.
+Rule 6 (TLS, topicsrv/tls.py): with `--tls-port` a second listener serves RESP over TLS, on
+the task path (topicsrv/resp/tlsio.py) whatever `--resp-io` says; `--resp-port off` leaves
+only the TLS one. Both share one front (clients, stats, CLIENT LIST); the bound addresses
+are `ctx.addresses["resp"]` and `["resp-tls"]`, and the plain one (else the TLS one) is
+reported to the starter.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 
 import trio
 
-from topicsrv.admission import DENIED_TEXT, MAXCLIENTS_TEXT
+from topicsrv import tls
+from topicsrv.admission import DENIED_TEXT, MAXCLIENTS_TEXT, Secure
 from topicsrv.context import ServerContext
 from topicsrv.resp import reactor
 from topicsrv.resp.commands import load_all
 from topicsrv.resp.commands.base import Client, Front
 from topicsrv.resp.connection import Connection
+from topicsrv.resp.tlsio import TlsConnection
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +65,11 @@ async def close_idle_clients(front: Front) -> None:
             c.kill()
 
 
+async def _handle_tls(ctx: ServerContext, front: Front, context: ssl.SSLContext,
+                      stream: trio.SocketStream) -> None:
+    await TlsConnection(ctx, front, stream, context).run()
+
+
 def refusal(reason: str) -> bytes:
     """What a refused client reads before the close (topicsrv/admission.py)."""
     text = DENIED_TEXT if reason == "denied" else MAXCLIENTS_TEXT
@@ -64,11 +77,12 @@ def refusal(reason: str) -> bytes:
 
 
 def accept(ctx: ServerContext, listeners: list[trio.SocketListener],
-           handler: Callable[[trio.SocketStream], Awaitable[None]]) -> Awaitable[None]:
+           handler: Callable[[trio.SocketStream], Awaitable[None]],
+           secure: Secure | None = None) -> Awaitable[None]:
     """Serve `listeners` through the admission gate (protected mode, maxclients)."""
-    return ctx.admission.serve(listeners, handler, name="RESP",
+    return ctx.admission.serve(listeners, handler, name="RESP" if secure is None else "RESP-TLS",
                                has_credential=lambda: bool(ctx.config.requirepass),
-                               refuse=refusal)
+                               refuse=refusal, secure=secure)
 
 
 async def serve_resp(
@@ -78,19 +92,33 @@ async def serve_resp(
     front = Front()
     ctx.metrics.resp = front
     ctx.admission.register(lambda: len(front.clients))
-    port = ctx.config.resp_port or 0
-    listeners = await trio.open_tcp_listeners(port, host=ctx.config.bind)
-    sockname = listeners[0].socket.getsockname()
-    front.port = int(sockname[1])
-    mode = ctx.config.resp_io
+    cfg = ctx.config
+    listeners = tls_listeners = None
+    if cfg.resp_port is not None:
+        listeners = await trio.open_tcp_listeners(cfg.resp_port, host=cfg.bind)
+        ctx.addresses["resp"] = _address(listeners)
+    if cfg.tls_port is not None and ctx.tls is not None:
+        tls_listeners = await trio.open_tcp_listeners(cfg.tls_port, host=cfg.bind)
+        ctx.addresses["resp-tls"] = _address(tls_listeners)
+    front.port = (ctx.addresses.get("resp") or ctx.addresses["resp-tls"])[1]
+    mode = cfg.resp_io
     if mode == "reactor" and not reactor.available():
         mode = "tasks"
     front.io = mode
     async with trio.open_nursery() as nursery:
         nursery.start_soon(close_idle_clients, front)
-        if mode == "reactor":
+        if listeners is not None and mode == "reactor":
             nursery.start_soon(reactor.serve_reactor, ctx, front, nursery,
                                partial(accept, ctx, listeners))
-        else:
+        elif listeners is not None:
             nursery.start_soon(accept, ctx, listeners, partial(_handle, ctx, front))
-        task_status.started((str(sockname[0]), int(sockname[1])))
+        if tls_listeners is not None and ctx.tls is not None:  # Rule 6: always the task path
+            nursery.start_soon(partial(accept, ctx, tls_listeners,
+                                       partial(_handle_tls, ctx, front, ctx.tls),
+                                       secure=partial(tls.accept, context=ctx.tls)))
+        task_status.started(ctx.addresses.get("resp") or ctx.addresses["resp-tls"])
+
+
+def _address(listeners: list[trio.SocketListener]) -> tuple[str, int]:
+    sockname = listeners[0].socket.getsockname()
+    return str(sockname[0]), int(sockname[1])

@@ -191,6 +191,7 @@ class Client:
     name: bytes | None = None
     protocol: int = 2
     authenticated: bool = True
+    user: str = "default"  # the ACL user (topicsrv/resp/acl.py): "default" or "reader"
     db: int = 0
     lib_name: bytes | None = None
     lib_ver: bytes | None = None

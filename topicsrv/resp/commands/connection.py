@@ -1,19 +1,20 @@
 """Connection commands: HELLO AUTH PING ECHO QUIT RESET SELECT CLIENT *.
 
 Rule 1: texts and reply shapes are redis-server 7's (HELLO's map is what redis-py checks).
-Rule 2: there is one user, `default`; with `--requirepass` a connection starts
-unauthenticated and every command but AUTH/HELLO/QUIT/RESET answers `NOAUTH`.
+Rule 2: users are topicsrv/resp/acl.py's (`default`, and `reader` with `--read-token`); with
+`--requirepass` a connection starts unauthenticated and every command but AUTH/HELLO/QUIT/RESET
+answers `NOAUTH`; otherwise it starts as `default`. RESET makes it `default` again.
 Rule 3: CLIENT KILL of another connection cancels it (a blocked XREAD included); killing
 oneself replies first, then closes, like Redis.
 """
 
 from __future__ import annotations
 
-import hmac
 import time
 from collections.abc import Callable
 from typing import Any
 
+from topicsrv.resp import acl
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     SYNTAX,
@@ -37,13 +38,13 @@ def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = ""
                    since, syntax=syntax)
 
 
-def check_password(ctx: CommandContext, user: bytes | None, password: bytes) -> bool:
-    required = ctx.server.config.requirepass
-    if user is not None and user != b"default":
-        return False
-    if not required:
-        return user is not None  # `default` is nopass; AUTH <password> alone is an error
-    return hmac.compare_digest(password, required.encode())
+def log_in(ctx: CommandContext, user: bytes | None, password: bytes) -> None:
+    """AUTH / HELLO AUTH: become `user` (`default` when None), or WRONGPASS (acl.py Rule 1)."""
+    found = acl.authenticate(ctx.server.config, b"default" if user is None else user, password)
+    if found is None:
+        raise Err(WRONGPASS)
+    ctx.client.user = found.name
+    ctx.client.authenticated = True
 
 
 def _valid_name(name: bytes) -> bool:
@@ -87,9 +88,7 @@ def hello(ctx: CommandContext, args: list[bytes]) -> Any:
         else:
             raise Err(f"ERR Syntax error in HELLO option '{a.peek().decode('utf-8', 'replace')}'")
     if auth is not None:
-        if not check_password(ctx, auth[0], auth[1]):
-            raise Err(WRONGPASS)
-        client.authenticated = True
+        log_in(ctx, auth[0], auth[1])
     if not client.authenticated:
         raise Err("NOAUTH HELLO must be called with the client already authenticated, otherwise "
                   "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
@@ -111,9 +110,7 @@ def auth(ctx: CommandContext, args: list[bytes]) -> Any:
     if user is None and not ctx.server.config.requirepass:
         raise Err("ERR AUTH <password> called without any password configured for the default "
                   "user. Are you sure your configuration is correct?")
-    if not check_password(ctx, user, args[-1]):
-        raise Err(WRONGPASS)
-    ctx.client.authenticated = True
+    log_in(ctx, user, args[-1])
     return Simple("OK")
 
 
@@ -144,6 +141,7 @@ def reset(ctx: CommandContext, args: list[bytes]) -> Any:
     c.name = None
     c.db = 0
     c.authenticated = not ctx.server.config.requirepass
+    c.user = acl.DEFAULT
     return Simple("RESET")
 
 
@@ -160,9 +158,15 @@ def select(ctx: CommandContext, args: list[bytes]) -> Any:
 container("client", "connection", "A container for client connection commands.", "2.4.0")
 
 
+ADMIN_SUBCOMMANDS = frozenset({"kill", "list", "pause", "unpause", "no-evict"})  # as Redis 7.0
+
+
 def _client_cmd(sub: str, arity: int, summary: str, syntax: str = "", since: str = "2.4.0") -> Any:
-    return command(f"client|{sub}", arity, ["noscript", "loading", "stale"], 0, 0, 0,
-                   "connection", summary, since, syntax=syntax)
+    flags = ["noscript", "loading", "stale"]
+    if sub in ADMIN_SUBCOMMANDS:
+        flags.insert(0, "admin")
+    return command(f"client|{sub}", arity, flags, 0, 0, 0, "connection", summary, since,
+                   syntax=syntax)
 
 
 def client_line(ctx: CommandContext, c: Client) -> str:
@@ -182,7 +186,7 @@ def client_line(ctx: CommandContext, c: Client) -> str:
         "qbuf=0", "qbuf-free=0", "argv-mem=0", "multi-mem=0", "rbs=0", "rbp=0",
         f"obl={min(c.out_pending, 16384)}", "oll=0", f"omem={c.out_pending}",
         f"tot-mem={c.out_pending}", "events=" + ("w" if c.paused else "r"),
-        f"cmd={c.last_cmd}", "user=default", "redir=-1", f"resp={c.protocol}",
+        f"cmd={c.last_cmd}", f"user={c.user}", "redir=-1", f"resp={c.protocol}",
         f"lib-name={(c.lib_name or b'').decode('utf-8', 'replace')}",
         f"lib-ver={(c.lib_ver or b'').decode('utf-8', 'replace')}",
     ]
@@ -279,7 +283,7 @@ def client_kill(ctx: CommandContext, args: list[bytes]) -> Any:
         elif opt == b"type":
             preds.append(_always(_client_type(a.next()) == b"normal"))  # only normal clients
         elif opt == b"user":
-            preds.append(_always(a.next() == b"default"))  # the one user
+            preds.append(_field_is("user", a.next().decode("utf-8", "surrogateescape")))
         elif opt == b"skipme":
             val = a.next().lower()
             if val not in (b"yes", b"no"):

@@ -17,6 +17,7 @@ from typing import Any
 
 from topicsrv.engine.glob import PatternTooLong, compile_glob
 from topicsrv.memory import parse_size
+from topicsrv.resp.acl import categories
 from topicsrv.resp.commands.base import (
     ERROR_STATS,
     REGISTRY,
@@ -38,22 +39,8 @@ def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = ""
 
 # ---- COMMAND -----------------------------------------------------------------------------
 
-ACL = {"stream": ["@stream"], "connection": ["@connection"], "server": ["@admin", "@dangerous"],
-       "generic": ["@keyspace"], "topic": ["@stream"]}
-
-
 def command_info(spec: CommandSpec) -> list[Any]:
-    cats = list(ACL.get(spec.group, []))
-    if "write" in spec.flags:
-        cats.insert(0, "@write")
-    elif "readonly" in spec.flags:
-        cats.insert(0, "@read")
-    if "fast" in spec.flags:
-        cats.append("@fast")
-    elif "blocking" in spec.flags:
-        cats.append("@blocking")
-    else:
-        cats.append("@slow")
+    cats = categories(spec)
     key_specs = []
     if spec.first_key > 0:
         last = spec.last_key - spec.first_key if spec.last_key >= 0 else spec.last_key
