@@ -10,7 +10,10 @@ Rule 2: a changed value clears every producer's map (Redis); the new settings ar
   (a T_IDMP frame, fsync-gated) before the reply, so they survive a crash.
 Rule 3: XINFO STREAM (and FULL) reports `idmp-duration`, `idmp-maxsize`, `pids-tracked`,
   `iids-tracked` (live RESP entries after expiry), `iids-added`, `iids-duplicates` (lifetime
-  counters) after `recorded-first-entry-id`, as Redis 8.6 does, on every stream.
+  counters) after `recorded-first-entry-id`, as Redis 8.6 does, once the stream used IDMP (an
+  IDMP/IDMPAUTO XADD, or XCFGSET away from the defaults). A stream that never did answers as
+  Redis 7.0 (9 fields; what Valkey's `XINFO FULL output` and clients that count fields
+  expect of the version we report, docs/redis-compatibility.md).
 """
 
 from __future__ import annotations
@@ -73,8 +76,11 @@ def xcfgset(ctx: CommandContext, args: list[bytes]) -> Any:
 
 
 def idmp_fields(ctx: CommandContext, topic: Topic) -> dict[str, Any]:
-    """The XINFO STREAM idmp fields (Rule 3)."""
+    """The XINFO STREAM idmp fields (Rule 3): none until the stream used IDMP."""
     table = topic.idempotency
+    if not table.added and (table.duration_s, table.maxsize) == (idem.DURATION_DEFAULT,
+                                                                  idem.MAXSIZE_DEFAULT):
+        return {}
     pids, iids = table.stats(ctx.engine.now())
     return {"idmp-duration": table.duration_s, "idmp-maxsize": table.maxsize, "pids-tracked": pids,
             "iids-tracked": iids, "iids-added": table.added, "iids-duplicates": table.duplicates}
