@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from topicsrv.errors import TopicsError
-from topicsrv.http import claims, guards, handlers, ops, routers, sse, work
+from topicsrv.http import claims, guards, handlers, openapi, ops, routers, sse, work
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
 from topicsrv.http.router import resolve
@@ -34,6 +34,7 @@ HANDLERS: dict[str, Handler] = {
     "health": ops.health,
     "ready": ops.ready,
     "metrics": ops.metrics,
+    "openapi": openapi.openapi,
     "list_topics": handlers.list_topics,
     "get_topic": handlers.get_topic,
     "put_topic": handlers.put_topic,
