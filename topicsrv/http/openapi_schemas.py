@@ -71,7 +71,8 @@ MS = integer(0, CONFIG_INT_MAX)
 BOOL: Schema = {"type": "boolean"}
 NUMBER: Schema = {"type": "number"}
 ANY: Schema = {"description": "any JSON value"}
-NODE = string(1, MAX_NODE_BYTES, f"a node id, at most {MAX_NODE_BYTES} UTF-8 bytes")
+NODE = string(1, MAX_NODE_BYTES, f"a worker's node id, at most {MAX_NODE_BYTES} UTF-8 bytes")
+RECORD_NODE = string(0, MAX_NODE_BYTES, f"the writer's node id, at most {MAX_NODE_BYTES} UTF-8 bytes")
 TAG = string(0, MAX_TAG_BYTES, f"a tag, at most {MAX_TAG_BYTES} UTF-8 bytes")
 META: Schema = {"type": "object", "additionalProperties": {"type": "string"},
                 "maxProperties": MAX_META_KEYS,
@@ -216,7 +217,7 @@ def schemas() -> dict[str, Schema]:
             "next_after": nullable(ref("TopicName")), "performance": ref("Performance")}),
         "TopicDeleted": obj({"topic": ref("TopicName"), "deleted": {"const": True},
                              "epoch": integer(), "performance": ref("Performance")}),
-        "RecordIn": obj({"data": ANY, "tag": nullable(TAG), "node": nullable(NODE),
+        "RecordIn": obj({"data": ANY, "tag": nullable(TAG), "node": nullable(RECORD_NODE),
                          "meta": nullable(META)}, ("data",)),
         "WriteRequest": obj({
             "records": {"type": "array", "items": ref("RecordIn"), "minItems": 1,
