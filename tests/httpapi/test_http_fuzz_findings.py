@@ -44,3 +44,14 @@ def test_a_bad_idempotency_key_header_is_refused_even_with_a_body_key(c: Client,
                headers={"Idempotency-Key": "x" * 1025})
     _refused(r, "Idempotency-Key")
     assert c.get(f"/v0/topics/{topic}").status == 404  # nothing was written
+
+
+def test_claim_jitter_is_bounded_like_a_long_poll(c: Client, topic: str) -> None:
+    """A queue created with claim_jitter_ms 2^53-1 made every claim (and job stream) on it
+    wait for ~285,000 years, even without wait_ms: the window is now at most 60 s."""
+    r = c.put(f"/v0/topics/{topic}", {"type": "queue", "claim_jitter_ms": (1 << 53) - 1})
+    _refused(r, "claim_jitter_ms")
+    assert c.get(f"/v0/topics/{topic}").status == 404  # nothing was created
+    r = c.put(f"/v0/topics/{topic}", {"type": "queue", "claim_jitter_ms": 60_000})
+    assert r.status == 201 and r.json["config"]["claim_jitter_ms"] == 60_000
+    _refused(c.put(f"/v0/topics/{topic}", {"claim_jitter_ms": 60_001}), "claim_jitter_ms")

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from topicsrv.engine.config import CONFIG_INT_MAX, DURABILITY_CLASSES, TOPIC_NAME_RE, U64_MAX
+from topicsrv.engine.config import (
+    CLAIM_JITTER_MAX_MS,
+    CONFIG_INT_MAX,
+    DURABILITY_CLASSES,
+    TOPIC_NAME_RE,
+    U64_MAX,
+)
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from topicsrv.engine.queues import MAX_CLAIM, MAX_SEQS
 from topicsrv.engine.records import (
@@ -104,7 +110,7 @@ MATCH: Schema = {
 }
 
 _CONFIG_INTS = ("ttl_ms", "cap_records", "cap_bytes", "idempotency_window_ms")
-_QUEUE_INTS = ("max_deliveries", "claim_jitter_ms")
+JITTER = integer(0, CLAIM_JITTER_MAX_MS, "a claim's coalescing window")
 _CONFIG_BOOLS = ("durable", "auto_priority", "auto_create", "dedupe_node")
 PRIORITY = integer(-1000, 1000)
 
@@ -122,7 +128,7 @@ def _config_in() -> Schema:
         dead_letter=nullable(ref("TopicName")),
         leases_durable=BOOL,
     )
-    props.update({k: MS for k in _QUEUE_INTS})
+    props.update(max_deliveries=MS, claim_jitter_ms=JITTER)
     return obj(props, (), description="topic config fields; the queue fields need type 'queue'")
 
 
