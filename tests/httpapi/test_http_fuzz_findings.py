@@ -55,3 +55,18 @@ def test_claim_jitter_is_bounded_like_a_long_poll(c: Client, topic: str) -> None
     r = c.put(f"/v0/topics/{topic}", {"type": "queue", "claim_jitter_ms": 60_000})
     assert r.status == 201 and r.json["config"]["claim_jitter_ms"] == 60_000
     _refused(c.put(f"/v0/topics/{topic}", {"claim_jitter_ms": 60_001}), "claim_jitter_ms")
+
+
+def test_a_query_parameter_given_twice_is_refused(srv: Srv, c: Client, topic: str) -> None:
+    """`?limit=&limit=5` used the first value silently (here: none, so the default 1000): a
+    repeated parameter is now 400 naming it, on every route, streams included."""
+    c.write(topic, 1)
+    _refused(c.get("/v0/topics?limit=&limit=5"), "limit")
+    _refused(c.get(f"/v0/topics/{topic}?touch=false&touch=true"), "touch")
+    stream = SSE(srv.http_port, f"/v0/watch?topics={topic}&topics=other")
+    try:
+        assert stream.status != 200, "the watch opened"
+        _refused(Reply(stream.status, {}, stream.resp.read()), "topics")
+    finally:
+        stream.close()
+    assert c.get("/v0/topics?limit=5&prefix=t").status == 200

@@ -3,6 +3,8 @@
 Rule 1: the guards run before routing, in this order: Host (403), bearer token (401, on every
 path when a token is configured), then the route (404/405/400 name), then the body's media type
 (415); see `topicsrv.http.guards`. Routing sees the raw path the guards saw (router Rule 5).
+A query parameter given twice is 400 `invalid_request` naming it (after routing), never a
+guess at which one counts.
 Rule 2: every failure leaves here as the error shape of API.md section 0. A TopicsError keeps
 its status and code; any other exception is logged with its traceback and answered 500
 `internal` without it. The connection (and the server) keep serving.
@@ -16,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from topicsrv.errors import TopicsError
+from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import claims, guards, handlers, openapi, ops, routers, sse, work
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
@@ -62,6 +64,9 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
         guards.check_host(ctx.config, req)
         guards.check_auth(ctx.config, req)
         match = resolve(req.method, req.path)
+        if req.repeated is not None:
+            raise invalid(f"query parameter '{req.repeated}' is given more than once",
+                          field=req.repeated)
         guards.check_content_type(req)
         if match.handler == "watch_topic":
             return sse.plan_single(ctx, match.params["topic"], req)
