@@ -110,7 +110,8 @@ def _template(path: str) -> str:
     parts = path.split("?")[0].strip("/").split("/")
     for route in ROUTES:
         if len(route.pattern) == len(parts) and all(
-                want.startswith("{") or want == got for want, got in zip(route.pattern, parts)):
+                want.startswith("{") or want == got
+                for want, got in zip(route.pattern, parts, strict=True)):
             return "/" + "/".join(route.pattern)
     raise AssertionError(f"no route for {path}")
 

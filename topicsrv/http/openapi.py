@@ -146,7 +146,7 @@ def operations() -> dict[str, Schema]:
                                                      "maxLength": 1024},
                                  "the same as the body's idempotency_key")]),
         "diff": _op("Read the records after a cursor (optionally long-polling)",
-                    _ok("DiffResult"), MUTATING + (404,),
+                    _ok("DiffResult"), COMMON + (404, 415),
                     requestBody=_body("DiffRequest", required=False)),
         "delete_records": _op("Delete records by seq bound and/or tag (silent)",
                               _ok("DeleteResult"), MUTATING + (404,),
