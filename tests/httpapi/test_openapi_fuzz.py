@@ -36,8 +36,9 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is a dev
 from conftest import ServerProcess  # noqa: E402
 from topicsrv.http.openapi import document  # noqa: E402
 
-FUZZ_EXAMPLES = int(os.environ.get("TOPICSRV_FUZZ_EXAMPLES", "25"))
+FUZZ_EXAMPLES = int(os.environ.get("TOPICSRV_FUZZ_EXAMPLES", "50"))
 SEED = int(os.environ.get("TOPICSRV_FUZZ_SEED", "20240917"))
+STATEFUL_EXAMPLES = int(os.environ.get("TOPICSRV_FUZZ_STATEFUL", "30"))
 WAIT_MS = 20
 STREAM_S = 0.25
 STREAMS = ("watch_topic", "watch_many", "work")
@@ -67,7 +68,7 @@ def fuzz_config() -> Any:
         "request-timeout": 10,
         "generation": {"max-examples": FUZZ_EXAMPLES, "database": "none", "no-shrink": True},
         "phases": {"examples": {"enabled": True}, "coverage": {"enabled": True},
-                   "fuzzing": {"enabled": True}, "stateful": {"enabled": False}},
+                   "fuzzing": {"enabled": True}, "stateful": {"enabled": True}},
         "checks": {"enabled": False, **{name: {"enabled": True} for name in CHECKS}},
         "operations": [{"include-operation-id": op, "request-timeout": STREAM_S,
                         "max-stream-events": 5} for op in STREAMS],
@@ -105,6 +106,22 @@ def bound_waits(case: Any) -> None:
 def test_every_operation_survives_fuzzing(case: Any, fuzz_server: ServerProcess) -> None:
     bound_waits(case)
     case.call_and_validate(base_url=fuzz_server.http_url)
+
+
+def test_workflows_of_linked_operations(fuzz_server: ServerProcess) -> None:
+    """Stateful: sequences of calls along the links schemathesis infers (a PUT's topic then
+    read, written, claimed, deleted...), every response checked as above."""
+    from hypothesis import settings
+
+    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        def before_call(self, case: Any) -> None:
+            bound_waits(case)
+
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"base_url": fuzz_server.http_url}
+
+    Workflow.run(settings=settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=8,
+                                   deadline=None, database=None, derandomize=True))
 
 
 def test_the_server_survived_the_fuzzing(fuzz_server: ServerProcess) -> None:
