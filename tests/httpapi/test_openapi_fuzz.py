@@ -1,11 +1,14 @@
 """Schemathesis fuzzes every operation of /v0/openapi.json against a real server process.
 
 Per operation: the examples, coverage (boundary and schema-violating values) and fuzzing
-phases, a bounded number of cases (FUZZ_EXAMPLES, a fixed seed unless TOPICSRV_FUZZ_SEED is
-set), each response checked for: no 5xx, the status, Content-Type, headers and body the
-document declares (SSE events included), and schema-violating requests refused with a 4xx.
-After the run the server must still be up, must have logged no internal error, and must
-recover the data directory the fuzzing wrote.
+phases, then a stateful run along the links schemathesis infers (create a topic, then write,
+read, claim, delete it...). Bounded: FUZZ_EXAMPLES cases per operation and STATEFUL_EXAMPLES
+workflows, with a fixed seed, so `make test` is reproducible (~35 s); set TOPICSRV_FUZZ_SEED,
+TOPICSRV_FUZZ_EXAMPLES and TOPICSRV_FUZZ_STATEFUL to explore further. Each response is
+checked for: no 5xx, the status, Content-Type, headers and body the document declares (SSE
+events included), schema-violating requests refused with a 4xx, 405 + Allow for a method a
+path does not have. After the run the server must still be up, must have logged no internal
+error, and must recover the data directory the fuzzing wrote.
 
 Not checked: `positive_data_acceptance` (a schema-valid request gets 2xx). JSON Schema cannot
 say what the server also requires: an integer written as a JSON integer (`5.0` is an integer
