@@ -76,6 +76,7 @@ def fuzz_config() -> Any:
         "operations": [{"include-operation-id": op, "request-timeout": STREAM_S,
                         "max-stream-events": 5} for op in STREAMS],
         "suppress-health-check": ["all"],
+        "cache": {"enabled": False},  # no .schemathesis/ left in the work tree
     })
 
 
