@@ -23,6 +23,9 @@ U64_MAX = (1 << 64) - 1
 SEQ_MAX = U64_MAX - 1
 # Larger than any sane config number, small enough that arithmetic on it stays exact.
 CONFIG_INT_MAX = (1 << 53) - 1
+# Every claim on a queue waits its claim_jitter_ms (a coalescing window): bounded like a long
+# poll, so a typo cannot hang every claim and job stream of the queue for ages.
+CLAIM_JITTER_MAX_MS = 60_000
 
 
 def check_topic_name(name: str) -> str:
@@ -150,7 +153,8 @@ def parse_config(body: Any, where: str = "body") -> ConfigRequest:
     for key in ("ttl_ms", "cap_records", "cap_bytes", "idempotency_window_ms", "lease_ms",
                 "max_deliveries", "claim_jitter_ms"):
         if key in body:
-            ch[key] = _int(body, key, 1 if key == "lease_ms" else 0)
+            ch[key] = _int(body, key, 1 if key == "lease_ms" else 0,
+                           CLAIM_JITTER_MAX_MS if key == "claim_jitter_ms" else CONFIG_INT_MAX)
     for key in ("durable", "auto_priority", "auto_create", "dedupe_node", "leases_durable"):
         if key in body:
             ch[key] = _bool(body, key)

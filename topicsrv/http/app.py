@@ -4,6 +4,8 @@ Rule 1: the guards run before routing, in this order: Host (403), bearer token (
 path when a token is configured), then the route (404/405/400 name), then the token's role
 (403 for the read-only token on a route that changes anything), then the body's media type
 (415); see `topicsrv.http.guards`. Routing sees the raw path the guards saw (router Rule 5).
+A query parameter given twice is 400 `invalid_request` naming it (after routing), never a
+guess at which one counts.
 Rule 2: every failure leaves here as the error shape of API.md section 0. A TopicsError keeps
 its status and code; any other exception is logged with its traceback and answered 500
 `internal` without it. The connection (and the server) keep serving.
@@ -19,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import TYPE_CHECKING
 
-from topicsrv.errors import TopicsError
-from topicsrv.http import claims, guards, handlers, ops, routers, sse, status, work
+from topicsrv.errors import TopicsError, invalid
+from topicsrv.http import claims, guards, handlers, openapi, ops, routers, sse, status, work
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
 from topicsrv.http.router import resolve, route_labels
@@ -40,6 +42,7 @@ HANDLERS: dict[str, Handler] = {
     "health": ops.health,
     "ready": ops.ready,
     "metrics": ops.metrics,
+    "openapi": openapi.openapi,
     "list_topics": handlers.list_topics,
     "get_topic": handlers.get_topic,
     "put_topic": handlers.put_topic,
@@ -75,6 +78,9 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
         match = resolve(req.method, req.path)
         label = ROUTE_LABELS[match.handler]
         guards.check_role(role, match.handler, req)
+        if req.repeated is not None:
+            raise invalid(f"query parameter '{req.repeated}' is given more than once",
+                          field=req.repeated)
         guards.check_content_type(req)
         if match.handler in STREAMS:
             plan = _plan(ctx, match.handler, match.params, req)

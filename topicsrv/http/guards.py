@@ -42,6 +42,7 @@ READER = "reader"
 READER_HANDLERS = frozenset({
     "health", "ready", "metrics", "list_topics", "get_topic", "diff", "watch_topic",
     "watch_many", "list_routers", "get_router", "status_page", "status", "status_stream",
+    "openapi",
 })
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})

@@ -122,7 +122,8 @@ async def write(call: Call) -> Response:
     config = body.get("config")
     if config is not None and not isinstance(config, dict):
         raise invalid("'config' must be an object", field="config")
-    key = p.opt_str(body, "idempotency_key") or _header_key(call.req)
+    header_key = _header_key(call.req)  # checked even when the body has a key: never ignored
+    key = p.opt_str(body, "idempotency_key") or header_key
     prepared = await prepare_records(raw)
     del body, raw  # free the parsed body (can be large) before the engine's work
     await trio.lowlevel.checkpoint()

@@ -144,10 +144,20 @@ def query_int(query: dict[str, str], key: str, lo: int = 0, hi: int = U64_MAX) -
     text = query.get(key)
     if text is None or text == "":
         return None
-    if not text.isdigit() or not lo <= int(text) <= hi:
+    value = digits(text)
+    if value is None or not lo <= value <= hi:
         raise invalid(f"query parameter '{key}' must be an integer between {lo} and {hi}",
                       field=key)
-    return int(text)
+    return value
+
+
+def digits(text: str) -> int | None:
+    """A u64 written in ASCII digits, else None. Not `str.isdigit` + `int`: isdigit takes "²"
+    (which `int` refuses) and "٣", and `int` refuses more than 4300 digits."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+        return None
+    value = int(text)
+    return value if value <= U64_MAX else None
 
 
 def query_bool(query: dict[str, str], key: str, default: bool) -> bool:

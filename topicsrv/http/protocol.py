@@ -76,6 +76,7 @@ class Request:
     headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
     body: bytes = b""
     local_host: str | None = None  # the address the connection arrived on (Host check)
+    repeated: str | None = None  # a query parameter given more than once (refused: app.py)
 
 
 @dataclass(slots=True)
@@ -132,14 +133,18 @@ def refusal(err: TopicsError) -> Refusal:
     return Refusal(err.status, head + body)
 
 
-def split_target(target: str) -> tuple[str, dict[str, str]]:
-    """(raw path, decoded query). The path stays percent-encoded: the router decodes only the
-    segments it captures, so `%2F` can never become a path separator (router Rule 5)."""
+def split_target(target: str) -> tuple[str, dict[str, str], str | None]:
+    """(raw path, decoded query, the first query parameter given twice or None). The path
+    stays percent-encoded: the router decodes only the segments it captures, so `%2F` can
+    never become a path separator (router Rule 5)."""
     path, _, qs = target.partition("?")
     query: dict[str, str] = {}
+    repeated = None
     for key, value in parse_qsl(qs, keep_blank_values=True):
+        if key in query and repeated is None:
+            repeated = key
         query.setdefault(key, value)
-    return path, query
+    return path, query, repeated
 
 
 class ServerProtocol:
@@ -296,6 +301,6 @@ def _request(head: h11.Request, body: bytes, local_host: str | None) -> Request:
         text = value.decode("latin-1")
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
     target = head.target.decode("latin-1")
-    path, query = split_target(target)
+    path, query, repeated = split_target(target)
     return Request(head.method.decode("ascii", "replace"), target, path, query, headers, body,
-                   local_host)
+                   local_host, repeated)

@@ -47,6 +47,7 @@ ROUTES: tuple[Route, ...] = (
     _r("/v0/health", GET="health"),
     _r("/v0/ready", GET="ready"),
     _r("/metrics", GET="metrics"),
+    _r("/v0/openapi.json", GET="openapi"),
     _r("/v0/topics", GET="list_topics"),
     _r("/v0/topics/{topic}", GET="get_topic", PUT="put_topic", DELETE="delete_topic",
        POST="write"),

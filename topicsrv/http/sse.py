@@ -166,9 +166,10 @@ def plan_many(ctx: ServerContext, req: Request) -> WatchPlan:
     starts: dict[str, int | None] = {}
     for part in (x for x in req.query.get("from", "").split(",") if x):
         name, sep, seq = part.rpartition(":")
-        if not sep or not seq.isdigit():
+        start = p.digits(seq)
+        if not sep or start is None:
             raise invalid("'from' must look like topic:seq,topic:seq", field="from")
-        starts[name] = int(seq)
+        starts[name] = start
     unknown = sorted(set(starts) - set(names))
     if unknown:
         raise invalid(f"'from' names topic '{unknown[0]}' that is not in 'topics'", field="from")
