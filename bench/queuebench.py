@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m bench.queuebench [--rounds 3] [--sizes quick] [--against DIR]`: only the two
     queue rows of `make bench`, `rounds` times (a fresh topicsrv per round, one redis-server),
     then the median ratio of each row. `--against DIR` also runs the topicsrv package found
-    in DIR (e.g. a `git archive` of an older commit) in every round, alternating, for A/B."""
+    in DIR (e.g. a `git archive` of an older commit) in every round, alternating (which tree
+    runs first alternates too: a second topicsrv in a round measured slower), for A/B."""
     import argparse
     import statistics
     from pathlib import Path
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                 n = SIZES[args.sizes][f"queue_{count}"]
                 key = f"jobs{count}r{rnd}"
                 ref = workload(red.resp_port or 0, key, n, count, queue=False)
-                for tree, root in trees.items():
+                order = list(trees.items())  # each tree goes first in every other round: the
+                for tree, root in order[::-1] if rnd % 2 else order:  # second run was slower
                     procs_mod.ROOT = root  # start_topicsrv runs `python -m topicsrv` from ROOT
                     top = procs.start_topicsrv()
                     try:

@@ -87,6 +87,29 @@ def test_lifecycle_claim_ack_with_redis_py(srv: Srv, protocol: int) -> None:
     r.close()
 
 
+def test_ack_names_each_seq_once_in_order_whatever_mix_it_gets(srv: Srv) -> None:
+    """An ack of only held seqs answers them in argument order (the bulk path); a repeated
+    seq, another node's seq or a non-canonical one is skipped or parsed one by one, and what
+    was acked is still exact."""
+    s, _ = srv
+    r = conn(s, 3)
+    queue(r, "q", jobs=6)
+    assert [j["seq"] for j in claim(r, "w1", "MAX", "4")] == [1, 2, 3, 4]
+    assert [j["seq"] for j in claim(r, "w2", "MAX", "2")] == [5, 6]
+    assert r.execute_command("TOPIC.ACK", "q", "w1", "2", "1") == {
+        "topic": "q", "acked": [2, 1], "skipped": []}
+    assert r.execute_command("TOPIC.ACK", "q", "w1", "3", "3", "5") == {
+        "topic": "q", "acked": [3], "skipped": [[3, "not_held"], [5, "not_holder"]]}
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        r.execute_command("TOPIC.ACK", "q", "w1", "04")
+    assert r.execute_command("TOPIC.ACK", "q", "w2", "5", "6") == {
+        "topic": "q", "acked": [5, 6], "skipped": []}
+    assert r.execute_command("TOPIC.ACK", "q", "w1", "4") == {
+        "topic": "q", "acked": [4], "skipped": []}
+    assert r.xlen("q") == 0
+    r.close()
+
+
 def test_reply_bytes_resp2_and_resp3_raw_socket(srv: Srv) -> None:
     """Rule 2 of the command module, byte for byte: the job is the stream entry XREADGROUP
     would send, its lease fields appended by position, the same array on RESP2 and RESP3."""

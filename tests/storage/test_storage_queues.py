@@ -15,7 +15,8 @@ from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine, leases, queues
 from topicsrv.engine.queues import Claimer, Job, Move
 from topicsrv.engine.records import prepare_json
-from topicsrv.storage import frames
+from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.storage import frames, segfiles
 from topicsrv.storage.walread import wal_files
 
 from .harness import live, running
@@ -306,3 +307,33 @@ async def test_an_ack_is_one_wal_frame_kept_whole_or_not_at_all(tmp_path: Path, 
             assert set(live(e, "q")) == {1, 2, 3, 4, 5} and set(held) == {1, 2, 3}
         else:
             assert set(live(e, "q")) == {3, 4, 5} and set(held) == {3}
+
+
+async def test_an_ack_flips_the_disk_flag_of_a_sealed_job_and_leaves_wal_jobs_alone(
+        tmp_path: Path) -> None:
+    """An ack of a job already in a segment file wakes the flag flipper (its slot is
+    flipped on disk before any checkpoint); an ack of jobs only in the WAL has nothing to
+    flip and does not wake it (no flipper round, a thread hop, per ack)."""
+    async with running(tmp_path, crash=True) as (e, st):
+        e.put_topic("q", {"type": "queue", "durable": True})
+        await produce(e, SEGMENT_RECORDS + 10)
+        await st.checkpoint()  # seqs 1 .. 4106 are on disk (the second segment in part)
+        await produce(e, 10)  # 4107 .. 4116: in the WAL only
+        jobs, _ = await claim(e, mx=SEGMENT_RECORDS + 20)
+        st.flip_topics.clear()
+        _, token = e.ack("q", "w", [SEGMENT_RECORDS + 15, SEGMENT_RECORDS + 16])
+        assert st.flip_topics == {}  # (the flipper runs only once this task awaits)
+        await done(token)
+        _, token = e.ack("q", "w", [3])
+        assert list(st.flip_topics.values()) == [e.get("q")]
+        await done(token)
+        await st.flip_deleted(e.get("q"))
+        data = next((tmp_path / "topics").glob("q@1/*.data"))
+    sf = segfiles.load(data, data.with_suffix(".idx"), 1).sf
+    raw = data.read_bytes()
+    assert raw[sf.offsets[2] + frames.FLAG_OFFSET] == frames.DELETED_FLAG  # seq 3 = slot 2
+    assert raw[sf.offsets[3] + frames.FLAG_OFFSET] == 0
+    async with running(tmp_path) as (e, _):
+        got = live(e, "q")
+        assert 3 not in got and SEGMENT_RECORDS + 15 not in got and 4 in got
+        assert len(jobs) == SEGMENT_RECORDS + 20

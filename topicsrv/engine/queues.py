@@ -105,7 +105,10 @@ def check_seqs(seqs: Any, lease_ids: Any = None) -> tuple[list[int], list[str] |
         raise invalid("'seqs' must be a non-empty list of job seqs", field="seqs")
     if len(seqs) > MAX_SEQS:
         raise invalid(f"'seqs' names {len(seqs)} jobs; the limit is {MAX_SEQS}", field="seqs")
-    out = [check_int(s, "seqs", 0, (1 << 64) - 1) for s in seqs]
+    if all(type(s) is int for s in seqs) and min(seqs) >= 0 and max(seqs) < 1 << 64:
+        out = seqs  # the common case checked in bulk (the RESP front hands parsed ints)
+    else:
+        out = [check_int(s, "seqs", 0, (1 << 64) - 1) for s in seqs]
     if lease_ids is None:
         return out, None
     if not isinstance(lease_ids, list) or len(lease_ids) != len(out) or not all(
@@ -272,10 +275,14 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
 def _match(qs: QueueState, node: str, seqs: list[int], lease_ids: list[str] | None) -> tuple[
         list[leases.Lease], list[dict[str, Any]]]:
     """Rule 2: the leases `node` holds among `seqs` (fenced by lease ids when given)."""
+    live = qs.leases
+    if lease_ids is None:  # the common case: every seq held by `node`, each named once
+        got = [live.get(seq) for seq in seqs]
+        if None not in got and all(x.node == node for x in got) and len(set(seqs)) == len(seqs):  # type: ignore[union-attr]
+            return got, []  # type: ignore[return-value]
     held: list[leases.Lease] = []
     skipped: list[dict[str, Any]] = []
     seen: set[int] = set()
-    live = qs.leases
     for i, seq in enumerate(seqs):
         lease = live.get(seq)
         if lease is None or seq in seen:

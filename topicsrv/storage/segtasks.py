@@ -40,6 +40,22 @@ class SegTasks(Checkpoints):
 
     # ---- delete flips ------------------------------------------------------------------------
 
+    def flip_later(self, topic: Topic, seqs: list[int] | None = None) -> None:
+        """Wake the flipper for `topic` (Rule 1), unless `seqs` (the deleted seqs, when known)
+        lie outside every segment file of the topic: their slots are not on disk yet, so
+        there is nothing to flip (a checkpoint writes them, and flips, when it appends them).
+        So a queue acking jobs still in the WAL costs no flipper round (a thread hop) per ack."""
+        if seqs:
+            files = state_of(topic, self.nshards).files  # key: base // SEGMENT_RECORDS (aligned)
+            lo, hi = min(seqs), max(seqs)
+            k0, k1 = lo // SEGMENT_RECORDS, hi // SEGMENT_RECORDS
+            if k1 - k0 <= 8 and not any(
+                    sf is not None and sf.base <= hi and lo < sf.base + len(sf.offsets)
+                    for sf in map(files.get, range(k0, k1 + 1))):
+                return
+        self.flip_topics[id(topic)] = topic
+        self.flip_wake.set()
+
     async def _flipper(self) -> None:
         while True:
             await self.flip_wake.wait()

@@ -335,8 +335,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return None
         gated = (pol.deletes_gated and wait) or topic.config.leases_durable
         token = self._control(topic, frames.T_LEASES, {"ev": events}, gated)
-        self.flip_topics[id(topic)] = topic
-        self.flip_wake.set()
+        self.flip_later(topic, seqs)
         return token
 
     def barrier(self, topic: Topic) -> Token | None:

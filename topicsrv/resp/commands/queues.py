@@ -180,8 +180,10 @@ async def _claim_wait(ctx: CommandContext, name: str, claimer: Claimer, block: i
 # ---- TOPIC.ACK / NACK / EXTEND -------------------------------------------------------------------
 
 
-def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[int], list[str] | None, int | None]:
-    """`key node [OPT ms] seq [seq ...] [LEASEIDS id ...]` -> (name, node, seqs, lease ids, ms)."""
+def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[
+        str, str, list[int], list[str] | None, int | None, bool]:
+    """`key node [OPT ms] seq [seq ...] [LEASEIDS id ...]` -> (name, node, seqs, lease ids, ms,
+    canonical: the seqs are args[-len(seqs):], canonical decimals parsed in bulk)."""
     ms: int | None = None
     a = Args(args, 2)
     if opt is not None and a.option(opt):
@@ -189,7 +191,7 @@ def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[in
         ms = _ranged(value, "DELAY", 0) if opt == b"delay" else _ranged(value, "LEASE", 1)
     fast = _seqs(args[a.pos:])
     if fast is not None:
-        return key_name(args[0]), _text(args[1]), _checked(fast), None, ms
+        return key_name(args[0]), _text(args[1]), _checked(fast), None, ms, True
     seqs: list[int] = []
     while a and a.peek().lower() != b"leaseids":
         seqs.append(_seq(a.next()))
@@ -202,13 +204,19 @@ def _lease_args(args: list[bytes], opt: bytes | None) -> tuple[str, str, list[in
         if len(lease_ids) != len(seqs):
             raise Err(f"ERR LEASEIDS names {len(lease_ids)} lease ids for {len(seqs)} seqs: "
                       "give one per seq, in the same order")
-    return key_name(args[0]), _text(args[1]), _checked(seqs), lease_ids, ms
+    return key_name(args[0]), _text(args[1]), _checked(seqs), lease_ids, ms, False
 
 
 def _checked(seqs: list[int]) -> list[int]:
     if len(seqs) > MAX_SEQS:
         raise Err(f"ERR too many seqs: {len(seqs)}; the limit is {MAX_SEQS}")
     return seqs
+
+
+def _ints(seqs: list[int], raw: list[bytes]) -> Raw:
+    """An array of the integers `seqs`, spliced from their canonical decimal arguments `raw`
+    (the same numbers, as the bulk parse matched them) instead of encoded one by one."""
+    return Raw(b"*%d\r\n:%b\r\n" % (len(seqs), b"\r\n:".join(raw)) if seqs else b"*0\r\n")
 
 
 def _skipped(result: dict[str, Any]) -> list[list[Any]]:
@@ -219,19 +227,22 @@ def _skipped(result: dict[str, Any]) -> list[list[Any]]:
       "Acknowledge claimed jobs: each job the node holds is deleted; the others are skipped",
       "key:key node:string seq:integer... [LEASEIDS lease_id:string...]")
 def topic_ack(ctx: CommandContext, args: list[bytes]) -> Any:
-    name, node, seqs, lease_ids, _ = _lease_args(args, None)
+    name, node, seqs, lease_ids, _, canonical = _lease_args(args, None)
     try:
         result, token = ctx.engine.ack(name, node, seqs, lease_ids)
     except TopicsError as e:
         raise _translate(e) from None
-    return committed(token, {"topic": name, "acked": result["acked"], "skipped": _skipped(result)})
+    acked: Any = result["acked"]
+    if canonical and len(acked) == len(seqs):  # all acked, in argument order
+        acked = _ints(acked, args[len(args) - len(seqs):])
+    return committed(token, {"topic": name, "acked": acked, "skipped": _skipped(result)})
 
 
 @_cmd("topic.nack", -4, ["write", "fast"],
       "Give claimed jobs back to the queue, claimable again at once or after DELAY ms",
       "key:key node:string [DELAY:ms:integer] seq:integer... [LEASEIDS lease_id:string...]")
 def topic_nack(ctx: CommandContext, args: list[bytes]) -> Any:
-    name, node, seqs, lease_ids, delay = _lease_args(args, b"delay")
+    name, node, seqs, lease_ids, delay, _ = _lease_args(args, b"delay")
     try:
         result, token = ctx.engine.nack(name, node, seqs, lease_ids, delay or 0)
     except TopicsError as e:
@@ -244,7 +255,7 @@ def topic_nack(ctx: CommandContext, args: list[bytes]) -> Any:
       "Extend the leases of claimed jobs: a new deadline LEASE ms from now (default the queue's)",
       "key:key node:string [LEASE:ms:integer] seq:integer... [LEASEIDS lease_id:string...]")
 def topic_extend(ctx: CommandContext, args: list[bytes]) -> Any:
-    name, node, seqs, lease_ids, lease_ms = _lease_args(args, b"lease")
+    name, node, seqs, lease_ids, lease_ms, _ = _lease_args(args, b"lease")
     try:
         result, token = ctx.engine.extend(name, node, seqs, lease_ids, lease_ms)
     except TopicsError as e:
