@@ -325,3 +325,23 @@ class Differ:
         return got
 
 
+
+
+def per_io_path(prefix: str) -> tuple[Any, Any]:
+    """A module's `server` and `ours` fixtures when it runs once per RESP I/O path: assign
+    them to those names (`server, ours = per_io_path("topicsrv-tx-")`) to override the
+    conftest's. `ours` takes `server` as an argument because a fixture with params cannot be
+    reached through the conftest's getfixturevalue."""
+    import pytest
+
+    from conftest import serve_io_path  # the repository's root conftest
+
+    @pytest.fixture(scope="module", params=["reactor", "tasks"])
+    def server(request: Any) -> Any:
+        yield from serve_io_path(request.param, prefix)
+
+    @pytest.fixture(scope="module")
+    def ours(server: Any) -> Target | None:
+        return None if REFERENCE_ONLY else Target("topicsrv", server.resp_port)
+
+    return server, ours

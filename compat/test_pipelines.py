@@ -8,27 +8,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
-from compat_harness import REFERENCE_ONLY, Target  # type: ignore[import-not-found]
+from compat_harness import per_io_path  # type: ignore[import-not-found]
 
-from conftest import ServerProcess, serve_io_path  # the repository's root conftest
-
-
-@pytest.fixture(scope="module", params=["reactor", "tasks"])
-def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    """This module's topicsrv, once per RESP I/O path (overrides the root fixture)."""
-    yield from serve_io_path(request.param, "topicsrv-pipe-")
-
-
-@pytest.fixture(scope="module")
-def ours(server: ServerProcess) -> Any:
-    """compat/conftest.py's `ours` on this module's parametrized server (a fixture with params
-    cannot be reached through getfixturevalue there)."""
-    return None if REFERENCE_ONLY else Target("topicsrv", server.resp_port)
+server, ours = per_io_path("topicsrv-pipe-")  # this module runs once per RESP I/O path
 
 
 def test_redis_py_pipeline_of_100k_xadds(targets: list[Any], key: str) -> None:

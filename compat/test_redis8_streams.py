@@ -15,20 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from compat_harness import REFERENCE_ONLY, Target, encode  # type: ignore[import-not-found]
+from compat_harness import Target, encode, per_io_path  # type: ignore[import-not-found]
 
-from conftest import ServerProcess, serve_io_path  # the repository's root conftest
-
-
-@pytest.fixture(scope="module", params=["reactor", "tasks"])
-def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    """This module's topicsrv, once per RESP I/O path (overrides the root fixture)."""
-    yield from serve_io_path(request.param, "topicsrv-r8-")
-
-
-@pytest.fixture(scope="module")
-def ours(server: ServerProcess) -> Any:
-    return None if REFERENCE_ONLY else Target("topicsrv", server.resp_port)
+server, ours = per_io_path("topicsrv-r8-")  # this module runs once per RESP I/O path
 
 
 def _version(t: Target) -> tuple[int, ...]:
