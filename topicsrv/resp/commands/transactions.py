@@ -45,14 +45,19 @@ def _end(ctx: CommandContext, tx: Tx) -> None:
     ctx.client.tx = None
 
 
-@_cmd("multi", 1, FLAGS, "Starts a transaction.")
-def multi(ctx: CommandContext, args: list[bytes]) -> Any:
+def _outside_multi(ctx: CommandContext, error: str) -> Tx:
+    """The client's transaction state (made on first use); `error` when already in MULTI."""
     tx = ctx.client.tx
     if tx is None:
         tx = ctx.client.tx = Tx()
     elif tx.multi:
-        raise Err("ERR MULTI calls can not be nested")
-    tx.multi = True
+        raise Err(error)
+    return tx
+
+
+@_cmd("multi", 1, FLAGS, "Starts a transaction.")
+def multi(ctx: CommandContext, args: list[bytes]) -> Any:
+    _outside_multi(ctx, "ERR MULTI calls can not be nested").multi = True
     return OK
 
 
@@ -68,11 +73,7 @@ def discard(ctx: CommandContext, args: list[bytes]) -> Any:
 @_cmd("watch", -2, FLAGS, "Monitors changes to keys to determine the execution of a transaction.",
       "key:key...", since="2.2.0", first=1, last=-1)
 def watch(ctx: CommandContext, args: list[bytes]) -> Any:
-    tx = ctx.client.tx
-    if tx is None:
-        tx = ctx.client.tx = Tx()
-    elif tx.multi:
-        raise Err("ERR WATCH inside MULTI is not allowed")
+    tx = _outside_multi(ctx, "ERR WATCH inside MULTI is not allowed")
     engine = ctx.engine
     for key in args:
         tx.watch(engine, key_name(key))
