@@ -36,26 +36,25 @@ _COUNTED: ContextVar[Drain | None] = ContextVar("topicsrv_drain_counted", defaul
 
 
 class Drain:
-    __slots__ = ("busy", "draining", "_idle", "_hurry")
+    __slots__ = ("busy", "draining", "_wake")
 
     def __init__(self) -> None:
         self.busy = 0
         self.draining = False
-        self._idle: trio.Event | None = None
-        self._hurry: trio.Event | None = None
+        self._wake: trio.Event | None = None  # set while a stop waits: the last leave, or Rule 3
 
     def enter(self) -> None:
         self.busy += 1
 
     def leave(self) -> None:
         self.busy -= 1
-        if self.busy <= 0 and self._idle is not None:
-            self._idle.set()
+        if self.busy <= 0 and self._wake is not None:
+            self._wake.set()
 
     @contextmanager
     def request(self) -> Iterator[None]:
         """Count the current task as busy for the body (Rule 1); a Waiter inside leaves."""
-        self.busy += 1
+        self.enter()
         token = _COUNTED.set(self)
         try:
             yield
@@ -67,31 +66,23 @@ class Drain:
                        cancel: Callable[[], None]) -> None:
         """Rule 2, steps 1-3 (the caller has set ctx.shutting_down)."""
         if self.draining:
-            if self._hurry is not None:
-                self._hurry.set()  # Rule 3
+            if self._wake is not None:
+                self._wake.set()  # Rule 3
             return
         self.draining = True
         t0 = time.monotonic()
         stop_accepting()
         busy_at_start = self.busy
-        finished = True
         if self.busy > 0:
-            self._idle, self._hurry = trio.Event(), trio.Event()
-            with trio.move_on_after(grace_s) as scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_first, self._idle, nursery.cancel_scope)
-                    nursery.start_soon(_first, self._hurry, nursery.cancel_scope)
-            finished = self.busy <= 0 and not scope.cancelled_caught
+            self._wake = trio.Event()
+            with trio.move_on_after(grace_s):
+                await self._wake.wait()
+        finished = self.busy <= 0
         log.info("shutdown: stopped accepting; %d request(s) in flight %s in %.0f ms%s",
                  busy_at_start, "finished" if finished else "not finished",
                  (time.monotonic() - t0) * 1000,
                  "" if finished else f" ({self.busy} cancelled after the {grace_s:g} s grace)")
         cancel()
-
-
-async def _first(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 
 
 @contextmanager
@@ -107,4 +98,4 @@ def idle() -> Iterator[None]:
         yield
     finally:
         _COUNTED.reset(token)
-        drain.busy += 1
+        drain.enter()
