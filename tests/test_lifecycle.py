@@ -4,8 +4,6 @@ a shutdown lets a write that is waiting for its fsync get its reply before the p
 
 from __future__ import annotations
 
-import http.client
-import json
 import socket
 import threading
 import time
@@ -16,22 +14,12 @@ from typing import Any
 import pytest
 import trio
 
-from conftest import free_port, run_in_thread
+from conftest import JsonClient, free_port, run_in_thread
 from tests.storage.harness import running, write
 from topicsrv import server as srv
 from topicsrv.context import ServerConfig
 from topicsrv.storage import recovery
 from topicsrv.storage.fsops import OsOps
-
-
-def _get(port: int, path: str) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, json.loads(resp.read() or b"null")
-    finally:
-        conn.close()
 
 
 async def _crashed_data_dir(path: Path, frames: int) -> None:
@@ -71,46 +59,25 @@ def test_ready_reports_recovery_progress_until_it_is_done(tmp_path: Path,
     thread.start()
     try:
         assert halfway.wait(20)
-        status, body = _get(port, "/v0/ready")
+        status, body = JsonClient(port).call("GET", "/v0/ready")
         assert status == 503 and body["error"]["code"] == "not_ready"
         rec = body["error"]["detail"]["recovery"]
         assert rec["phase"] == "replaying"
         assert rec["wal_frames"] >= 40 and rec["records"] >= 30  # 2 records a frame
         assert 0 < rec["wal_percent"] < 100
-        assert _get(port, "/v0/health")[0] == 200  # alive while recovering
+        assert JsonClient(port).call("GET", "/v0/health")[0] == 200  # alive while recovering
         gate.set()
         for _ in range(200):
-            if _get(port, "/v0/ready")[0] == 200:
+            if JsonClient(port).call("GET", "/v0/ready")[0] == 200:
                 break
             threading.Event().wait(0.05)
-        status, body = _get(port, "/v0/ready")
+        status, body = JsonClient(port).call("GET", "/v0/ready")
         assert status == 200 and body["ready"] is True
     finally:
         gate.set()
         if "token" in box:
             trio.from_thread.run_sync(box["cancel"].cancel, trio_token=box["token"])
         thread.join(10)
-
-
-def _put(port: int, path: str, body: Any) -> int:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("PUT", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        resp.read()
-        return resp.status
-    finally:
-        conn.close()
-
-
-def _post(port: int, path: str, body: Any) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        return resp.status, json.loads(resp.read())
-    finally:
-        conn.close()
 
 
 def test_a_graceful_stop_answers_the_writes_waiting_for_their_fsync(
@@ -131,12 +98,13 @@ def test_a_graceful_stop_answers_the_writes_waiting_for_their_fsync(
     cfg = ServerConfig(http_port=0, resp_port=0, data_dir=tmp_path, shutdown_grace_s=30)
     ctx, stop = run_in_thread(cfg)
     http_port, resp_port = ctx.addresses["http"][1], ctx.addresses["resp"][1]
-    assert _put(http_port, "/v0/topics/jobs", {"durability": "fsync"}) in (200, 201)
+    JsonClient(http_port).ok("PUT", "/v0/topics/jobs", {"durability": "fsync"})
     hold[0] = True
     replies: dict[str, Any] = {}
 
     def http_write() -> None:
-        replies["http"] = _post(http_port, "/v0/topics/jobs", {"records": [{"data": "h"}]})
+        replies["http"] = JsonClient(http_port, timeout=30).call(
+            "POST", "/v0/topics/jobs", {"records": [{"data": "h"}]})
 
     def resp_write() -> None:
         with socket.create_connection(("127.0.0.1", resp_port), timeout=30) as s:
@@ -166,21 +134,8 @@ def test_a_graceful_stop_answers_the_writes_waiting_for_their_fsync(
     hold[0] = False
     ctx2, stop2 = run_in_thread(ServerConfig(http_port=0, resp_port=None, data_dir=tmp_path))
     try:
-        status, diff = _post(ctx2.addresses["http"][1], "/v0/topics/jobs/diff", {"from_seq": 0})
+        status, diff = JsonClient(ctx2.addresses["http"][1]).call(
+            "POST", "/v0/topics/jobs/diff", {"from_seq": 0})
         assert status == 200 and len(diff["records"]) == 2, diff
     finally:
         stop2()
-
-
-class _SlowSync(OsOps):
-    """fdatasync that waits for the test's go-ahead: a write stays in flight on purpose."""
-
-    def __init__(self, entered: threading.Event, go: threading.Event) -> None:
-        self.entered, self.go = entered, go
-        self.hold = False
-
-    def fdatasync(self, fd: int) -> None:
-        if self.hold:
-            self.entered.set()
-            assert self.go.wait(20)
-        super().fdatasync(fd)
