@@ -82,6 +82,23 @@ class JsonClient:
         assert status in (200, 201), (status, out)
         return out
 
+    def read_all(self, topic: str) -> tuple[dict[int, dict[str, Any]], set[int]]:
+        """Every record of `topic` a reader from seq 0 gets (seq -> the record as the diff
+        returns it), and the seqs inside the `lost` tombstones it is given on the way."""
+        out: dict[int, dict[str, Any]] = {}
+        lost: set[int] = set()
+        cursor = 0
+        while True:
+            body = self.ok("POST", f"/v0/topics/{topic}/diff", {"from_seq": cursor, "limit": 10000})
+            for rec in body["records"]:
+                out[rec["$seq"]] = rec
+            tomb = body["tombstone"]
+            if tomb is not None and tomb["reason"] == "lost":
+                lost.update(range(tomb["gap_from"], tomb["gap_to"] + 1))
+            if body["caught_up"] or (body["next_from_seq"] == cursor and not body["records"]):
+                return out, lost
+            cursor = body["next_from_seq"]
+
 
 class ServerProcess:
     """A topicsrv process; `http_url`, `http_port`, `resp_port` once started."""

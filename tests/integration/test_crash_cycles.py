@@ -35,19 +35,7 @@ class Client(JsonClient):
 
 
 def read_all(port: int, topic: str) -> dict[int, dict[str, Any]]:
-    c = Client(port)
-    out: dict[int, dict[str, Any]] = {}
-    cursor = 0
-    while True:
-        status, body = c.call("POST", f"/v0/topics/{topic}/diff", {"from_seq": cursor, "limit": 10000})
-        assert status == 200, body
-        for rec in body["records"]:
-            out[rec["$seq"]] = rec
-        if body["next_from_seq"] == cursor and not body["records"] and not body["tombstone"]:
-            return out
-        cursor = body["next_from_seq"]
-        if body["caught_up"]:
-            return out
+    return Client(port).read_all(topic)[0]
 
 
 class Load:

@@ -35,20 +35,9 @@ CLASSES = ("fsync", "disk", "memory", "ephemeral")
 
 
 def read_all(c: JsonClient, topic: str) -> tuple[dict[int, Any], set[int]]:
-    """Every record from seq 0 (seq -> data) and the seqs inside `lost` tombstones."""
-    out: dict[int, Any] = {}
-    lost: set[int] = set()
-    cursor = 0
-    while True:
-        body = c.ok("POST", f"/v0/topics/{topic}/diff", {"from_seq": cursor, "limit": 10000})
-        for rec in body["records"]:
-            out[rec["$seq"]] = rec.get("data")
-        tomb = body["tombstone"]
-        if tomb is not None and tomb["reason"] == "lost":
-            lost.update(range(tomb["gap_from"], tomb["gap_to"] + 1))
-        if body["caught_up"] or (body["next_from_seq"] == cursor and not body["records"]):
-            return out, lost
-        cursor = body["next_from_seq"]
+    """seq -> data of every record from seq 0, and the seqs inside `lost` tombstones."""
+    records, lost = c.read_all(topic)
+    return {seq: rec.get("data") for seq, rec in records.items()}, lost
 
 
 def _xadd(key: bytes, value: bytes) -> bytes:
