@@ -81,7 +81,8 @@ class Procs:
                 time.sleep(0.05)
         raise RuntimeError(f"{proc.name} did not listen on {port} within {timeout}s")
 
-    def start_redis(self, timeout: float = 15.0) -> Proc:
+    def start_redis(self, timeout: float = 15.0, extra: tuple[str, ...] = ()) -> Proc:
+        """`extra`: more redis-server options, after (so overriding) the persistence-off ones."""
         exe = shutil.which("redis-server")
         if exe is None:
             raise RuntimeError("redis-server is not installed (run scripts/ensure-tools.sh)")
@@ -89,7 +90,7 @@ class Procs:
         workdir = Path(tempfile.mkdtemp(prefix="bench-redis-"))
         popen = subprocess.Popen(
             [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(workdir), "--protected-mode", "yes", "--daemonize", "no"],
+             "--dir", str(workdir), "--protected-mode", "yes", "--daemonize", "no", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
         )
         proc = Proc("redis-server", popen, workdir, resp_port=port)
@@ -98,14 +99,17 @@ class Procs:
         self._wait_port(proc, port, timeout)
         return proc
 
-    def start_topicsrv(self, timeout: float = 60.0) -> Proc:
+    def start_topicsrv(self, timeout: float = 60.0, extra: tuple[str, ...] = (),
+                       env: dict[str, str] | None = None) -> Proc:
+        """`extra`: more `serve` options; `env`: more environment variables."""
         workdir = Path(tempfile.mkdtemp(prefix="bench-topicsrv-"))
         log = open(workdir / "server.log", "wb")  # noqa: SIM115 - lives as long as the process
         popen = subprocess.Popen(
             [sys.executable, "-m", "topicsrv", "serve", "--data-dir", str(workdir / "data"),
              "--bind", "127.0.0.1", "--http-port", "0", "--resp-port", "0",
-             "--log-level", "WARNING"],
+             "--log-level", "WARNING", *extra],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=ROOT,
+            env={**os.environ, **env} if env else None,
         )
         log.close()
         proc = Proc("topicsrv", popen, workdir)

@@ -35,13 +35,15 @@ class Measure:
 
 
 def redis_benchmark(port: int, command: list[str], *, requests: int, clients: int = 50,
-                    pipeline: int = 1, records_per_op: int = 1, timeout: float = 600.0) -> Measure:
-    """Run `redis-benchmark --csv` with one custom command; parse its single result row."""
+                    pipeline: int = 1, records_per_op: int = 1, timeout: float = 600.0,
+                    extra: tuple[str, ...] = ()) -> Measure:
+    """Run `redis-benchmark --csv` with one custom command; parse its single result row.
+    `extra`: more redis-benchmark options (e.g. `-r N` for `__rand_int__` keys)."""
     exe = shutil.which("redis-benchmark")
     if exe is None:
         raise RuntimeError("redis-benchmark is not installed (run scripts/ensure-tools.sh)")
     args = [exe, "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n", str(requests),
-            "-P", str(pipeline), "--csv", *command]
+            "-P", str(pipeline), "--csv", *extra, *command]
     t0 = time.perf_counter()
     out = subprocess.run(args, capture_output=True, timeout=timeout, check=False)
     elapsed = time.perf_counter() - t0

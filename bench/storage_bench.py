@@ -1,10 +1,14 @@
 """Storage benchmark: fsync-class ack latency under group commit, and recovery throughput.
 
     python bench/storage_bench.py [--records 1000000] [--seconds 2] [--dir DIR]
+    python bench/storage_bench.py --wal [--rounds 5] [--seconds 2]
 
 Prints, for 1, 8 and 64 concurrent writers of single-record fsync writes: ack latency
 p50/p99 (ms), writes/s and records per fdatasync; then the time to recover N records from
 the WAL alone (a crash, no checkpoint) and from segment files (after a clean stop).
+`--wal` instead varies the WAL shards (1, 2, 4, 8) under 64 writers, to one topic (`hot`)
+and to 64 topics (`spread`, one per writer), in alternating rounds (issue 16; the same
+question against a real server: bench/walbench.py).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -31,40 +36,46 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(len(s) * p))] if s else 0.0
 
 
-async def _open(path: Path) -> tuple[Engine, Storage]:
+async def _open(path: Path, shards: int = 4) -> tuple[Engine, Storage]:
     engine = Engine()
-    st = Storage(engine, path, checkpoint_interval_s=3600)
+    st = Storage(engine, path, shards=shards, checkpoint_interval_s=3600)
     st.refuse_until_recovered()
     await st.open()
     return engine, st
 
 
-async def latency(path: Path, writers: int, seconds: float) -> dict[str, float]:
-    engine, st = await _open(path)
+async def latency(path: Path, writers: int, seconds: float, shards: int = 4,
+                  spread: bool = False) -> dict[str, float]:
+    """`spread`: writer i writes to its own topic `w:i` (else all write to `lat`)."""
+    engine, st = await _open(path, shards)
     lat: list[float] = []
     rec = prepare_json({"data": {"payload": "x" * 100}})
+    names = [f"w:{i:012d}" if spread else "lat" for i in range(writers)]
+    cpu0 = time.process_time()
     async with trio.open_nursery() as nursery:
         await nursery.start(st.run)
         await st.settled.wait()
-        engine.put_topic("lat", {"durable": True})
+        for name in set(names):
+            engine.put_topic(name, {"durable": True})
         deadline = time.perf_counter() + seconds
 
-        async def writer() -> None:
+        async def writer(name: str) -> None:
             while time.perf_counter() < deadline:
                 t0 = time.perf_counter()
-                _, token = engine.write("lat", [rec])
+                _, token = engine.write(name, [rec])
                 if token is not None:
                     await token.wait()
                 lat.append((time.perf_counter() - t0) * 1000)
 
         async with trio.open_nursery() as inner:
-            for _ in range(writers):
-                inner.start_soon(writer)
+            for name in names:
+                inner.start_soon(writer, name)
         stats = st.stats()
         nursery.cancel_scope.cancel()
+    cpu = (time.process_time() - cpu0) / seconds
     await st.close()
     return {"p50": pct(lat, 0.50), "p99": pct(lat, 0.99), "rate": len(lat) / seconds,
-            "per_sync": stats["records_per_sync"]}
+            "per_sync": stats["records_per_sync"], "cpu": cpu}
 
 
 async def fill(path: Path, records: int, crash: bool) -> None:
@@ -95,15 +106,43 @@ def recover_rate(path: Path) -> tuple[int, float]:
     return sum(t.count for t in rec.topics), dt
 
 
+def wal_shards(root: Path, rounds: int, seconds: float, shards: list[int]) -> None:
+    """64 writers, WAL shards varied, alternating rounds; medians and per-round values."""
+    res: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for rnd in range(rounds):
+        order = shards[rnd % len(shards):] + shards[:rnd % len(shards)]
+        for n in order:
+            for wl in ("hot", "spread"):
+                d = root / f"wal-{rnd}-{n}-{wl}"
+                res.setdefault((wl, n), []).append(trio.run(latency, d, 64, seconds, n, wl == "spread"))
+                shutil.rmtree(d, ignore_errors=True)
+    print(f"64 writers, fsync-class single-record writes, {rounds} rounds x {seconds:g} s "
+          "(medians; cpu = process CPU s / wall s; per round: writes/s/p99 ms)")
+    print(f"{'workload':<8} {'shards':>6} {'p50 ms':>7} {'p99 ms':>7} {'writes/s':>9} "
+          f"{'rec/sync':>8} {'cpu':>5}   per round")
+    med = statistics.median
+    for (wl, n), rs in sorted(res.items()):
+        print(f"{wl:<8} {n:>6} {med(r['p50'] for r in rs):>7.3f} {med(r['p99'] for r in rs):>7.3f} "
+              f"{med(r['rate'] for r in rs):>9.0f} {med(r['per_sync'] for r in rs):>8.1f} "
+              f"{med(r['cpu'] for r in rs):>5.2f}   "
+              + " ".join(f"{r['rate']:.0f}/{r['p99']:.2f}" for r in rs))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    ap.add_argument("--wal", action="store_true", help="vary the WAL shards at 64 writers instead")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of --wal (default 5)")
+    ap.add_argument("--shards", default="1,2,4,8", help="shard counts of --wal (default 1,2,4,8)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     root = Path(tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir))
     try:
+        if args.wal:
+            wal_shards(root, args.rounds, args.seconds, [int(x) for x in args.shards.split(",")])
+            return
         print("fsync-class ack latency (single-record writes, group commit)")
         print(f"{'writers':>8} {'p50 ms':>9} {'p99 ms':>9} {'writes/s':>10} {'records/fdatasync':>18}")
         for n in (1, 8, 64):
