@@ -9,7 +9,7 @@ DATA_DIR ?= ./data
 HTTP_PORT ?= 7070
 RESP_PORT ?= 6379
 
-.PHONY: setup run test soak lint typecheck unit bench bench-quick compat-suites clean
+.PHONY: setup run test soak lint typecheck unit bench bench-quick bench-wal compat-suites clean
 
 # `make run` needs only the server's own dependencies; `make test` adds dev tools and Spark.
 $(RUN_STAMP): pyproject.toml
@@ -54,6 +54,12 @@ bench: setup
 bench-quick: setup
 	@bash scripts/ensure-tools.sh
 	$(PY) -m bench --quick $(ARGS)
+
+# fsync-class XADD by 64 clients vs --wal-shards 1/2/4/8 and redis-server appendfsync always
+# (real servers, alternating rounds; ~5 min: not part of `make bench`; docs/performance.md)
+bench-wal: setup
+	@bash scripts/ensure-tools.sh
+	$(PY) -m bench.walbench --rounds 5 $(ARGS)
 
 # Valkey's stream TCL suites and redis-py's tests against topicsrv and redis-server, side by
 # side (local copies of the suites: VALKEY_GIT=... REDISPY_GIT=...; see the script's header)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import statistics
 import tempfile
@@ -36,18 +37,33 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(len(s) * p))] if s else 0.0
 
 
-async def _open(path: Path, shards: int = 4) -> tuple[Engine, Storage]:
+class SlowSync(OsOps):
+    """A slower disk: every fdatasync takes `delay_s` longer (a sleep, which like the real
+    call releases the GIL; concurrent syncs overlap fully, so this models a device that
+    serves parallel flushes at no extra cost: the best case for more shards)."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def fdatasync(self, fd: int) -> None:
+        super().fdatasync(fd)
+        time.sleep(self.delay_s)
+
+
+async def _open(path: Path, shards: int = 4, sync_delay_s: float = 0.0) -> tuple[Engine, Storage]:
     engine = Engine()
-    st = Storage(engine, path, shards=shards, checkpoint_interval_s=3600)
+    ops = SlowSync(sync_delay_s) if sync_delay_s > 0 else None
+    st = Storage(engine, path, shards=shards, checkpoint_interval_s=3600, ops=ops)
     st.refuse_until_recovered()
     await st.open()
     return engine, st
 
 
 async def latency(path: Path, writers: int, seconds: float, shards: int = 4,
-                  spread: bool = False) -> dict[str, float]:
-    """`spread`: writer i writes to its own topic `w:i` (else all write to `lat`)."""
-    engine, st = await _open(path, shards)
+                  spread: bool = False, sync_delay_s: float = 0.0) -> dict[str, float]:
+    """`spread`: writer i writes to its own topic `w:i` (else all write to `lat`);
+    `sync_delay_s`: model a slower disk (SlowSync)."""
+    engine, st = await _open(path, shards, sync_delay_s)
     lat: list[float] = []
     rec = prepare_json({"data": {"payload": "x" * 100}})
     names = [f"w:{i:012d}" if spread else "lat" for i in range(writers)]
@@ -106,25 +122,33 @@ def recover_rate(path: Path) -> tuple[int, float]:
     return sum(t.count for t in rec.topics), dt
 
 
-def wal_shards(root: Path, rounds: int, seconds: float, shards: list[int]) -> None:
-    """64 writers, WAL shards varied, alternating rounds; medians and per-round values."""
-    res: dict[tuple[str, int], list[dict[str, float]]] = {}
-    for rnd in range(rounds):
-        order = shards[rnd % len(shards):] + shards[:rnd % len(shards)]
-        for n in order:
-            for wl in ("hot", "spread"):
-                d = root / f"wal-{rnd}-{n}-{wl}"
-                res.setdefault((wl, n), []).append(trio.run(latency, d, 64, seconds, n, wl == "spread"))
-                shutil.rmtree(d, ignore_errors=True)
-    print(f"64 writers, fsync-class single-record writes, {rounds} rounds x {seconds:g} s "
+def wal_shards(root: Path, rounds: int, seconds: float, shards: list[int],
+               sync_delay_s: float = 0.0, ios: tuple[str, ...] = ("thread",)) -> None:
+    """64 writers, WAL shards (and I/O paths: env TOPICS_WAL_IO) varied, alternating rounds;
+    medians and per-round values."""
+    configs = [(n, io) for io in ios for n in shards]
+    res: dict[tuple[str, str, int], list[dict[str, float]]] = {}
+    try:
+        for rnd in range(rounds):
+            for n, io in configs[rnd % len(configs):] + configs[:rnd % len(configs)]:
+                os.environ["TOPICS_WAL_IO"] = io  # read by each Shard when it is made
+                for wl in ("hot", "spread"):
+                    d = root / f"wal-{rnd}-{n}-{io}-{wl}"
+                    res.setdefault((wl, io, n), []).append(trio.run(
+                        latency, d, 64, seconds, n, wl == "spread", sync_delay_s))
+                    shutil.rmtree(d, ignore_errors=True)
+    finally:
+        os.environ.pop("TOPICS_WAL_IO", None)
+    slow = f", fdatasync + {sync_delay_s * 1000:g} ms" if sync_delay_s else ""
+    print(f"64 writers, fsync-class single-record writes{slow}, {rounds} rounds x {seconds:g} s "
           "(medians; cpu = process CPU s / wall s; per round: writes/s/p99 ms)")
-    print(f"{'workload':<8} {'shards':>6} {'p50 ms':>7} {'p99 ms':>7} {'writes/s':>9} "
+    print(f"{'workload':<8} {'io':<9} {'shards':>6} {'p50 ms':>7} {'p99 ms':>7} {'writes/s':>9} "
           f"{'rec/sync':>8} {'cpu':>5}   per round")
     med = statistics.median
-    for (wl, n), rs in sorted(res.items()):
-        print(f"{wl:<8} {n:>6} {med(r['p50'] for r in rs):>7.3f} {med(r['p99'] for r in rs):>7.3f} "
-              f"{med(r['rate'] for r in rs):>9.0f} {med(r['per_sync'] for r in rs):>8.1f} "
-              f"{med(r['cpu'] for r in rs):>5.2f}   "
+    for (wl, io, n), rs in sorted(res.items()):
+        print(f"{wl:<8} {io:<9} {n:>6} {med(r['p50'] for r in rs):>7.3f} "
+              f"{med(r['p99'] for r in rs):>7.3f} {med(r['rate'] for r in rs):>9.0f} "
+              f"{med(r['per_sync'] for r in rs):>8.1f} {med(r['cpu'] for r in rs):>5.2f}   "
               + " ".join(f"{r['rate']:.0f}/{r['p99']:.2f}" for r in rs))
 
 
@@ -136,12 +160,17 @@ def main() -> None:
     ap.add_argument("--wal", action="store_true", help="vary the WAL shards at 64 writers instead")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of --wal (default 5)")
     ap.add_argument("--shards", default="1,2,4,8", help="shard counts of --wal (default 1,2,4,8)")
+    ap.add_argument("--io", default="thread",
+                    help="--wal: WAL I/O paths, comma-separated: thread (shipped), to_thread")
+    ap.add_argument("--sync-delay-ms", type=float, default=0.0,
+                    help="--wal: add this to every fdatasync (a slower disk; default 0)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     root = Path(tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir))
     try:
         if args.wal:
-            wal_shards(root, args.rounds, args.seconds, [int(x) for x in args.shards.split(",")])
+            wal_shards(root, args.rounds, args.seconds, [int(x) for x in args.shards.split(",")],
+                       args.sync_delay_ms / 1000.0, tuple(args.io.split(",")))
             return
         print("fsync-class ack latency (single-record writes, group commit)")
         print(f"{'writers':>8} {'p50 ms':>9} {'p99 ms':>9} {'writes/s':>10} {'records/fdatasync':>18}")

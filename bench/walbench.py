@@ -12,7 +12,10 @@ the work whatever N is); `spread` = 64 streams `w:000000000000`..`w:000000000063
 Rule 3: the configurations run in a different order each round (round r starts at the r-th),
 so the drift of a shared machine falls on all of them alike; the report gives every round's
 value and the median; ratios are topicsrv / redis-server of the same round.
-Rule 4: besides the client's figures (ops/s = records/s, p50/p99 ack latency), each topicsrv
+Rule 4: `--io to_thread` adds configurations `N:to_thread` (env TOPICS_WAL_IO=to_thread: the
+WAL's blocking calls through `trio.to_thread.run_sync`, the path before issue 16) for A/B
+against the shipped per-shard I/O thread.
+Rule 5: besides the client's figures (ops/s = records/s, p50/p99 ack latency), each topicsrv
 cell reports the server's CPU use (share of one core, from /proc/<pid>/stat) and records per
 fdatasync (from GET /v0/status), which say whether it is CPU-bound or sync-bound.
 """
@@ -24,11 +27,11 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench import respbench
 from bench.procs import Proc, Procs, install_signal_handlers
@@ -70,11 +73,31 @@ def _create_topics(port: int) -> None:
         r.execute_command("TOPIC.CREATE", name, "DURABILITY", "fsync")
 
 
+def fdatasync_probe(n: int = 100) -> float:
+    """Median ms of a 2 KB append + fdatasync in a temp dir: the disk's state this round."""
+    with tempfile.TemporaryDirectory(prefix="walbench-probe-") as tmp:
+        fd = os.open(Path(tmp) / "probe", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            times = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                os.write(fd, b"x" * 2000)
+                os.fdatasync(fd)
+                times.append(time.perf_counter() - t0)
+        finally:
+            os.close(fd)
+    return statistics.median(times) * 1000.0
+
+
 def run_cell(procs: Procs, config: str, requests: int) -> dict[str, Cell]:
+    """One fresh server (`config`: REDIS, or `N[:io]` = --wal-shards N and TOPICS_WAL_IO=io),
+    both workloads."""
     if config == REDIS:
         proc = procs.start_redis(extra=("--appendonly", "yes", "--appendfsync", "always"))
     else:
-        proc = procs.start_topicsrv(extra=("--wal-shards", config))
+        shards, _, io = config.partition(":")
+        proc = procs.start_topicsrv(extra=("--wal-shards", shards),
+                                    env={"TOPICS_WAL_IO": io} if io else None)
     try:
         assert proc.resp_port is not None
         if config != REDIS:
@@ -110,7 +133,7 @@ def report(results: dict[str, list[dict[str, Cell]]], configs: list[str]) -> str
     for wl in WORKLOADS:
         lines.append(f"\n-- {wl}: redis-benchmark -c {CLIENTS} -P 1 XADD "
                      f"{'hot' if wl == 'hot' else 'w:<64 streams>'} * f <100 B>")
-        lines.append(f"{'config':<10} {'rec/s med':>9} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} "
+        lines.append(f"{'config':<18} {'rec/s med':>9} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} "
                      f"{'p99 x':>6} {'cpu':>5} {'rec/sync':>8}   rec/s per round")
         ref = results.get(REDIS, [])
         for c in configs:
@@ -120,7 +143,7 @@ def report(results: dict[str, list[dict[str, Cell]]], configs: list[str]) -> str
                     if a.p99_ms and b[wl].p99_ms]
             label = c if c == REDIS else f"shards={c}"
             lines.append(
-                f"{label:<10} {_fmt(_median([r.rps for r in rounds]), '9.0f')} "
+                f"{label:<18} {_fmt(_median([r.rps for r in rounds]), '9.0f')} "
                 f"{_fmt(_median(ratios), '6.2f') if c != REDIS else '     -'} "
                 f"{_fmt(_median([r.p50_ms for r in rounds]), '7.3f')} "
                 f"{_fmt(_median([r.p99_ms for r in rounds]), '7.3f')} "
@@ -135,18 +158,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.walbench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", default="1,2,4,8", help="--wal-shards values (default 1,2,4,8)")
+    ap.add_argument("--io", default="thread",
+                    help="WAL I/O paths to compare, comma-separated: thread (shipped), to_thread")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     ap.add_argument("--requests", type=int, default=30_000, help="XADDs per cell and workload")
     ap.add_argument("--no-redis", action="store_true", help="skip the redis-server reference")
     ap.add_argument("--json", type=Path, default=None, help="also write every cell as JSON here")
     args = ap.parse_args(argv)
-    configs = ([] if args.no_redis else [REDIS]) + [s.strip() for s in args.shards.split(",")]
+    ios = [i.strip() for i in args.io.split(",")]
+    configs = ([] if args.no_redis else [REDIS]) + [
+        s.strip() + ("" if io == "thread" else f":{io}") for io in ios for s in args.shards.split(",")]
     install_signal_handlers()
     procs = Procs()
     results: dict[str, list[dict[str, Cell]]] = {c: [] for c in configs}
+    probes: list[float] = []
     t0 = time.perf_counter()
     try:
         for rnd in range(args.rounds):
+            probes.append(fdatasync_probe())
             order = configs[rnd % len(configs):] + configs[:rnd % len(configs)]
             for c in order:
                 cells = run_cell(procs, c, args.requests)
@@ -159,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fsync-class XADD, {CLIENTS} clients, {args.rounds} rounds x {args.requests} requests "
           f"(medians; per round: rec/s/p99 ms; ratio and p99 x = topicsrv / redis-aof of the same "
           f"round; cpu = server cores busy)")
+    print("fdatasync probe (2 KB append, median ms) per round: "
+          + " ".join(f"{p:.2f}" for p in probes))
     print(report(results, configs))
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json is not None:

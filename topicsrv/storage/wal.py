@@ -1,8 +1,8 @@
 """The write-ahead log: one shard = one file generation + one writer task (group commit).
 
 Rule 1: `enqueue` is synchronous (the engine never awaits); the writer takes everything
-queued, writes it with one writev and one fdatasync in a worker thread, then releases the
-batch's waiters together.
+queued, writes it with one writev and one fdatasync in the shard's I/O thread
+(iothread.py), then releases the batch's waiters together.
 Rule 2: the writer adds HeadWatermark (T_CEIL) frames to a batch for every topic whose head
 came within half the headroom of its reserved ceiling, so seqs are never reused after a crash.
 Rule 3: a batch that fails (ENOSPC, EIO) is cut off the file (ftruncate to the last good
@@ -17,11 +17,15 @@ Rule 6: once a batch is durable, `on_durable` hears its record ranges (fsync-cla
 become readable only then: Topic Rule 6).
 Rule 5: `rotate` is the checkpoint cut: frames queued before it go to the old generation,
 frames after it to the next one; `rotated` fires when the old file is complete and closed.
+Rule 7 (I/O path): the shard's blocking calls run on its own IoThread; env
+TOPICS_WAL_IO=to_thread selects `trio.to_thread.run_sync` per call instead (the path before
+issue 16, kept for A/B measurements: bench/walbench.py).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +38,7 @@ from topicsrv.errors import TopicsError
 from topicsrv.latency import SYNC_BUCKETS_S, Histogram
 from topicsrv.storage import frames
 from topicsrv.storage.fsops import OsOps
+from topicsrv.storage.iothread import IoThread
 
 log = logging.getLogger("topicsrv.storage")
 
@@ -112,6 +117,7 @@ class Shard:
         ceilings: Callable[[Shard], list[tuple[bytes, Callable[[], None]]]],
         on_failed: Callable[[Batch], None],
         on_durable: Callable[[Batch], None] | None = None,
+        io_thread: bool | None = None,
     ) -> None:
         self.index = index
         self.wal_dir = wal_dir
@@ -138,6 +144,9 @@ class Shard:
         self.sync_ms_total = 0.0
         self.sync_latency = Histogram(SYNC_BUCKETS_S)  # writev + fdatasync of each batch (/metrics)
         self.linger = True
+        if io_thread is None:
+            io_thread = os.environ.get("TOPICS_WAL_IO", "thread") != "to_thread"
+        self.io = IoThread(f"wal-io-{index}") if io_thread else None  # Rule 7
 
     # ---- loop side (synchronous) --------------------------------------------------------
 
@@ -189,6 +198,12 @@ class Shard:
 
     # ---- writer task ----------------------------------------------------------------------
 
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking call off the loop (Rule 7)."""
+        if self.io is None:
+            return await trio.to_thread.run_sync(fn, *args)
+        return await self.io.call(fn, *args)
+
     def _write(self, bufs: list[bytes]) -> float:
         t0 = time.perf_counter()
         if bufs:
@@ -214,11 +229,11 @@ class Shard:
             batch.commit.event.set()
             return
         try:
-            ms = await trio.to_thread.run_sync(self._write, bufs)
+            ms = await self._blocking(self._write, bufs)
         except OSError as exc:
             reason = f"{exc.strerror or exc} while writing the WAL"
             log.error("wal shard %d: batch of %d frames failed: %s", self.index, len(bufs), reason)
-            await trio.to_thread.run_sync(self._truncate)
+            await self._blocking(self._truncate)
             self.unwritable = reason
             self.retry = self.retry + batch.control
             batch.commit.error = storage_error(reason)
@@ -258,7 +273,7 @@ class Shard:
         that asked is postponed, nothing is trimmed)."""
         with trio.CancelScope(shield=True):
             try:
-                await trio.to_thread.run_sync(self._switch_sync)
+                await self._blocking(self._switch_sync)
             except OSError as exc:
                 log.error("wal shard %d: cannot start generation %d: %s", self.index, self.target_gen, exc)
                 self.target_gen = self.gen
@@ -325,3 +340,5 @@ class Shard:
         if self.fd >= 0:
             self.ops.close(self.fd)
             self.fd = -1
+        if self.io is not None:
+            self.io.stop()
