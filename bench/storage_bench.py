@@ -126,7 +126,7 @@ def wal_shards(root: Path, rounds: int, seconds: float, shards: list[int],
                sync_delay_s: float = 0.0, ios: tuple[str, ...] = ("thread",)) -> None:
     """64 writers, WAL shards (and I/O paths: env TOPICS_WAL_IO) varied, alternating rounds;
     medians and per-round values."""
-    configs = [(n, io) for io in ios for n in shards]
+    configs = [(n, io) for n in shards for io in ios]  # A/B pairs run back to back
     res: dict[tuple[str, str, int], list[dict[str, float]]] = {}
     try:
         for rnd in range(rounds):

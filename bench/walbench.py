@@ -166,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write every cell as JSON here")
     args = ap.parse_args(argv)
     ios = [i.strip() for i in args.io.split(",")]
-    configs = ([] if args.no_redis else [REDIS]) + [
-        s.strip() + ("" if io == "thread" else f":{io}") for io in ios for s in args.shards.split(",")]
+    configs = ([] if args.no_redis else [REDIS]) + [  # A/B pairs of I/O paths back to back
+        s.strip() + ("" if io == "thread" else f":{io}") for s in args.shards.split(",") for io in ios]
     install_signal_handlers()
     procs = Procs()
     results: dict[str, list[dict[str, Cell]]] = {c: [] for c in configs}
