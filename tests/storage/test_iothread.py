@@ -17,14 +17,11 @@ from topicsrv.storage.iothread import IoThread
 from .harness import running, write
 
 
-def _threads(name: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == name]
-
-
-def _gone(name: str, timeout: float = 5.0) -> bool:
-    for t in _threads(name):
-        t.join(timeout)
-    return not _threads(name)
+def _ended(io: IoThread, timeout: float = 5.0) -> bool:
+    t = io.thread
+    assert t is not None
+    t.join(timeout)
+    return not t.is_alive() and not io.alive
 
 
 async def test_calls_run_on_the_thread_in_order_one_at_a_time() -> None:
@@ -57,7 +54,7 @@ async def test_calls_run_on_the_thread_in_order_one_at_a_time() -> None:
     assert [i for i, _ in seen] == calls
     assert {name for _, name in seen} == {"test-io-order"}
     assert not overlap
-    assert _gone("test-io-order")
+    assert _ended(io)
 
 
 async def test_an_error_in_the_call_is_raised_in_the_caller() -> None:
@@ -71,7 +68,7 @@ async def test_an_error_in_the_call_is_raised_in_the_caller() -> None:
     assert info.value.errno == errno.ENOSPC
     assert await io.call(lambda: "still serving") == "still serving"
     io.stop()
-    assert _gone("test-io-error")
+    assert _ended(io)
 
 
 async def test_a_cancelled_caller_still_sees_its_call_complete() -> None:
@@ -94,44 +91,45 @@ async def test_a_cancelled_caller_still_sees_its_call_complete() -> None:
             release.set()
     assert done == ["written"]  # not abandoned: the outcome of the I/O is always seen
     io.stop()
-    assert _gone("test-io-cancel")
+    assert _ended(io)
 
 
 async def test_the_thread_ends_when_idle_and_the_next_call_starts_it_again() -> None:
     io = IoThread("test-io-idle", idle_s=0.02)
     assert await io.call(lambda: 1) == 1
-    assert _gone("test-io-idle")
-    assert not io.alive
-    assert await io.call(lambda: 2) == 2  # a new thread
+    first = io.thread
+    assert _ended(io)  # idle: no stop() needed
+    assert await io.call(lambda: 2) == 2
+    assert io.thread is not first  # a new thread
     io.stop()
-    assert _gone("test-io-idle")
+    assert _ended(io)
 
 
-class ThreadNames(OsOps):
+class SyncThreads(OsOps):
     def __init__(self) -> None:
-        self.sync_threads: set[str] = set()
+        self.sync_threads: set[threading.Thread] = set()
 
     def fdatasync(self, fd: int) -> None:
-        self.sync_threads.add(threading.current_thread().name)
+        self.sync_threads.add(threading.current_thread())
         super().fdatasync(fd)
 
 
 async def test_the_wal_syncs_on_its_shards_io_threads(tmp_path: Path) -> None:
-    ops = ThreadNames()
+    ops = SyncThreads()
     async with running(tmp_path, shards=2, ops=ops) as (e, st):
-        for name in ("a", "b", "c", "d"):
+        for name in ("a", "b", "c", "d"):  # both shards get some
             e.put_topic(name, {"durable": True})
             await write(e, name, [1])
-        wal_syncs = {n for n in ops.sync_threads if n.startswith("wal-io-")}
-    assert wal_syncs == {"wal-io-0", "wal-io-1"}
-    assert _gone("wal-io-0") and _gone("wal-io-1")  # close() stopped them
+        ios = [sh.io for sh in st.shards]
+        assert all(io is not None and io.thread in ops.sync_threads for io in ios)
+    assert all(io is not None and _ended(io) for io in ios)  # close() stopped them
 
 
 async def test_to_thread_io_path_is_still_selectable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOPICS_WAL_IO", "to_thread")
-    ops = ThreadNames()
+    ops = SyncThreads()
     async with running(tmp_path, shards=1, ops=ops) as (e, st):
         e.put_topic("a", {"durable": True})
         await write(e, "a", [1])
         assert st.shards[0].io is None
-    assert ops.sync_threads and not any(n.startswith("wal-io-") for n in ops.sync_threads)
+    assert ops.sync_threads and not any(t.name.startswith("wal-io-") for t in ops.sync_threads)

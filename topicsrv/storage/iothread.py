@@ -50,6 +50,7 @@ class IoThread:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._alive = False
+        self.thread: threading.Thread | None = None  # the latest one started
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         job = _Job(fn, args)
@@ -57,7 +58,8 @@ class IoThread:
             self._jobs.put(job)
             if not self._alive:
                 self._alive = True
-                threading.Thread(target=self._run, name=self.name, daemon=True).start()
+                self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self.thread.start()
         await trio.lowlevel.wait_task_rescheduled(_no_abort)
         if job.error is not None:
             raise job.error
