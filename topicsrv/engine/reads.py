@@ -25,11 +25,13 @@ The tombstone is a `Tombstone` value (engine/tombstone.py); the fronts only rend
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
 from topicsrv.engine import xids
+from topicsrv.engine.blobs import Blobs
+from topicsrv.engine.columns import Packed
 from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, blob_to_json, blob_to_resp
 from topicsrv.engine.segments import GAP_FLAGS, LIVE, LOST
 from topicsrv.engine.tombstone import Tombstone
@@ -41,7 +43,7 @@ FMT_RESP = KIND_FIELDS
 
 @dataclass(slots=True)
 class ReadResult:
-    records: list[bytes]  # blobs in the requested format
+    records: Sequence[bytes]  # blobs in the requested format (a Blobs: engine/blobs.py)
     seqs: list[int]  # seq of each record, same order
     tombstone: Tombstone | None
     next_from_seq: int
@@ -125,7 +127,7 @@ def read(
     from_seq = max(from_seq, topic.seq_base - 1)  # seeds 4.1: a topic's seqs start at seq_base
     cursor, tomb = gate(topic, from_seq, epoch)
     head = topic.head_seq
-    records: list[bytes] = []
+    records = Blobs(b"," if fmt == FMT_JSON else b"")
     seqs: list[int] = []
     nodeset = nodes if nodes and topic.config.dedupe_node else None
     convert = _converter(fmt)
@@ -163,8 +165,26 @@ def read(
         if (
             nodeset is None or seg.nodes is None
         ) and (not max_bytes or seg.kinds == fmt) and seg.flags.count(LIVE, j, k) == k - j:
-            run = seg.blobs[j:k]
+            blobs = seg.blobs
             capped = False
+            if isinstance(blobs, Packed) and seg.kinds == fmt:  # one slice (columns Rule 1)
+                if max_bytes:
+                    fit, size = blobs.fit(j, k, max_bytes - nbytes)
+                    if fit == 0 and not records:
+                        fit, size = 1, blobs.fit(j, j + 1, blobs.size(j))[1]  # at least one record
+                    if fit < k - j:
+                        k, capped = j + fit, True
+                    nbytes += size
+                if k > j:
+                    records.add_run(blobs, j, k)
+                seqs.extend(range(seg.base + j, seg.base + k))
+                scanned += k - j
+                window -= k - j
+                s = seg.base + k
+                if capped:
+                    break
+                continue
+            run = blobs[j:k]
             if max_bytes:
                 ends = list(accumulate(map(len, run), initial=nbytes))
                 fit = bisect_right(ends, max_bytes, 1) - 1
@@ -176,7 +196,7 @@ def read(
             elif seg.kinds != fmt:  # a segment holding another record form: convert those
                 run = [b if b[0] == fmt else convert(b, seg.node(x), seg.tag(x))
                        for x, b in enumerate(run, j)]
-            records.extend(run)  # type: ignore[arg-type]
+            records.extend(run)  # type: ignore[arg-type]  # all live: no None
             seqs.extend(range(seg.base + j, seg.base + k))
             scanned += k - j
             window -= k - j
@@ -217,34 +237,45 @@ def read(
             break
         s = seg.next_seq
     next_from_seq = head if s > head else s - 1
+    out: Sequence[bytes] = records
     if fmt == FMT_RESP and topic.xid_since is not None and records:
-        records = xids.reid_all(topic, seqs, records)
+        out = xids.reid_all(topic, seqs, records)
     topic.last_read_ts = now
     topic.last_consumed_at = now
-    topic.read_total += len(records)
-    return ReadResult(records, seqs, tomb, next_from_seq, head, topic.earliest_seq, scanned)
+    topic.read_total += len(out)
+    return ReadResult(out, seqs, tomb, next_from_seq, head, topic.earliest_seq, scanned)
 
 
 def scan_range(
     topic: Topic, lo: int, hi: int, count: int, now: int, *, reverse: bool = False, fmt: int = FMT_RESP
 ) -> list[tuple[int, bytes]]:
     """Live records with lo <= seq <= hi, at most `count` (0 = all); no tombstones (XRANGE)."""
-    out = _scan_range(topic, lo, hi, count, now, reverse, fmt)
-    if fmt == FMT_RESP and topic.xid_since is not None and out:
+    seqs, blobs = scan_blobs(topic, lo, hi, count, now, reverse=reverse, fmt=fmt)
+    return list(zip(seqs, blobs, strict=True))
+
+
+def scan_blobs(
+    topic: Topic, lo: int, hi: int, count: int, now: int, *, reverse: bool = False, fmt: int = FMT_RESP
+) -> tuple[list[int], Sequence[bytes]]:
+    """`scan_range` as (seqs, blobs), a run of packed slots kept as one slice (blobs Rule 2)."""
+    seqs, out = _scan_range(topic, lo, hi, count, now, reverse, fmt)
+    if fmt == FMT_RESP and topic.xid_since is not None and seqs:
         since = topic.xid_since
-        return [(s, b if s < since else xids.reid(b, xids.xid_of(topic, s))) for s, b in out]
-    return out
+        return seqs, [b if s < since else xids.reid(b, xids.xid_of(topic, s))
+                      for s, b in zip(seqs, out, strict=True)]
+    return seqs, out
 
 
 def _scan_range(
     topic: Topic, lo: int, hi: int, count: int, now: int, reverse: bool, fmt: int
-) -> list[tuple[int, bytes]]:
+) -> tuple[list[int], Blobs]:
     topic.expire(now)
     lo = max(lo, topic.front)
     hi = min(hi, topic.head_seq)
-    out: list[tuple[int, bytes]] = []
+    seqs: list[int] = []
+    out = Blobs(b"," if fmt == FMT_JSON else b"")
     if lo > hi or not topic.segs:
-        return out
+        return seqs, out
     convert = _converter(fmt)
     seq = hi if reverse else lo
     while lo <= seq <= hi:
@@ -261,11 +292,16 @@ def _scan_range(
         flags, blobs = seg.flags, seg.blobs
         if not reverse and seg.kinds == fmt:
             # Fast path: a run of live slots in this record form goes out as one slice.
-            j = stop if not count else min(stop, i + count - len(out))
+            j = stop if not count else min(stop, i + count - len(seqs))
             if flags.count(LIVE, i, j) == j - i:
-                out.extend(zip(range(seg.base + i, seg.base + j), blobs[i:j], strict=True))  # type: ignore[arg-type]
-                if count and len(out) >= count:
-                    return out
+                seqs.extend(range(seg.base + i, seg.base + j))
+                if isinstance(blobs, Packed):
+                    if j > i:
+                        out.add_run(blobs, i, j)
+                else:
+                    out.extend(blobs[i:j])  # type: ignore[arg-type]
+                if count and len(seqs) >= count:
+                    return seqs, out
                 if j < stop:
                     seq = seg.base + j
                     continue
@@ -277,8 +313,9 @@ def _scan_range(
                 assert blob is not None
                 if blob[0] != fmt:
                     blob = convert(blob, seg.node(x), seg.tag(x))
-                out.append((seg.base + x, blob))
-                if count and len(out) >= count:
-                    return out
+                seqs.append(seg.base + x)
+                out.append(blob)
+                if count and len(seqs) >= count:
+                    return seqs, out
         seq = seg.base - 1 if reverse else seg.base + len(seg)
-    return out
+    return seqs, out

@@ -61,8 +61,10 @@ def new_topic(
 def _segment_for(topic: Topic, seq: int) -> Segment:
     segs = topic.segs
     last = segs[-1] if segs else None
-    if isinstance(last, Segment) and not last.full:
-        return last
+    if isinstance(last, Segment):
+        if not last.full:
+            return last
+        last.seal()
     seg = Segment(seq)
     segs.append(seg)
     return seg
@@ -78,6 +80,9 @@ def fill_lost(topic: Topic, upto: int, ts: int, flag: int = LOST) -> None:
     if upto - tail > SEGMENT_RECORDS:
         if tail > seq:
             fill_lost(topic, tail, ts, flag)  # finish the current segment slot by slot
+        last = topic.segs[-1] if topic.segs else None
+        if isinstance(last, Segment):
+            last.seal()  # full now: nothing is appended to a segment before a Run
         run_flag = EVICTED if tail < topic.front else flag
         run = Run(tail, upto - tail, run_flag, ts)
         xmod.push_dead(topic, run, len(run))

@@ -15,12 +15,22 @@ memory whatever its length, so memory is O(records), never O(seq range). A run i
 "full" (nothing is appended to it); the segment after it starts where it ends, so that
 segment (like a topic's first) may start inside its aligned range, and `Topic.locate` falls
 back to a binary search when runs break the arithmetic.
+Rule 5: a full segment is sealed (`seal`, called when the next one starts): its blobs become
+one `Packed` buffer (one slice per run of live slots, engine/columns.py), its ts a `Deltas`
+column, its sizes the narrowest array (a `Const` when all are equal); flags, nodes, tags and
+xids stay as they are. Only the tail segment takes appends, so XADD never touches a sealed one.
+Rule 6: killing slots of a sealed segment only flips flags; their bytes are freed by a repack
+once dead bytes are most of its buffer (or at once when nothing live is left), so a delete
+costs O(slots killed) amortised, never O(segment) each. `blobs[k]` of a slot that is not LIVE
+is None or stale bytes: read the flag first (every reader does).
 """
 
 from __future__ import annotations
 
 from array import array
-from typing import Any
+
+from topicsrv.engine.columns import Const, Deltas, Packed, narrow
+from topicsrv.engine.records import KIND_JSON
 
 SEGMENT_RECORDS = 4096
 
@@ -41,9 +51,10 @@ class Segment:
     def __init__(self, base: int) -> None:
         self.base = base
         self.end = (base // SEGMENT_RECORDS + 1) * SEGMENT_RECORDS
-        self.ts = array("Q")
-        self.blobs: list[bytes | None] = []
-        self.sizes = array("I")
+        # Lists and arrays while the segment takes appends; packed columns once sealed (Rule 5).
+        self.ts: array[int] | Deltas = array("Q")
+        self.blobs: list[bytes | None] | Packed = []
+        self.sizes: array[int] | Const = array("I")
         self.flags = bytearray()
         # Allocated on the first record that has a node / tag: most segments never pay.
         self.nodes: list[str | None] | None = None
@@ -63,14 +74,18 @@ class Segment:
     def full(self) -> bool:
         return self.base + len(self.blobs) >= self.end
 
+    @property
+    def sealed(self) -> bool:
+        return isinstance(self.blobs, Packed)
+
     def append(self, blob: bytes, ts: int, size: int, node: str | None, tag: str | None) -> None:
         n = len(self.blobs)
         kind = blob[0]
         if kind != self.kinds:
             self.kinds = kind if not n else MIXED
-        self.blobs.append(blob)
-        self.ts.append(ts)
-        self.sizes.append(size)
+        self.blobs.append(blob)  # type: ignore[union-attr]  # only the tail takes appends (Rule 5)
+        self.ts.append(ts)  # type: ignore[union-attr]
+        self.sizes.append(size)  # type: ignore[union-attr]
         self.flags.append(LIVE)
         if node is not None:
             if self.nodes is None:
@@ -89,9 +104,9 @@ class Segment:
 
     def append_lost(self, count: int, ts: int) -> None:
         """Slots for seqs that were assigned and then lost (recovery of a crashed tail)."""
-        self.blobs.extend([None] * count)
-        self.ts.extend([ts] * count)
-        self.sizes.extend([0] * count)
+        self.blobs.extend([None] * count)  # type: ignore[union-attr]
+        self.ts.extend([ts] * count)  # type: ignore[union-attr]
+        self.sizes.extend([0] * count)  # type: ignore[union-attr]
         self.flags.extend(bytes([LOST]) * count)
         if self.nodes is not None:
             self.nodes.extend([None] * count)
@@ -107,7 +122,8 @@ class Segment:
     def live_in(self, i: int, j: int) -> tuple[int, int]:
         """(records, bytes) of the LIVE slots in [i, j)."""
         if self.flags.count(LIVE, i, j) == j - i:
-            return j - i, sum(self.sizes[i:j])
+            sizes = self.sizes
+            return j - i, sizes.total(i, j) if isinstance(sizes, Const) else sum(sizes[i:j])
         n = b = 0
         flags, sizes = self.flags, self.sizes
         for k in range(i, j):
@@ -117,20 +133,56 @@ class Segment:
         return n, b
 
     def kill(self, i: int, j: int, flag: int) -> tuple[int, int]:
-        """Mark LIVE slots of [i, j) with `flag`, free their payloads; returns what was live."""
+        """Mark LIVE slots of [i, j) with `flag`, free their payloads (Rule 6); returns what
+        was live."""
         n, b = self.live_in(i, j)
+        blobs = self.blobs
         if n == j - i:
             self.flags[i:j] = bytes([flag]) * (j - i)
-            self.blobs[i:j] = [None] * (j - i)
+            if isinstance(blobs, Packed):
+                blobs.forget(i, j)
+            else:
+                blobs[i:j] = [None] * (j - i)
         elif n:
-            flags, blobs = self.flags, self.blobs
+            flags = self.flags
             for k in range(i, j):
                 if flags[k] == LIVE:
                     flags[k] = flag
-                    blobs[k] = None
+                    if isinstance(blobs, Packed):
+                        blobs.forget(k, k + 1)
+                    else:
+                        blobs[k] = None
         self.live -= n
         self.live_bytes -= b
+        if n and isinstance(blobs, Packed) and (not self.live or blobs.wasteful()):
+            self.repack()
         return n, b
+
+    def seal(self) -> None:
+        """Pack the columns of this full segment (Rule 5); a no-op once sealed."""
+        blobs = self.blobs
+        if isinstance(blobs, Packed):
+            return
+        ts, sizes = self.ts, self.sizes
+        assert isinstance(ts, array) and isinstance(sizes, array)
+        n = len(blobs)
+        self.blobs = Packed(blobs, b"," if self.kinds == KIND_JSON else b"")
+        self.ts = Deltas(ts)
+        if n and sizes.count(sizes[0]) == n:
+            self.sizes = Const(sizes[0], n)
+        else:
+            self.sizes = narrow(sizes, max(sizes, default=0))
+
+    def repack(self) -> None:
+        """A sealed segment's buffer without the bytes of its dead slots (Rule 6)."""
+        old = self.blobs
+        assert isinstance(old, Packed)
+        n = len(old)
+        if not self.live:
+            self.blobs = Packed([None] * n, old.sep)
+            return
+        flags = self.flags
+        self.blobs = Packed([old[k] if flags[k] == LIVE else None for k in range(n)], old.sep)
 
     def next_visible(self, i: int) -> int:
         """Index of the first LIVE, LOST or TRIMMED slot at/after i, or len(self) when there
@@ -162,45 +214,6 @@ class Segment:
 
     def __len__(self) -> int:
         return len(self.blobs)
-
-
-def _span(n: int, i: int, j: int | None) -> tuple[int, int]:
-    """Normalise [i, j) like the bytes methods do."""
-    lo, hi, _ = slice(i, j).indices(n)
-    return lo, max(lo, hi)
-
-
-class Const:
-    """A read-only sequence of `n` copies of one value (a Run's ts, sizes, blobs and flags),
-    answering the bytearray searches the read paths use in O(1)."""
-
-    __slots__ = ("value", "n")
-
-    def __init__(self, value: Any, n: int) -> None:
-        self.value = value
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self.value] * len(range(*i.indices(self.n)))  # only ever tiny (empty) slices
-        if not -self.n <= i < self.n:
-            raise IndexError(i)
-        return self.value
-
-    def count(self, x: Any, i: int = 0, j: int | None = None) -> int:
-        lo, hi = _span(self.n, i, j)
-        return hi - lo if x == self.value else 0
-
-    def find(self, x: Any, i: int = 0, j: int | None = None) -> int:
-        lo, hi = _span(self.n, i, j)
-        return lo if x == self.value and lo < hi else -1
-
-    def rfind(self, x: Any, i: int = 0, j: int | None = None) -> int:
-        lo, hi = _span(self.n, i, j)
-        return hi - 1 if x == self.value and lo < hi else -1
 
 
 class Run:

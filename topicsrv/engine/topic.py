@@ -344,6 +344,8 @@ class Topic:
         total = 0
         for rec in records:
             if seg is None or seg.full:
+                if seg is not None:
+                    seg.seal()  # segments Rule 5: only the tail takes appends
                 seg = Segment(seq)
                 segs.append(seg)
             blob = rec.encode(seq, ts)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from topicsrv.engine.segments import AnySegment, Run, Segment
@@ -278,7 +279,7 @@ def reid(blob: bytes, x: Xid) -> bytes:
     return b"*2\r\n$%d\r\n%b\r\n%b" % (len(ident), ident, blob[start:])
 
 
-def reid_all(topic: Topic, seqs: list[int], blobs: list[bytes]) -> list[bytes]:
+def reid_all(topic: Topic, seqs: list[int], blobs: Sequence[bytes]) -> list[bytes]:
     since = topic.xid_since
     assert since is not None
     return [b if s < since else reid(b, xid_of(topic, s)) for s, b in zip(seqs, blobs, strict=True)]

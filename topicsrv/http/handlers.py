@@ -24,6 +24,7 @@ import orjson
 import trio
 
 from topicsrv.engine import deletes
+from topicsrv.engine.blobs import pieces
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from topicsrv.engine.journal import CommitToken
 from topicsrv.engine.reads import ReadResult
@@ -203,7 +204,7 @@ def diff_body(topic: str, res: ReadResult, elapsed_ms: float) -> bytes | Joined:
         orjson.dumps({"server_total_ms": elapsed_ms, "records_scanned": res.scanned}),
         b"}",
     ))
-    body = Joined(prefix, res.records, b",", suffix)
+    body = Joined(prefix, pieces(res.records, b","), b",", suffix)  # a packed run as stored
     return body if len(body) > PIECE_BYTES else body.to_bytes()
 
 

@@ -18,9 +18,11 @@ Rule 3: any other reply over the limit is replaced by the same error after encod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
-from topicsrv.engine.reads import FMT_RESP, ReadResult, read, scan_range
+from topicsrv.engine.blobs import Blobs, nbytes
+from topicsrv.engine.reads import FMT_RESP, ReadResult, read, scan_blobs
 from topicsrv.engine.topic import Topic
 from topicsrv.resp.commands.base import CommandContext, Err
 
@@ -41,9 +43,9 @@ def budget(ctx: CommandContext) -> int:
     return max(1, ctx.server.config.client_output_limit - SLACK)
 
 
-def fit(records: list[bytes], room: int) -> int:
+def fit(records: Sequence[bytes], room: int) -> int:
     """How many leading records fit in `room` bytes; at least one (a reader must progress)."""
-    if sum(map(len, records)) <= room:
+    if nbytes(records) <= room:
         return len(records)
     used = 0
     for k, blob in enumerate(records):
@@ -63,27 +65,26 @@ def capped(result: ReadResult, room: int) -> ReadResult:
 
 
 def bounded_range(ctx: CommandContext, topic: Topic, lo: int, hi: int, count: int,
-                  reverse: bool) -> list[bytes]:
+                  reverse: bool) -> Blobs:
     """XRANGE's entries (count 0 = all), or the Rule 1 error."""
     room = budget(ctx)
     now = ctx.engine.now()
-    out: list[bytes] = []
+    out = Blobs()
     size = 0
     while True:
         want = PAGE if count <= 0 else min(PAGE, count - len(out))
-        page = scan_range(topic, lo, hi, want, now, reverse=reverse, fmt=FMT_RESP)
-        blobs = [b for _, b in page]
-        size += sum(map(len, blobs))
+        seqs, blobs = scan_blobs(topic, lo, hi, want, now, reverse=reverse, fmt=FMT_RESP)
+        size += nbytes(blobs)
         if size > room:
             raise Err(too_big(ctx, "the entries of this range",
                               "; use COUNT to read the range in pages"))
-        out += blobs
-        if len(page) < want or (count > 0 and len(out) >= count):
+        out.extend(blobs)
+        if len(seqs) < want or (count > 0 and len(out) >= count):
             return out
         if reverse:
-            hi = page[-1][0] - 1
+            hi = seqs[-1] - 1
         else:
-            lo = page[-1][0] + 1
+            lo = seqs[-1] + 1
 
 
 def group_window(ctx: CommandContext, topic: Topic, cursor: int, count: int, room: int) -> int:

@@ -20,6 +20,7 @@ import trio
 import trio.lowlevel
 
 from topicsrv.engine import groups as eg
+from topicsrv.engine.blobs import nbytes
 from topicsrv.engine.reads import ReadResult
 from topicsrv.engine.topic import Topic
 from topicsrv.notify import Waiter
@@ -96,7 +97,7 @@ def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
             if res is None and not claimed:
                 continue
             if res is not None:
-                room -= sum(map(len, res.records)) + len(key)
+                room -= nbytes(res.records) + len(key)
             if ra.claim is None:
                 assert res is not None
                 out.append((key, render_entries(topic, res)))

@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from topicsrv.engine import grouprefs, xids
+from topicsrv.engine.blobs import joined, nbytes
 from topicsrv.engine.groups import entries_added
 from topicsrv.engine.idempotency import auto_iid
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
@@ -73,9 +74,9 @@ OFFLOAD_FIELDS = 4096  # an XADD with more field/value items is encoded off the 
 def render_entries(topic: Topic, result: ReadResult) -> Raw:
     n = len(result.records)
     if result.tombstone is None:
-        return Raw(b"*%d\r\n%b" % (n, b"".join(result.records)))
+        return Raw(b"*%d\r\n%b" % (n, joined(result.records)))
     tomb = result.tombstone.resp_entry()
-    return Raw(b"*%d\r\n%b%b" % (n + 1, tomb, b"".join(result.records)))
+    return Raw(b"*%d\r\n%b%b" % (n + 1, tomb, joined(result.records)))
 
 
 def render_read(topic: Topic, key: bytes, result: ReadResult) -> list[Any] | None:
@@ -203,7 +204,7 @@ def _range(ctx: CommandContext, args: list[bytes], reverse: bool) -> Any:
     if lo > hi:
         return Raw(b"*0\r\n")
     found = replysize.bounded_range(ctx, topic, lo, hi, max(count, 0), reverse)
-    return Raw(b"*%d\r\n%b" % (len(found), b"".join(found)))
+    return Raw(b"*%d\r\n%b" % (len(found), found.joined()))
 
 
 @command("xrange", -4, ["readonly"], 1, 1, 1,
@@ -276,7 +277,7 @@ def _read_once(ctx: CommandContext, keys: list[bytes], cursors: list[int], count
             break
         result = engine.diff(name, cursor, count or XREAD_ALL, nodes=nodes, fmt=FMT_RESP)
         result = replysize.capped(result, room)
-        room -= sum(map(len, result.records)) + len(key)
+        room -= nbytes(result.records) + len(key)
         item = render_read(topic, key, result)
         if item is not None:
             items.append(item)

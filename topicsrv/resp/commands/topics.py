@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from topicsrv.engine import deletes
+from topicsrv.engine.blobs import joined
 from topicsrv.engine.config import parse_config
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from topicsrv.engine.reads import FMT_RESP
@@ -120,7 +121,7 @@ def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
     tomb = result.tombstone
     return {
         "topic": name,
-        "records": Raw(b"*%d\r\n%b" % (len(result.records), b"".join(result.records))),
+        "records": Raw(b"*%d\r\n%b" % (len(result.records), joined(result.records))),
         "seqs": result.seqs,
         "tombstone": None if tomb is None else tomb.to_json(),
         "tombstone_entry": None if tomb is None else Raw(tomb.resp_entry()),

@@ -1,0 +1,185 @@
+"""Column types of a segment: read-only sequences that answer what the read paths ask of a list
+or array, in less memory.
+
+Rule 1: `Packed` holds the blobs of a sealed segment in ONE bytes buffer plus an offsets
+array: slot k is `buf[offs[k]:offs[k + 1] - len(sep)]`, an empty span being a slot without a
+payload (reads as None). `sep` is b"," after every JSON blob (a run of JSON records is then one
+comma-joined slice, the HTTP diff's separator) and b"" for entries (a run is one slice, the
+RESP array body). So a run of live slots is read as ONE slice, never a join.
+Rule 2: a dead slot's bytes stay in the buffer until the owner repacks (`dead` counts them);
+its reader must look at the slot's flag first, as for any segment.
+Rule 3: `Deltas` is a non-decreasing ts column as a base plus the narrowest unsigned array that
+holds the deltas; `narrow` picks that typecode; `Const` is a column of one repeated value.
+Rule 4: every type here is immutable once built (no appends): a sealed segment is replaced
+column by column, so a reader on another thread sees either the old or the new column, both
+right.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from itertools import accumulate
+from operator import add
+from typing import Any
+
+_CODES = (("B", 1 << 8), ("H", 1 << 16), ("I", 1 << 32), ("Q", 1 << 64))
+
+
+def narrow(values: Sequence[int], top: int) -> array[int]:
+    """`values` (all in [0, top]) in the narrowest unsigned array that holds `top`."""
+    for code, limit in _CODES:
+        if top < limit:
+            return array(code, values)
+    raise OverflowError(top)
+
+
+def _span(n: int, i: int, j: int | None) -> tuple[int, int]:
+    """Normalise [i, j) like the bytes methods do."""
+    lo, hi, _ = slice(i, j).indices(n)
+    return lo, max(lo, hi)
+
+
+class Const:
+    """A read-only sequence of `n` copies of one value (a Run's ts, sizes, blobs and flags; a
+    sealed segment's sizes when all are equal), answering the bytearray searches the read
+    paths use in O(1)."""
+
+    __slots__ = ("value", "n")
+
+    def __init__(self, value: Any, n: int) -> None:
+        self.value = value
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.value] * len(range(*i.indices(self.n)))
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self.value
+
+    def __iter__(self) -> Any:
+        return iter([self.value] * self.n)
+
+    def count(self, x: Any, i: int = 0, j: int | None = None) -> int:
+        lo, hi = _span(self.n, i, j)
+        return hi - lo if x == self.value else 0
+
+    def find(self, x: Any, i: int = 0, j: int | None = None) -> int:
+        lo, hi = _span(self.n, i, j)
+        return lo if x == self.value and lo < hi else -1
+
+    def rfind(self, x: Any, i: int = 0, j: int | None = None) -> int:
+        lo, hi = _span(self.n, i, j)
+        return hi - 1 if x == self.value and lo < hi else -1
+
+    def total(self, i: int, j: int) -> int:
+        """sum(self[i:j]) without building the slice."""
+        lo, hi = _span(self.n, i, j)
+        return (hi - lo) * self.value
+
+
+class Deltas:
+    """A ts column: `base + d[k]` (Rule 3)."""
+
+    __slots__ = ("base", "d")
+
+    def __init__(self, values: Sequence[int]) -> None:
+        base = min(values) if len(values) else 0
+        self.base = base
+        self.d = narrow(list(map(base.__rsub__, values)), max(values) - base if len(values) else 0)
+
+    def __len__(self) -> int:
+        return len(self.d)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return list(map(self.base.__add__, self.d[i]))
+        return self.base + self.d[i]
+
+    def __iter__(self) -> Any:
+        return map(self.base.__add__, self.d)
+
+
+class Packed:
+    """The blobs of a sealed segment (Rule 1)."""
+
+    __slots__ = ("buf", "offs", "sep", "dead")
+
+    def __init__(self, blobs: Sequence[bytes | None], sep: bytes = b"") -> None:
+        n = len(blobs)
+        s = len(sep)
+        if None in blobs:
+            live = [b for b in blobs if b is not None]
+            lens = [0 if b is None else len(b) + s for b in blobs]
+        else:
+            live = blobs  # type: ignore[assignment]
+            lens = list(map(len, blobs))  # type: ignore[arg-type]
+            if s:
+                lens = list(map(add, lens, [s] * n))
+        buf = sep.join(live) + sep if live else b""
+        self.buf = buf
+        self.offs = narrow(list(accumulate(lens, initial=0)), len(buf))
+        self.sep = sep
+        self.dead = 0  # bytes of dead slots still in buf (Rule 2)
+
+    def __len__(self) -> int:
+        return len(self.offs) - 1
+
+    def __getitem__(self, i: Any) -> Any:
+        offs = self.offs
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(len(offs) - 1)
+            if step != 1:
+                return [self[k] for k in range(lo, hi, step)]
+            if hi <= lo:
+                return []
+            buf, s = self.buf, len(self.sep)
+            edges = offs[lo:hi + 1]
+            return [buf[a:b - s] if b > a else None for a, b in zip(edges, edges[1:], strict=False)]
+        if i < 0:
+            i += len(offs) - 1
+        a = offs[i]
+        b = offs[i + 1]
+        if b == a:
+            return None
+        return self.buf[a:b - len(self.sep)]
+
+    def __iter__(self) -> Any:
+        return iter(self[:])
+
+    def size(self, i: int) -> int:
+        """Bytes slot i holds in the buffer (its blob and separator)."""
+        return self.offs[i + 1] - self.offs[i]
+
+    def joined(self, i: int, j: int) -> bytes:
+        """Slots [i, j), all holding a blob, as one slice: back to back, or comma-joined."""
+        return self.buf[self.offs[i]:self.offs[j] - len(self.sep)]
+
+    def fit(self, i: int, j: int, room: int) -> tuple[int, int]:
+        """(k, bytes): the longest run of slots [i, i + k) within [i, j) whose blobs total at
+        most `room` bytes, and that total (a binary search over the offsets)."""
+        offs, s = self.offs, len(self.sep)
+        first = offs[i]
+        total = offs[j] - first - s * (j - i)
+        if total <= room:
+            return j - i, total
+        lo, hi = 0, j - i  # cum(lo) <= room < cum(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if offs[i + mid] - first - s * mid <= room:
+                lo = mid
+            else:
+                hi = mid
+        return lo, offs[i + lo] - first - s * lo
+
+    def forget(self, i: int, j: int) -> None:
+        """Slots [i, j) died (Rule 2): their bytes count as dead until the next repack."""
+        self.dead += self.offs[j] - self.offs[i]
+
+    def wasteful(self) -> bool:
+        """True when dead bytes are most of the buffer: time to repack."""
+        return self.dead * 2 > len(self.buf)
