@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, repeat
 from operator import add
 from typing import Any
 
@@ -134,24 +134,13 @@ def _low_bytes(values: array[int]) -> tuple[int, array[int]] | None:
 
 
 class Packed:
-    """The blobs of a sealed segment (Rule 1)."""
+    """The blobs of a sealed segment (Rule 1). Build one with `pack`."""
 
     __slots__ = ("buf", "offs", "sep", "dead")
 
-    def __init__(self, blobs: Sequence[bytes | None], sep: bytes = b"") -> None:
-        n = len(blobs)
-        s = len(sep)
-        if None in blobs:
-            live = [b for b in blobs if b is not None]
-            lens = [0 if b is None else len(b) + s for b in blobs]
-        else:
-            live = blobs  # type: ignore[assignment]
-            lens = list(map(len, blobs))  # type: ignore[arg-type]
-            if s:
-                lens = list(map(add, lens, [s] * n))
-        buf = sep.join(live) + sep if live else b""
+    def __init__(self, buf: bytes, offs: array[int], sep: bytes) -> None:
         self.buf = buf
-        self.offs = narrow(list(accumulate(lens, initial=0)), len(buf))
+        self.offs = offs
         self.sep = sep
         self.dead = 0  # bytes of dead slots still in buf (Rule 2)
 
@@ -212,3 +201,37 @@ class Packed:
     def wasteful(self) -> bool:
         """True when dead bytes are most of the buffer: time to repack."""
         return self.dead * 2 > len(self.buf)
+
+    def keep(self, runs: list[tuple[int, int]]) -> Packed:
+        """A copy holding only the slots of `runs` (sorted, disjoint [a, b) ranges), every
+        other slot empty: one slice per run and C-level offset arithmetic, so a repack costs
+        O(slots) with a small constant."""
+        offs, buf = self.offs, self.buf
+        n = len(offs) - 1
+        pieces: list[bytes] = []
+        new: list[int] = []
+        pos = k = 0
+        for a, b in runs:
+            new.extend(repeat(pos, a - k))
+            new.extend(map((pos - offs[a]).__add__, offs[a:b]))
+            pieces.append(buf[offs[a]:offs[b]])
+            pos += offs[b] - offs[a]
+            k = b
+        new.extend(repeat(pos, n - k + 1))
+        return Packed(b"".join(pieces), narrow(new, pos), self.sep)
+
+
+def pack(blobs: Sequence[bytes | None], sep: bytes = b"") -> Packed:
+    """`blobs` (None: a slot without a payload) in one buffer, each followed by `sep`."""
+    n = len(blobs)
+    s = len(sep)
+    if None in blobs:
+        live = [b for b in blobs if b is not None]
+        lens = [0 if b is None else len(b) + s for b in blobs]
+    else:
+        live = blobs  # type: ignore[assignment]
+        lens = list(map(len, blobs))  # type: ignore[arg-type]
+        if s:
+            lens = list(map(add, lens, repeat(s, n)))
+    buf = sep.join(live) + sep if live else b""
+    return Packed(buf, narrow(list(accumulate(lens, initial=0)), len(buf)), sep)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from array import array
 
-from topicsrv.engine.columns import Const, Deltas, Packed, narrow
+from topicsrv.engine.columns import Const, Deltas, Packed, narrow, pack
 from topicsrv.engine.records import KIND_JSON
 
 SEGMENT_RECORDS = 4096
@@ -40,6 +40,7 @@ LOST = 2
 EVICTED = 3  # below the topic's front: cap/TTL took it (never read again)
 TRIMMED = 4  # a router's dest: seqs standing for source records evicted unforwarded
 GAP_FLAGS = (LOST, TRIMMED)  # flags a reader crossing them is told about (a tombstone)
+_DEAD = bytes([0] + [1] * 255)  # flags.translate(_DEAD): 0 where LIVE, 1 elsewhere
 
 MIXED = 1  # Segment.kinds when JSON and field/value records share a segment
 
@@ -166,7 +167,7 @@ class Segment:
         ts, sizes = self.ts, self.sizes
         assert isinstance(ts, array) and isinstance(sizes, array)
         n = len(blobs)
-        self.blobs = Packed(blobs, b"," if self.kinds == KIND_JSON else b"")
+        self.blobs = pack(blobs, b"," if self.kinds == KIND_JSON else b"")
         self.ts = Deltas(ts)
         if n and sizes.count(sizes[0]) == n:
             self.sizes = Const(sizes[0], n)
@@ -177,12 +178,19 @@ class Segment:
         """A sealed segment's buffer without the bytes of its dead slots (Rule 6)."""
         old = self.blobs
         assert isinstance(old, Packed)
-        n = len(old)
-        if not self.live:
-            self.blobs = Packed([None] * n, old.sep)
-            return
-        flags = self.flags
-        self.blobs = Packed([old[k] if flags[k] == LIVE else None for k in range(n)], old.sep)
+        dead = self.flags.translate(_DEAD)  # 0 for LIVE, 1 otherwise: each find stops at once
+        n = len(dead)
+        runs = []
+        k = 0
+        while k < n:
+            a = dead.find(0, k)
+            if a < 0:
+                break
+            b = dead.find(1, a)
+            b = n if b < 0 else b
+            runs.append((a, b))
+            k = b
+        self.blobs = old.keep(runs)
 
     def next_visible(self, i: int) -> int:
         """Index of the first LIVE, LOST or TRIMMED slot at/after i, or len(self) when there
