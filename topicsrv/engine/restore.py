@@ -64,7 +64,7 @@ def _segment_for(topic: Topic, seq: int) -> Segment:
     if isinstance(last, Segment):
         if not last.full:
             return last
-        last.seal()
+        topic.seal(last)
     seg = Segment(seq)
     segs.append(seg)
     return seg
@@ -82,7 +82,7 @@ def fill_lost(topic: Topic, upto: int, ts: int, flag: int = LOST) -> None:
             fill_lost(topic, tail, ts, flag)  # finish the current segment slot by slot
         last = topic.segs[-1] if topic.segs else None
         if isinstance(last, Segment):
-            last.seal()  # full now: nothing is appended to a segment before a Run
+            topic.seal(last)  # full now: nothing is appended to a segment before a Run
         run_flag = EVICTED if tail < topic.front else flag
         run = Run(tail, upto - tail, run_flag, ts)
         xmod.push_dead(topic, run, len(run))
@@ -121,7 +121,8 @@ def put_slot(
         return  # already restored (an idempotent replay)
     if seq > topic.next_seq:
         fill_lost(topic, seq, ts)
-    if ts < topic.last_ts:
+    clamped = ts < topic.last_ts
+    if clamped:
         ts = topic.last_ts
     seg = _segment_for(topic, seq)
     if seq < topic.front:
@@ -130,6 +131,8 @@ def put_slot(
         if node is not None:
             node = sys.intern(node)
         seg.append(blob, ts, size, node, tag)
+        if clamped:  # the blob's ID keeps the ts it was written with (segments Rule 7)
+            seg.ids_exact = False
         topic.count += 1
         topic.bytes += size
         if tag is not None:

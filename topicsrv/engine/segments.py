@@ -23,14 +23,20 @@ Rule 6: killing slots of a sealed segment only flips flags; their bytes are free
 once dead bytes are most of its buffer (or at once when nothing live is left), so a delete
 costs O(slots killed) amortised, never O(segment) each. `blobs[k]` of a slot that is not LIVE
 is None or stale bytes: read the flag first (every reader does).
+Rule 7: a sealed segment of entries (XADD records) may be cold: `cool` strips the ID prefix
+of its blobs (`Tails`, rebuilt on read), `warm` puts it back. Reading a cold segment is right
+but slow (~0.5 us a record), so readers warm it first and `Topic` decides which segments are
+cold (topic.py Rule 8). Only a segment whose stored IDs are its `(ts, seq)` column values
+(`ids_exact`) is ever stripped, so a rebuilt blob is the stored one, byte for byte.
 """
 
 from __future__ import annotations
 
 from array import array
 
-from topicsrv.engine.columns import Const, Deltas, Packed, narrow, pack
-from topicsrv.engine.records import KIND_JSON
+from topicsrv.engine.columns import Const, Deltas, Packed, Tails, narrow, pack, strip
+from topicsrv.engine.entries import tail_start, with_id
+from topicsrv.engine.records import KIND_FIELDS, KIND_JSON
 
 SEGMENT_RECORDS = 4096
 
@@ -41,20 +47,21 @@ EVICTED = 3  # below the topic's front: cap/TTL took it (never read again)
 TRIMMED = 4  # a router's dest: seqs standing for source records evicted unforwarded
 GAP_FLAGS = (LOST, TRIMMED)  # flags a reader crossing them is told about (a tombstone)
 _DEAD = bytes([0] + [1] * 255)  # flags.translate(_DEAD): 0 where LIVE, 1 elsewhere
+_LIVE = bytes([1] + [0] * 255)  # and the other way round
 
 MIXED = 1  # Segment.kinds when JSON and field/value records share a segment
 
 
 class Segment:
     __slots__ = ("base", "end", "ts", "blobs", "sizes", "flags", "nodes", "tags", "live", "live_bytes", "kinds",
-                 "xids")
+                 "xids", "ids_exact")
 
     def __init__(self, base: int) -> None:
         self.base = base
         self.end = (base // SEGMENT_RECORDS + 1) * SEGMENT_RECORDS
         # Lists and arrays while the segment takes appends; packed columns once sealed (Rule 5).
         self.ts: array[int] | Deltas = array("Q")
-        self.blobs: list[bytes | None] | Packed = []
+        self.blobs: list[bytes | None] | Packed | Tails = []
         self.sizes: array[int] | Const = array("I")
         self.flags = bytearray()
         # Allocated on the first record that has a node / tag: most segments never pay.
@@ -66,6 +73,8 @@ class Segment:
         self.kinds = 0
         # Client-chosen IDs: ms, n per slot, only in an ID-mapped topic (engine/xids.py).
         self.xids: array[int] | None = None
+        # False once a blob was stored whose ID is not `(ts column, seq)` (Rule 7).
+        self.ids_exact = True
 
     @property
     def next_seq(self) -> int:
@@ -77,7 +86,11 @@ class Segment:
 
     @property
     def sealed(self) -> bool:
-        return isinstance(self.blobs, Packed)
+        return not isinstance(self.blobs, list)
+
+    @property
+    def cold(self) -> bool:
+        return isinstance(self.blobs, Tails)
 
     def append(self, blob: bytes, ts: int, size: int, node: str | None, tag: str | None) -> None:
         n = len(self.blobs)
@@ -140,7 +153,7 @@ class Segment:
         blobs = self.blobs
         if n == j - i:
             self.flags[i:j] = bytes([flag]) * (j - i)
-            if isinstance(blobs, Packed):
+            if not isinstance(blobs, list):
                 blobs.forget(i, j)
             else:
                 blobs[i:j] = [None] * (j - i)
@@ -149,20 +162,20 @@ class Segment:
             for k in range(i, j):
                 if flags[k] == LIVE:
                     flags[k] = flag
-                    if isinstance(blobs, Packed):
+                    if not isinstance(blobs, list):
                         blobs.forget(k, k + 1)
                     else:
                         blobs[k] = None
         self.live -= n
         self.live_bytes -= b
-        if n and isinstance(blobs, Packed) and (not self.live or blobs.wasteful()):
+        if n and not isinstance(blobs, list) and (not self.live or blobs.wasteful()):
             self.repack()
         return n, b
 
     def seal(self) -> None:
         """Pack the columns of this full segment (Rule 5); a no-op once sealed."""
         blobs = self.blobs
-        if isinstance(blobs, Packed):
+        if not isinstance(blobs, list):
             return
         ts, sizes = self.ts, self.sizes
         assert isinstance(ts, array) and isinstance(sizes, array)
@@ -177,7 +190,7 @@ class Segment:
     def repack(self) -> None:
         """A sealed segment's buffer without the bytes of its dead slots (Rule 6)."""
         old = self.blobs
-        assert isinstance(old, Packed)
+        assert not isinstance(old, list)
         dead = self.flags.translate(_DEAD)  # 0 for LIVE, 1 otherwise: each find stops at once
         n = len(dead)
         runs = []
@@ -191,6 +204,31 @@ class Segment:
             runs.append((a, b))
             k = b
         self.blobs = old.keep(runs)
+
+    def cool(self) -> None:
+        """Strip the ID prefix of a sealed segment of entries (Rule 7); a no-op for any other."""
+        blobs = self.blobs
+        if not isinstance(blobs, Packed) or self.kinds != KIND_FIELDS or not self.ids_exact:
+            return
+        ts = self.ts
+        assert isinstance(ts, Deltas)
+        live = self.flags.translate(_LIVE)
+        for k in (live.find(1), live.rfind(1)):  # a cheap check of ids_exact at both ends
+            blob = blobs[k] if k >= 0 else None
+            if blob is not None and blob[:tail_start(blob)] != with_id(ts[k], self.base + k, b""):
+                self.ids_exact = False
+                return
+        self.blobs = strip(blobs, live, self.base, ts)
+
+    def warm(self) -> None:
+        """A cold segment's blobs whole again (Rule 7), its dead slots dropped."""
+        blobs = self.blobs
+        if not isinstance(blobs, Tails):
+            return
+        full = blobs[:]
+        if self.live != len(full):
+            full = [b if f == LIVE else None for b, f in zip(full, self.flags, strict=True)]
+        self.blobs = pack(full)
 
     def next_visible(self, i: int) -> int:
         """Index of the first LIVE, LOST or TRIMMED slot at/after i, or len(self) when there

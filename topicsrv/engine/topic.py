@@ -15,6 +15,11 @@ Rule 6: `head_seq` is the *visible* head. Storage may hide seqs >= `visible_next
   assignment counter and may run ahead of `head_seq + 1` meanwhile.
 Rule 7: no seq exceeds SEQ_MAX (2^64 - 2, so `next_seq` still fits a u64): a write that would
   pass it is refused whole (`seq_exhausted`) before any seq is assigned.
+Rule 8: which sealed segments are cold (segments Rule 7): all but the newest sealed one and the
+  HOT_SEGMENTS the topic's readers touched last. `seal` cools the one sealed before; a reader
+  calls `touch` before reading a segment, which warms it (~2 ms, once) and may cool the one it
+  displaces. So readers of recent or repeatedly read records never rebuild an ID, and memory
+  is at most that of whole blobs for the segments being read.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from topicsrv.engine.tagindex import TagIndex
 from topicsrv.errors import TopicsError
 
 _LOSS_LOG_MAX = 4096
+HOT_SEGMENTS = 4  # Rule 8
 _BASE = attrgetter("base")
 
 
@@ -79,6 +85,9 @@ class Topic:
         # Called as (topic, front, new_front) before an eviction (engine/routerfwd.py counts
         # the seqs its routers had not forwarded); None for a topic without outbound routers.
         self.drop_hook: Callable[[Topic, int, int], None] | None = None
+        # Rule 8: the sealed segments kept warm, the one read last first.
+        self.hot: list[Segment] = []
+        self.newest_sealed: Segment | None = None
 
     # ---- watermarks -------------------------------------------------------------------
 
@@ -345,7 +354,7 @@ class Topic:
         for rec in records:
             if seg is None or seg.full:
                 if seg is not None:
-                    seg.seal()  # segments Rule 5: only the tail takes appends
+                    self.seal(seg)  # segments Rule 5: only the tail takes appends
                 seg = Segment(seq)
                 segs.append(seg)
             blob = rec.encode(seq, ts)
@@ -371,6 +380,30 @@ class Topic:
         if self.config.discard == "old" and (self.config.cap_records or self.config.cap_bytes):
             self.evict_for_cap(self.config.cap_records, self.config.cap_bytes)
         return first, ts, blobs
+
+    # ---- sealed segments (Rule 8) ------------------------------------------------------
+
+    def seal(self, seg: Segment) -> None:
+        """Seal `seg`, the full tail; the segment sealed before it goes cold unless read."""
+        seg.seal()
+        prev = self.newest_sealed
+        self.newest_sealed = seg
+        if prev is not None and prev is not seg and prev not in self.hot:
+            prev.cool()
+
+    def touch(self, seg: AnySegment) -> None:
+        """A reader is about to read `seg`: warm it and keep it warm while it is read."""
+        hot = self.hot
+        if (hot and hot[0] is seg) or not isinstance(seg, Segment) or isinstance(seg.blobs, list):
+            return  # read last, a Run or the tail: nothing to do
+        if seg in hot:
+            hot.remove(seg)
+        hot.insert(0, seg)
+        seg.warm()
+        if len(hot) > HOT_SEGMENTS:
+            old = hot.pop()
+            if old is not self.newest_sealed:
+                old.cool()
 
     # ---- lookups ------------------------------------------------------------------------
 
