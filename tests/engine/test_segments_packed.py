@@ -245,40 +245,40 @@ def test_a_run_next_to_a_sealed_segment() -> None:
     assert restore.mark_lost(topic, N - 2, 1) == 1 and first.flags[N - 2 - first.base] == LOST
 
 
-# ---- cold segments (segments Rule 7, Topic Rule 8) --------------------------------------
+# ---- bare segments (segments Rule 7, Topic Rule 8) --------------------------------------
 
 
-def test_cool_strips_the_ids_and_warm_puts_them_back() -> None:
+def test_to_bare_strips_the_ids_and_to_whole_puts_them_back() -> None:
     seg, blobs = filled()
     seg.seal()
     whole = len(seg.blobs.buf)  # type: ignore[union-attr]
-    seg.cool()
-    assert seg.cold and isinstance(seg.blobs, Tails)
+    seg.to_bare()
+    assert seg.bare and isinstance(seg.blobs, Tails)
     assert len(seg.blobs.buf) == whole - N * len(b"*2\r\n$19\r\n1700000000000-4096\r\n")
     assert [seg.blobs[k] for k in (0, 1, N - 1, -1)] == [blobs[0], blobs[1], blobs[-1], blobs[-1]]
     assert seg.blobs[100:200] == blobs[100:200] and list(seg.blobs) == blobs
-    seg.warm()
-    assert not seg.cold and isinstance(seg.blobs, Packed) and seg.blobs[:] == blobs
+    seg.to_whole()
+    assert not seg.bare and isinstance(seg.blobs, Packed) and seg.blobs[:] == blobs
 
 
-def test_a_cold_segment_drops_dead_slots_and_kills_like_any_other() -> None:
+def test_a_bare_segment_drops_dead_slots_and_kills_like_any_other() -> None:
     seg, blobs = filled()
     seg.seal()
     seg.kill(5, 10, DELETED)
-    seg.cool()
+    seg.to_bare()
     assert all(seg.blobs[k] is None for k in range(5, 10)) and seg.blobs[10] == blobs[10]
-    seg.kill(10, N // 2 + 100, DELETED)  # past half: repacked, still cold
-    assert seg.cold and seg.blobs.dead == 0  # type: ignore[union-attr]
+    seg.kill(10, N // 2 + 100, DELETED)  # past half: repacked, still bare
+    assert seg.bare and seg.blobs.dead == 0  # type: ignore[union-attr]
     assert [seg.blobs[k] for k in range(N // 2 + 100, N)] == blobs[N // 2 + 100:]
-    seg.warm()
+    seg.to_whole()
     assert seg.blobs[N - 1] == blobs[-1] and seg.blobs[11] is None
 
 
 def test_ids_of_changing_width_are_stripped_one_by_one() -> None:
     seg, blobs = filled(base=2 * N)  # seqs 8192..12287 cross 10000: 4 and 5 digits
     seg.seal()
-    seg.cool()
-    assert seg.cold and list(seg.blobs) == blobs
+    seg.to_bare()
+    assert seg.bare and list(seg.blobs) == blobs
 
 
 def test_a_blob_whose_id_is_not_its_column_is_never_stripped() -> None:
@@ -287,34 +287,34 @@ def test_a_blob_whose_id_is_not_its_column_is_never_stripped() -> None:
     for i in range(N):
         seg.append(rec.encode(N + i, 1000), 2000, rec.size, None, None)  # ID ts != column ts
     seg.seal()
-    seg.cool()
-    assert not seg.cold and not seg.ids_exact and seg.blobs[0] == rec.encode(N, 1000)
+    seg.to_bare()
+    assert not seg.bare and not seg.ids_exact and seg.blobs[0] == rec.encode(N, 1000)
     topic = Engine(clock=FakeClock()).put_topic("x", {})[0]
     restore.put_slot(topic, 5, 100, rec.encode(5, 100), rec.size, None, None)
     restore.put_slot(topic, 6, 90, rec.encode(6, 90), rec.size, None, None)  # ts clamped to 100
     assert not topic.segs[0].ids_exact  # type: ignore[union-attr]
 
 
-def test_only_the_newest_sealed_and_recently_read_segments_stay_warm(eng: Engine) -> None:
+def test_only_the_newest_sealed_and_recently_read_segments_stay_whole(eng: Engine) -> None:
     eng.put_topic("t", {})
     write_entries(eng, "t", 8 * N - 1)  # seqs 1..8N-1: eight full segments, the last the tail
     topic = eng.get("t")
     segs = [s for s in topic.segs if isinstance(s, Segment)]
-    assert [s.cold for s in segs] == [True] * 6 + [False, False]  # newest sealed, then the tail
+    assert [s.bare for s in segs] == [True] * 6 + [False, False]  # newest sealed, then the tail
     res = read(topic, 0, 10, eng.now(), fmt=FMT_RESP)
-    assert values(res.records) == [fields(i) for i in range(10)] and not segs[0].cold
-    assert topic.hot == [segs[0]]
-    for k in (1, 2, 3, 4):  # four more segments read: the first goes cold again
+    assert values(res.records) == [fields(i) for i in range(10)] and not segs[0].bare
+    assert topic.recent == [segs[0]]
+    for k in (1, 2, 3, 4):  # four more segments read: the first goes bare again
         seqs, blobs = scan_blobs(topic, k * N + 5, k * N + 9, 0, eng.now())
         assert values(blobs) == [fields(q - 1) for q in seqs]
-    assert segs[0].cold and topic.hot == [segs[4], segs[3], segs[2], segs[1]]
-    write_entries(eng, "t", N, 8 * N - 1)  # the next seal: segs[6] goes cold, segs[7] stays warm
-    assert segs[6].cold and not segs[7].cold and not segs[4].cold
+    assert segs[0].bare and topic.recent == [segs[4], segs[3], segs[2], segs[1]]
+    write_entries(eng, "t", N, 8 * N - 1)  # the next seal: segs[6] goes bare, segs[7] stays whole
+    assert segs[6].bare and not segs[7].bare and not segs[4].bare
 
 
-def test_json_segments_are_never_cold(eng: Engine) -> None:
+def test_json_segments_are_never_bare(eng: Engine) -> None:
     eng.put_topic("j", {})
     recs = [prepare_json({"data": i}) for i in range(1000)]
     for _ in range(13):
         eng.write("j", recs)
-    assert not any(s.cold for s in eng.get("j").segs if isinstance(s, Segment))
+    assert not any(s.bare for s in eng.get("j").segs if isinstance(s, Segment))

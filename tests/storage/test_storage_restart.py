@@ -189,7 +189,7 @@ async def test_shard_count_can_change_between_runs(tmp_path: Path, shards: int) 
         assert all(len(live(e, f"s{i}")) == 4 for i in range(8))
 
 
-async def test_cold_segments_of_entries_persist_and_come_back_identical(tmp_path: Path) -> None:
+async def test_bare_segments_of_entries_persist_and_come_back_identical(tmp_path: Path) -> None:
     """Sealed segments of XADD records are kept without their IDs in memory (segments Rule 7):
     the segment files, a restart and the reads after it see the very same entries."""
     recs = [prepare_fields([b"f", b"v%d" % i]) for i in range(4 * SEGMENT_RECORDS)]
@@ -198,13 +198,13 @@ async def test_cold_segments_of_entries_persist_and_come_back_identical(tmp_path
         for k in range(0, len(recs), 1000):
             _, tok = e.write("c", recs[k:k + 1000])
             await tok.wait()  # type: ignore[union-attr]
-        assert e.get("c").segs[0].cold  # type: ignore[union-attr]
+        assert e.get("c").segs[0].bare  # type: ignore[union-attr]
         _, tok = e.delete_seqs("c", [5, 6, SEGMENT_RECORDS + 1])
         await tok.wait()  # type: ignore[union-attr]
         await st.checkpoint()
         before = live(e, "c")
     async with running(tmp_path) as (e, _):
         topic = e.get("c")
-        assert topic.segs[0].cold and not topic.segs[-2].cold  # type: ignore[union-attr]
+        assert topic.segs[0].bare and not topic.segs[-2].bare  # type: ignore[union-attr]
         assert live(e, "c") == before and 5 not in before and len(before) == len(recs) - 3
     assert check(tmp_path).problems == []

@@ -13,7 +13,7 @@ holds the deltas; `narrow` picks that typecode; `Const` is a column of one repea
 Rule 4: every type here is immutable once built (no appends): a sealed segment is replaced
 column by column, so a reader on another thread sees either the old or the new column, both
 right.
-Rule 5: `Tails` holds the entry blobs of a cold segment without their `*2 $L <ts>-<seq>` ID
+Rule 5: `Tails` holds the entry blobs of a bare segment without their `*2 $L <ts>-<seq>` ID
 prefix (31 of a 100-byte record's 150 bytes), which the ts column and the slot's seq rebuild
 byte for byte; `strip` makes one from a `Packed`, reading it back gives the same blobs.
 """
@@ -243,7 +243,7 @@ def pack(blobs: Sequence[bytes | None], sep: bytes = b"") -> Packed:
 
 
 class Tails:
-    """The entry blobs of a cold sealed segment without their ID prefix (Rule 5): slot k is
+    """The entry blobs of a bare sealed segment without their ID prefix (Rule 5): slot k is
     `with_id(ts[k], base + k, buf[offs[k]:offs[k + 1]])`, rebuilt when read (~0.5 us a
     record in pure Python, which is why only segments nobody reads are kept this way)."""
 

@@ -54,7 +54,7 @@ def tail_start(blob: bytes) -> int:
 def rebuild(ts: Iterable[int], seqs: Iterable[int], spans: Iterable[tuple[int, int]],
             buf: bytes) -> list[bytes | None]:
     """Entry blobs from their pairs arrays `buf[a:b]` (None for an empty span): `with_id`
-    over a whole column at once, the formats written out (segments Rule 7 promotes a cold
+    over a whole column at once, the formats written out (segments Rule 7 makes a bare
     segment with this: ~0.5 us a record)."""
     out: list[bytes | None] = []
     append = out.append

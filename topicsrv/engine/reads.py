@@ -158,7 +158,7 @@ def read(
             tomb = tombstone(topic, from_seq + 1, end - 1, reason, end - (seg.base + j), end)
             s = end
             continue
-        topic.touch(seg)  # a cold segment is warmed before it is read (Topic Rule 8)
+        topic.touch(seg)  # a bare segment is made whole before it is read (Topic Rule 8)
         # A run of slots [j, k) that can go out as one slice: all live, no filter. Under a byte
         # cap only a run already in the wanted form, cut where the cap is reached (running
         # totals and a bisect, so a capped read stays linear).
@@ -290,7 +290,7 @@ def _scan_range(
         if not seg.live:  # nothing to deliver here (a Run may span any number of seqs)
             seq = seg.base - 1 if reverse else seg.base + len(seg)
             continue
-        topic.touch(seg)  # a cold segment is warmed before it is read (Topic Rule 8)
+        topic.touch(seg)  # a bare segment is made whole before it is read (Topic Rule 8)
         flags, blobs = seg.flags, seg.blobs
         if not reverse and seg.kinds == fmt:
             # Fast path: a run of live slots in this record form goes out as one slice.

@@ -23,11 +23,12 @@ Rule 6: killing slots of a sealed segment only flips flags; their bytes are free
 once dead bytes are most of its buffer (or at once when nothing live is left), so a delete
 costs O(slots killed) amortised, never O(segment) each. `blobs[k]` of a slot that is not LIVE
 is None or stale bytes: read the flag first (every reader does).
-Rule 7: a sealed segment of entries (XADD records) may be cold: `cool` strips the ID prefix
-of its blobs (`Tails`, rebuilt on read), `warm` puts it back. Reading a cold segment is right
-but slow (~0.5 us a record), so readers warm it first and `Topic` decides which segments are
-cold (topic.py Rule 8). Only a segment whose stored IDs are its `(ts, seq)` column values
-(`ids_exact`) is ever stripped, so a rebuilt blob is the stored one, byte for byte.
+Rule 7: a sealed segment of entries (XADD records) may be bare: `to_bare` strips the ID
+prefix of its blobs (`Tails`, rebuilt on read), `to_whole` puts it back. Reading a bare
+segment is right but slow (~0.5 us a record), so readers make it whole first and `Topic`
+decides which segments are bare (topic.py Rule 8). Only a segment whose stored IDs are its
+`(ts, seq)` column values (`ids_exact`) is ever stripped: a rebuilt blob is the stored one,
+byte for byte.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class Segment:
         return not isinstance(self.blobs, list)
 
     @property
-    def cold(self) -> bool:
+    def bare(self) -> bool:
         return isinstance(self.blobs, Tails)
 
     def append(self, blob: bytes, ts: int, size: int, node: str | None, tag: str | None) -> None:
@@ -205,7 +206,7 @@ class Segment:
             k = b
         self.blobs = old.keep(runs)
 
-    def cool(self) -> None:
+    def to_bare(self) -> None:
         """Strip the ID prefix of a sealed segment of entries (Rule 7); a no-op for any other."""
         blobs = self.blobs
         if not isinstance(blobs, Packed) or self.kinds != KIND_FIELDS or not self.ids_exact:
@@ -220,8 +221,8 @@ class Segment:
                 return
         self.blobs = strip(blobs, live, self.base, ts)
 
-    def warm(self) -> None:
-        """A cold segment's blobs whole again (Rule 7), its dead slots dropped."""
+    def to_whole(self) -> None:
+        """A bare segment's blobs whole again (Rule 7), its dead slots dropped."""
         blobs = self.blobs
         if not isinstance(blobs, Tails):
             return

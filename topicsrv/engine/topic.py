@@ -15,11 +15,11 @@ Rule 6: `head_seq` is the *visible* head. Storage may hide seqs >= `visible_next
   assignment counter and may run ahead of `head_seq + 1` meanwhile.
 Rule 7: no seq exceeds SEQ_MAX (2^64 - 2, so `next_seq` still fits a u64): a write that would
   pass it is refused whole (`seq_exhausted`) before any seq is assigned.
-Rule 8: which sealed segments are cold (segments Rule 7): all but the newest sealed one and the
-  HOT_SEGMENTS the topic's readers touched last. `seal` cools the one sealed before; a reader
-  calls `touch` before reading a segment, which warms it (~2 ms, once) and may cool the one it
-  displaces. So readers of recent or repeatedly read records never rebuild an ID, and memory
-  is at most that of whole blobs for the segments being read.
+Rule 8: which sealed segments are bare (segments Rule 7): all but the newest sealed one and
+  the RECENT_SEGMENTS the topic's readers touched last. `seal` strips the one sealed before; a
+  reader calls `touch` before reading a segment, which makes it whole (~2 ms, once) and may
+  strip the one it displaces. So readers of recent or repeatedly read records never rebuild
+  an ID, and a topic never holds more than whole blobs would take.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from topicsrv.engine.tagindex import TagIndex
 from topicsrv.errors import TopicsError
 
 _LOSS_LOG_MAX = 4096
-HOT_SEGMENTS = 4  # Rule 8
+RECENT_SEGMENTS = 4  # Rule 8
 _BASE = attrgetter("base")
 
 
@@ -85,8 +85,8 @@ class Topic:
         # Called as (topic, front, new_front) before an eviction (engine/routerfwd.py counts
         # the seqs its routers had not forwarded); None for a topic without outbound routers.
         self.drop_hook: Callable[[Topic, int, int], None] | None = None
-        # Rule 8: the sealed segments kept warm, the one read last first.
-        self.hot: list[Segment] = []
+        # Rule 8: the sealed segments kept whole for their readers, the one read last first.
+        self.recent: list[Segment] = []
         self.newest_sealed: Segment | None = None
 
     # ---- watermarks -------------------------------------------------------------------
@@ -384,26 +384,26 @@ class Topic:
     # ---- sealed segments (Rule 8) ------------------------------------------------------
 
     def seal(self, seg: Segment) -> None:
-        """Seal `seg`, the full tail; the segment sealed before it goes cold unless read."""
+        """Seal `seg`, the full tail; the segment sealed before it goes bare unless read."""
         seg.seal()
         prev = self.newest_sealed
         self.newest_sealed = seg
-        if prev is not None and prev is not seg and prev not in self.hot:
-            prev.cool()
+        if prev is not None and prev is not seg and prev not in self.recent:
+            prev.to_bare()
 
     def touch(self, seg: AnySegment) -> None:
-        """A reader is about to read `seg`: warm it and keep it warm while it is read."""
-        hot = self.hot
-        if (hot and hot[0] is seg) or not isinstance(seg, Segment) or isinstance(seg.blobs, list):
+        """A reader is about to read `seg`: make it whole and keep it so while it is read."""
+        recent = self.recent
+        if (recent and recent[0] is seg) or not isinstance(seg, Segment) or isinstance(seg.blobs, list):
             return  # read last, a Run or the tail: nothing to do
-        if seg in hot:
-            hot.remove(seg)
-        hot.insert(0, seg)
-        seg.warm()
-        if len(hot) > HOT_SEGMENTS:
-            old = hot.pop()
+        if seg in recent:
+            recent.remove(seg)
+        recent.insert(0, seg)
+        seg.to_whole()
+        if len(recent) > RECENT_SEGMENTS:
+            old = recent.pop()
             if old is not self.newest_sealed:
-                old.cool()
+                old.to_bare()
 
     # ---- lookups ------------------------------------------------------------------------
 
