@@ -318,3 +318,10 @@ def test_json_segments_are_never_bare(eng: Engine) -> None:
     for _ in range(13):
         eng.write("j", recs)
     assert not any(s.bare for s in eng.get("j").segs if isinstance(s, Segment))
+
+
+def test_a_queue_keeps_its_segments_whole(eng: Engine) -> None:
+    eng.put_topic("q", {"type": "queue"})
+    write_entries(eng, "q", 4 * N)
+    segs = [s for s in eng.get("q").segs if isinstance(s, Segment)]
+    assert all(s.sealed for s in segs[:-1]) and not any(s.bare for s in segs)
