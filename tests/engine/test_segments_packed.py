@@ -325,3 +325,20 @@ def test_a_queue_keeps_its_segments_whole(eng: Engine) -> None:
     write_entries(eng, "q", 4 * N)
     segs = [s for s in eng.get("q").segs if isinstance(s, Segment)]
     assert all(s.sealed for s in segs[:-1]) and not any(s.bare for s in segs)
+
+
+def test_going_bare_again_reuses_the_bare_blobs_and_keeps_later_kills() -> None:
+    seg, blobs = filled()
+    seg.seal()
+    seg.to_bare()
+    bare = seg.blobs
+    seg.to_whole()
+    assert seg.spare is bare and seg.blobs[7] == blobs[7]
+    seg.kill(7, 9, DELETED)  # while whole
+    seg.to_bare()
+    assert seg.blobs is bare and seg.spare is None and bare.dead > 0  # type: ignore[union-attr]
+    assert seg.flags[7] == DELETED and seg.blobs[9] == blobs[9]
+    seg.to_whole()
+    assert seg.blobs[7] is None and seg.blobs[10] == blobs[10]
+    seg.kill(0, N, DELETED)  # nothing live: both emptied
+    assert seg.blobs.buf == b"" and seg.spare is not None and seg.spare.buf == b""  # type: ignore[union-attr]

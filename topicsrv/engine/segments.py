@@ -24,11 +24,12 @@ once dead bytes are most of its buffer (or at once when nothing live is left), s
 costs O(slots killed) amortised, never O(segment) each. `blobs[k]` of a slot that is not LIVE
 is None or stale bytes: read the flag first (every reader does).
 Rule 7: a sealed segment of entries (XADD records) may be bare: `to_bare` strips the ID
-prefix of its blobs (`Tails`, rebuilt on read), `to_whole` puts it back. Reading a bare
+prefix of its blobs (`Tails`, rebuilt on read), `to_whole` puts them back. Reading a bare
 segment is right but slow (~0.5 us a record), so readers make it whole first and `Topic`
-decides which segments are bare (topic.py Rule 8). Only a segment whose stored IDs are its
-`(ts, seq)` column values (`ids_exact`) is ever stripped: a rebuilt blob is the stored one,
-byte for byte.
+decides which segments are bare (topic.py Rule 8). A segment made whole keeps its bare blobs
+(`spare`, its dead bytes counted as the whole ones are), so going bare again costs nothing.
+Only a segment whose stored IDs are its `(ts, seq)` column values (`ids_exact`) is ever
+stripped: a rebuilt blob is the stored one, byte for byte.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ MIXED = 1  # Segment.kinds when JSON and field/value records share a segment
 
 class Segment:
     __slots__ = ("base", "end", "ts", "blobs", "sizes", "flags", "nodes", "tags", "live", "live_bytes", "kinds",
-                 "xids", "ids_exact")
+                 "xids", "ids_exact", "spare")
 
     def __init__(self, base: int) -> None:
         self.base = base
@@ -76,6 +77,8 @@ class Segment:
         self.xids: array[int] | None = None
         # False once a blob was stored whose ID is not `(ts column, seq)` (Rule 7).
         self.ids_exact = True
+        # The bare blobs of a segment made whole, kept so going bare again costs nothing.
+        self.spare: Tails | None = None
 
     @property
     def next_seq(self) -> int:
@@ -151,11 +154,13 @@ class Segment:
         """Mark LIVE slots of [i, j) with `flag`, free their payloads (Rule 6); returns what
         was live."""
         n, b = self.live_in(i, j)
-        blobs = self.blobs
+        blobs, spare = self.blobs, self.spare
         if n == j - i:
             self.flags[i:j] = bytes([flag]) * (j - i)
             if not isinstance(blobs, list):
                 blobs.forget(i, j)
+                if spare is not None:
+                    spare.forget(i, j)
             else:
                 blobs[i:j] = [None] * (j - i)
         elif n:
@@ -165,6 +170,8 @@ class Segment:
                     flags[k] = flag
                     if not isinstance(blobs, list):
                         blobs.forget(k, k + 1)
+                        if spare is not None:
+                            spare.forget(k, k + 1)
                     else:
                         blobs[k] = None
         self.live -= n
@@ -205,11 +212,17 @@ class Segment:
             runs.append((a, b))
             k = b
         self.blobs = old.keep(runs)
+        if self.spare is not None:
+            self.spare = self.spare.keep(runs)
 
     def to_bare(self) -> None:
         """Strip the ID prefix of a sealed segment of entries (Rule 7); a no-op for any other."""
         blobs = self.blobs
         if not isinstance(blobs, Packed) or self.kinds != KIND_FIELDS or not self.ids_exact:
+            return
+        spare = self.spare
+        if spare is not None:  # made whole for its readers: the bare blobs are still here
+            self.blobs, self.spare = spare, None
             return
         ts = self.ts
         assert isinstance(ts, Deltas)
@@ -229,7 +242,7 @@ class Segment:
         full = blobs[:]
         if self.live != len(full):
             full = [b if f == LIVE else None for b, f in zip(full, self.flags, strict=True)]
-        self.blobs = pack(full)
+        self.blobs, self.spare = pack(full), blobs
 
     def next_visible(self, i: int) -> int:
         """Index of the first LIVE, LOST or TRIMMED slot at/after i, or len(self) when there
