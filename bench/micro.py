@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
+from topicsrv.engine.blobs import joined
 from topicsrv.engine.deletes import Match
-from topicsrv.engine.reads import FMT_JSON, FMT_RESP, scan_range
+from topicsrv.engine.reads import FMT_JSON, FMT_RESP, scan_blobs
 from topicsrv.engine.records import prepare_fields, prepare_json
 
 DATA = "x" * 100
@@ -78,7 +79,8 @@ def tag_benchmarks(groups: int = 100) -> dict[str, float]:
 
 
 def read_benchmarks(records: int = 100_000, limit: int = 1000) -> dict[str, float]:
-    """Per-record seconds of diff (JSON and RESP forms) and scan_range over RESP records."""
+    """Per-record seconds of diff (JSON and RESP forms) and XRANGE's scan (`scan_blobs` + the
+    joined reply body) over RESP records."""
     engine = Engine(clock=FakeClock())
     engine.put_topic("json", {})
     engine.put_topic("resp", {})
@@ -102,5 +104,5 @@ def read_benchmarks(records: int = 100_000, limit: int = 1000) -> dict[str, floa
     topic = engine.get("resp")
     mid = topic.earliest_seq + records // 2
     out["xrange100_per_call_s"] = best_per_op(
-        lambda: scan_range(topic, mid, topic.head_seq, 100, engine.now()), 2_000)
+        lambda: joined(scan_blobs(topic, mid, topic.head_seq, 100, engine.now())[1]), 2_000)
     return out
