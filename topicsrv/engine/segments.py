@@ -1,7 +1,8 @@
 """Segments: the resident store of a topic, a few thousand records each.
 
-Rule 1: no per-record Python object besides the record's one bytes blob: ts, size and flags
-live in packed arrays, seqs are implicit (`base + index`).
+Rule 1: no per-record Python object besides the record's one bytes blob (and none at all
+once sealed, Rule 5): ts, size and flags live in packed arrays, seqs are implicit
+(`base + index`).
 Rule 2: a segment covers an aligned seq range [k*SEGMENT_RECORDS, (k+1)*SEGMENT_RECORDS); only
 the first segment of a topic may start inside its range. So the segment of a seq is found by
 arithmetic, never by search.
