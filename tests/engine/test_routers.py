@@ -12,6 +12,7 @@ from topicsrv.engine.deletes import parse_match
 from topicsrv.engine.entries import parse_entry
 from topicsrv.engine.reads import FMT_RESP
 from topicsrv.engine.records import prepare_fields, prepare_json
+from topicsrv.engine.segments import SEGMENT_RECORDS, Segment
 from topicsrv.errors import TopicsError
 
 
@@ -244,3 +245,21 @@ def test_router_delete_stops_forwarding_at_once(eng: Engine) -> None:
     step = routers.forward(eng, router)  # a worker that was mid-flight: nothing moves
     assert step.forwarded == 0 and [r["data"] for r in records(eng, "b")] == [1]
     assert eng.find("a").drop_hook is None and "router_out" not in eng.find("a").ext
+
+
+def test_a_router_copies_entries_out_of_bare_segments(eng: Engine) -> None:
+    """A router created over a source whose old segments are bare (segments Rule 7) copies
+    their stored pairs as they are: the dest holds the same entries under its own IDs."""
+    n = 3 * SEGMENT_RECORDS
+    recs = [prepare_fields([b"f", b"v%d" % i], tag="t" if i % 2 else None) for i in range(n)]
+    for k in range(0, n, 1000):
+        eng.write("a", recs[k:k + 1000])
+    assert eng.find("a").segs[0].bare  # type: ignore[union-attr]
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    pump(eng)
+    got = eng.diff("b", 0, n, fmt=FMT_RESP)
+    assert len(got.records) == n
+    pairs = [parse_entry(b)[2] for b in got.records]
+    assert pairs[0] == [b"f", b"v0"] and pairs[1] == [b"f", b"v1", b"$tag", b"t"]
+    assert [p[1] for p in pairs] == [b"v%d" % i for i in range(n)]
+    assert all(isinstance(s, Segment) for s in eng.find("b").segs)

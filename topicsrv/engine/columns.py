@@ -279,6 +279,11 @@ class Tails:
     def __iter__(self) -> Any:
         return iter(self[:])
 
+    def tails(self, i: int, j: int) -> list[bytes]:
+        """The stored pairs arrays of slots [i, j) as they are (a router's copies)."""
+        edges, buf = self.offs[i:j + 1], self.buf
+        return [buf[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+
     def forget(self, i: int, j: int) -> None:
         self.dead += self.offs[j] - self.offs[i]
 

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from topicsrv.engine.columns import Tails
 from topicsrv.engine.entries import bulks, parse_entry
-from topicsrv.engine.records import KIND_JSON, PreparedRecord
+from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, PreparedRecord
 from topicsrv.engine.segments import GAP_FLAGS, LIVE, AnySegment, Segment
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import TopicsError
@@ -233,8 +234,13 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
                 nodes = seg.nodes[i:j] if seg.nodes is not None else [None] * (j - i)
                 tags = seg.tags[i:j] if seg.tags is not None else [None] * (j - i)
                 run = _copies(ops, base + i)
-                run.recs += [PreparedRecord(_tail(b), b[0], nd, tg, sz) for b, nd, tg, sz in
-                             zip(seg.blobs[i:j], nodes, tags, seg.sizes[i:j], strict=True)]
+                blobs = seg.blobs
+                if isinstance(blobs, Tails):  # a bare segment holds the copies' tails as they are
+                    run.recs += [PreparedRecord(t, KIND_FIELDS, nd, tg, sz) for t, nd, tg, sz in
+                                 zip(blobs.tails(i, j), nodes, tags, seg.sizes[i:j], strict=True)]
+                else:
+                    run.recs += [PreparedRecord(_tail(b), b[0], nd, tg, sz) for b, nd, tg, sz in
+                                 zip(blobs[i:j], nodes, tags, seg.sizes[i:j], strict=True)]
                 run.hops += [hops.get(q, 0) + 1 for q in range(base + i, base + j)] if hops else [1] * (j - i)
                 nbytes += sum(seg.sizes[i:j])
                 budget -= j - i
