@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import accumulate, repeat
 from operator import add
 from typing import Any
@@ -228,17 +228,18 @@ class Packed:
 
 def pack(blobs: Sequence[bytes | None], sep: bytes = b"") -> Packed:
     """`blobs` (None: a slot without a payload) in one buffer, each followed by `sep`."""
-    n = len(blobs)
     s = len(sep)
+    lens: Iterable[int]
     if None in blobs:
         live = [b for b in blobs if b is not None]
         lens = [0 if b is None else len(b) + s for b in blobs]
-    else:
+    else:  # C-level iterators only: this runs on the write path, at every seal
         live = blobs  # type: ignore[assignment]
-        lens = list(map(len, blobs))  # type: ignore[arg-type]
+        lens = map(len, live)
         if s:
-            lens = list(map(add, lens, repeat(s, n)))
-    buf = sep.join(live) + sep if live else b""
+            lens = map(add, lens, repeat(s))
+    # one allocation: `sep.join(live) + sep` would copy the whole buffer a second time
+    buf = sep.join([*live, b""]) if s and live else b"".join(live)
     return Packed(buf, narrow(list(accumulate(lens, initial=0)), len(buf)), sep)
 
 
