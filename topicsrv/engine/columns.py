@@ -27,7 +27,7 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import Any
 
-from topicsrv.engine.entries import rebuild, tail_start
+from topicsrv.engine.entries import rebuild, tail_start, with_id
 
 _CODES = (("B", 1 << 8), ("H", 1 << 16), ("I", 1 << 32), ("Q", 1 << 64))
 
@@ -248,15 +248,16 @@ class Tails:
     `with_id(ts[k], base + k, buf[offs[k]:offs[k + 1]])`, rebuilt when read (~0.5 us a
     record in pure Python, which is why only segments nobody reads are kept this way)."""
 
-    __slots__ = ("buf", "offs", "dead", "base", "ts")
+    __slots__ = ("buf", "offs", "dead", "base", "ts", "width")
     sep = b""
 
-    def __init__(self, buf: bytes, offs: array[int], base: int, ts: Deltas) -> None:
+    def __init__(self, buf: bytes, offs: array[int], base: int, ts: Deltas, width: int) -> None:
         self.buf = buf
         self.offs = offs
         self.dead = 0
         self.base = base
         self.ts = ts
+        self.width = width  # the length of every ID, 0 when they differ
 
     def __len__(self) -> int:
         return len(self.offs) - 1
@@ -270,12 +271,12 @@ class Tails:
             if hi <= lo:
                 return []
             edges = self.offs[lo:hi + 1]
-            return rebuild(self.ts[lo:hi], range(self.base + lo, self.base + hi),
-                           zip(edges, edges[1:], strict=False), self.buf)
+            return rebuild(self.ts[lo:hi], range(self.base + lo, self.base + hi), edges[:-1],
+                           edges[1:], self.buf, self.width)
         if i < 0:
             i += n
         a, b = self.offs[i], self.offs[i + 1]
-        return rebuild((self.ts[i],), (self.base + i,), ((a, b),), self.buf)[0]
+        return rebuild((self.ts[i],), (self.base + i,), (a,), (b,), self.buf, self.width)[0]
 
     def __iter__(self) -> Any:
         return iter(self[:])
@@ -293,7 +294,7 @@ class Tails:
 
     def keep(self, runs: list[tuple[int, int]]) -> Tails:
         kept = Packed(self.buf, self.offs, b"").keep(runs)
-        return Tails(kept.buf, kept.offs, self.base, self.ts)
+        return Tails(kept.buf, kept.offs, self.base, self.ts, self.width)
 
 
 def strip(packed: Packed, live: bytes | bytearray, base: int, ts: Deltas) -> Tails:
@@ -304,11 +305,12 @@ def strip(packed: Packed, live: bytes | bytearray, base: int, ts: Deltas) -> Tai
     n = len(offs) - 1
     spans = zip(offs, offs[1:], live, strict=False)
     top = ts.base + max(ts.d, default=0)
+    width = 0
     if len(str(ts.base)) == len(str(top)) and len(str(base)) == len(str(base + n - 1)):
-        first = live.find(1)
-        p = tail_start(buf[offs[first]:offs[first + 1]]) if first >= 0 else 0
+        width = len(str(ts.base)) + 1 + len(str(base))
+        p = len(with_id(ts.base, base, b""))
         tails = [buf[a + p:b] if keep else b"" for a, b, keep in spans]
     else:
         tails = [buf[a + tail_start(buf[a:b]):b] if keep else b"" for a, b, keep in spans]
     out = b"".join(tails)
-    return Tails(out, narrow(list(accumulate(map(len, tails), initial=0)), len(out)), base, ts)
+    return Tails(out, narrow(list(accumulate(map(len, tails), initial=0)), len(out)), base, ts, width)
