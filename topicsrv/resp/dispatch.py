@@ -36,7 +36,6 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Awaitable
 from time import perf_counter
 from typing import Any
 
@@ -187,20 +186,9 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
                     result.close()
                 result = NULL_ARRAY
             else:
-                return _guard(result, ctx, spec.name, t0)
+                from topicsrv.resp.awaits import guard  # awaits imports this module
+
+                return guard(result, ctx, spec.name, t0)
     ctx.server.metrics.resp_latency.observe(spec.name, perf_counter() - t0)
     return result
 
-
-async def _guard(aw: Awaitable[Any], ctx: CommandContext, name: str, t0: float) -> Any:
-    """An async handler's reply; its latency (Rule 8) is observed when it is done."""
-    try:
-        return await aw
-    except Err as e:
-        return e
-    except TopicsError as e:
-        return error_reply(e)
-    except Exception:
-        return internal_error(ctx.front, "blocking command")
-    finally:
-        ctx.server.metrics.resp_latency.observe(name, perf_counter() - t0)
