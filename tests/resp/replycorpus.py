@@ -105,10 +105,33 @@ def run() -> list[bytes]:
     return out
 
 
+def run_one(data: bytes) -> bytes:
+    """What a client reads for `data` on a fresh session (for other tests)."""
+    from topicsrv.context import ServerConfig, make_context
+    from topicsrv.resp.commands import load_all
+    from topicsrv.resp.commands.base import Front
+    from topicsrv.resp.session import Session
+
+    load_all()
+    ctx = make_context(ServerConfig(storage=False, http_port=None, resp_port=None))
+    front = Front()
+    ctx.metrics.resp = front
+    s = Session(ctx, front)
+    s.receive_data(data)
+    s.step()
+    return s.data_to_send()
+
+
 def encoded_values() -> list[bytes]:
     """Every reply value type through the encoder, RESP2 and RESP3 (Rule 1)."""
     from topicsrv.resp.commands.base import (
-        NO_REPLY, Err, NullArray, Push, Raw, Simple, Verbatim,
+        NO_REPLY,
+        Err,
+        NullArray,
+        Push,
+        Raw,
+        Simple,
+        Verbatim,
     )
     from topicsrv.resp.encoder import encode_error, to_bytes
 
