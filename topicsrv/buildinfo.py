@@ -7,7 +7,8 @@ Rule 2 (fallback): no compiler, no headers or no build tool: the install goes on
 extensions (setup.py prints one warning), and the `.py` files run.
 Rule 3 (runtime switch): TOPICS_PURE=1 in the environment makes every hot module load from
 its `.py` even when an extension is built (an import hook installed by topicsrv/__init__.py
-before any hot module is imported). An extension older than its `.py` (the source was edited
+before any hot module is imported); TOPICS_PURE=resp.session,engine.core names the modules to
+load from source (to bisect or measure one module), the others stay compiled. An extension older than its `.py` (the source was edited
 after the build) is never loaded either: the `.py` runs and `describe()` says so.
 Rule 4: `describe()` reports what really runs (the file each hot module was loaded from), for
 the serve log, INFO (`topicsrv_build`) and /v0/ready (`build`).
@@ -58,6 +59,17 @@ def pure_requested() -> bool:
     return os.environ.get(ENV_PURE, "") not in ("", "0")
 
 
+def pure_modules() -> frozenset[str]:
+    """The hot modules TOPICS_PURE asks to load from source (Rule 3): all of them for `1`."""
+    value = os.environ.get(ENV_PURE, "").strip()
+    if value in ("", "0"):
+        return frozenset()
+    if value == "1":
+        return frozenset(HOT_MODULES)
+    names = {n.strip() for n in value.split(",") if n.strip()}
+    return frozenset(m for m in HOT_MODULES if m in names or m.removeprefix("topicsrv.") in names)
+
+
 def _source_of(fullname: str, path: Sequence[str] | None) -> str | None:
     name = fullname.rpartition(".")[2]
     for entry in path or ():
@@ -79,7 +91,7 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
     """Loads a hot module from its `.py` when pure mode is asked for or its extension is
     stale (Rule 3); otherwise leaves the import to the normal finders."""
 
-    def __init__(self, force: bool) -> None:
+    def __init__(self, force: frozenset[str]) -> None:
         self.force = force
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
@@ -89,7 +101,7 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
         source = _source_of(fullname, path)
         if source is None:
             return None
-        if not self.force:
+        if fullname not in self.force:
             ext = _extension_of(source)
             if ext is None or os.path.getmtime(ext) >= os.path.getmtime(source):
                 return None
@@ -100,7 +112,7 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
 def install_hook() -> None:
     """Called once by topicsrv/__init__.py, before any hot module is imported."""
     if not any(isinstance(f, _SourceFirst) for f in sys.meta_path):
-        sys.meta_path.insert(0, _SourceFirst(pure_requested()))
+        sys.meta_path.insert(0, _SourceFirst(pure_modules()))
 
 
 def loaded_from() -> dict[str, str]:
@@ -138,7 +150,7 @@ def describe() -> str:
     n = len(HOT_MODULES)
     if m == "compiled":
         return f"compiled ({compiler()}, {n} hot modules)"
-    if pure_requested():
+    if m == "pure" and pure_requested():
         return f"pure Python ({ENV_PURE}=1)"
     if _stale:
         return (f"{m} (extension older than its source for {', '.join(sorted(set(_stale)))}; "
@@ -146,7 +158,8 @@ def describe() -> str:
     if m == "pure":
         return "pure Python (no compiled build; see the install log)"
     compiled = [k for k, v in loaded_from().items() if v == "compiled"]
-    return f"partial ({len(compiled)} of {n} hot modules compiled)"
+    forced = f", {ENV_PURE}={os.environ.get(ENV_PURE)}" if pure_requested() else ""
+    return f"partial ({len(compiled)} of {n} hot modules compiled{forced})"
 
 
 def main() -> None:
