@@ -1,9 +1,11 @@
 """Build of topicsrv's compiled hot path (the rest of the metadata is in pyproject.toml).
 
-The modules listed in topicsrv/buildinfo.py HOT_MODULES are plain Python; here they are
-compiled into extension modules next to their source. TOPICS_COMPILER picks the tool
-(`cython`, the default, `mypyc`, or `none`). Any failure (no compiler, no Python headers, no
-build tool) leaves the install pure Python with ONE warning: the install never fails for it.
+The modules listed in topicsrv/buildinfo.py HOT_MODULES are plain, typed Python; here they are
+compiled into extension modules next to their source. TOPICS_COMPILER picks the tool: `mypyc`
+(the default: it compiles from the type annotations, docs/performance.md "Compiled hot path"
+has the measurements), `cython` (untyped, kept to redo the comparison) or `none`. Any failure
+(no C compiler, no Python headers, a build tool missing or refusing the source) leaves the
+install pure Python with ONE warning: the install never fails for it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as e:  # noqa: BLE001 - any build failure means: pure Python
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - any build failure: pure Python
             warn(f"{type(e).__name__}: {e}")
 
     def build_extension(self, ext: object) -> None:
@@ -49,12 +51,12 @@ class OptionalBuildExt(build_ext):
             return
         try:
             super().build_extension(ext)
-        except Exception as e:  # noqa: BLE001
+        except (Exception, SystemExit) as e:  # noqa: BLE001
             warn(f"{type(e).__name__}: {e}")
 
 
 def extensions() -> list[object]:
-    tool = os.environ.get("TOPICS_COMPILER", "cython").lower()
+    tool = os.environ.get("TOPICS_COMPILER", "mypyc").lower()
     sources = [str(Path(*m.split(".")).with_suffix(".py")) for m in HOT]
     if tool == "none":
         return []
@@ -72,7 +74,7 @@ def extensions() -> list[object]:
             exts, nthreads=os.cpu_count() or 1, build_dir="build/cython", quiet=True, language_level=3, force=True,
             compiler_directives={"binding": True, "annotation_typing": False},
         ))
-    except Exception as e:  # noqa: BLE001 - e.g. the tool is missing or cannot translate
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - mypyc exits on a type error
         warn(f"{tool}: {type(e).__name__}: {e}")
         return []
 

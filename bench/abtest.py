@@ -1,11 +1,12 @@
 """A/B of the compiled hot path against its pure-Python source, each as a ratio to redis-server.
 
     .venv/bin/python -m bench.abtest [--rounds 3] [--rows ping1,xadd1,xadd16,xrange16,xread16]
-                                     [--modes compiled=,pure=1,nosession=resp.session]
+                                     [--modes "compiled= pure=1 cython=@/copy/of/tree"]
 
 Rule 1: one round = a fresh redis-server, then a fresh topicsrv per mode (a mode is a value of
-TOPICS_PURE: `compiled` = unset, `pure` = 1, or a list of modules to load from source,
-topicsrv/buildinfo.py Rule 3), the mode order rotating between rounds; every row runs on all
+TOPICS_PURE: `compiled` = unset, `pure` = 1, topicsrv/buildinfo.py Rule 3; `@path` runs it
+from another copy of the tree, e.g. one holding another build), the mode order rotating
+between rounds; every row runs on all
 servers in the same round, so each ratio compares like with like on a shared machine whose
 absolute speed drifts.
 Rule 2: the report is the median over rounds of each ratio (topicsrv / redis) and of each
@@ -22,6 +23,7 @@ import argparse
 import os
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 
 from bench import respbench
 from bench.procs import Procs, install_signal_handlers
@@ -87,10 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             order = names[k:] + names[:k]
             servers = [("redis", procs.start_redis())]
             for mode in order:
+                pure, _, tree = modes[mode].partition("@")
                 os.environ.pop("TOPICS_PURE", None)
-                if modes[mode]:
-                    os.environ["TOPICS_PURE"] = modes[mode]
-                servers.append((mode, procs.start_topicsrv()))
+                if pure:
+                    os.environ["TOPICS_PURE"] = pure
+                servers.append((mode, procs.start_topicsrv(cwd=Path(tree) if tree else None)))
                 os.environ.pop("TOPICS_PURE", None)
             for _, proc in servers:
                 assert proc.resp_port is not None

@@ -1,6 +1,6 @@
 """In-process cost of the RESP hot path per command: compiled vs pure Python, no network.
 
-    .venv/bin/python -m bench.hotpath [--rounds 3] [--modes "compiled= pure=1"] [--each]
+    .venv/bin/python -m bench.hotpath [--rounds 3] [--modes "compiled= pure=1"]
 
 Rule 1: each workload drives 50 in-memory `Session`s (topicsrv/resp/session.py) in turn, the
 way the reactor does (`receive_data`, `step` until NEED_DATA, `data_to_send`), and passes each
@@ -11,9 +11,9 @@ Rule 2: every mode runs in a fresh interpreter (the build is chosen at import: t
 buildinfo.py Rule 3), the modes rotating round by round; a figure is the best of 40 short
 timed runs inside a process (the least noisy estimator of a CPU cost on a shared machine)
 and the report is the median over rounds.
-Rule 3: a mode is a value of TOPICS_PURE (empty = compiled, `1` = pure, or the modules to load
-from source); `--each` adds one mode per hot module with only that module compiled, to
-measure what compiling each module gives on its own.
+Rule 3: a mode is a value of TOPICS_PURE (empty = the installed build, `1` = pure Python),
+optionally run from another copy of the tree (`name=VALUE@/path/to/tree`, e.g. one holding a
+Cython build), so that builds can be compared in one run.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
 N_STREAM = 2_000  # entries of the read workloads' stream
 SESSIONS = 50
 
@@ -99,12 +101,14 @@ def _measure(only: list[str]) -> dict[str, float]:
     return res
 
 
-def _child(pure: str, only: list[str]) -> dict[str, float]:
-    env = {k: v for k, v in os.environ.items() if k != "TOPICS_PURE"}
+def _child(mode: str, only: list[str]) -> dict[str, float]:
+    pure, _, tree = mode.partition("@")
+    env = {k: v for k, v in os.environ.items() if k not in ("TOPICS_PURE", "PYTHONPATH")}
     if pure:
         env["TOPICS_PURE"] = pure
     out = subprocess.run([sys.executable, "-m", "bench.hotpath", "--child", "--only",
-                          ",".join(only)], env=env, capture_output=True, check=True, timeout=900)
+                          ",".join(only)], env=env, capture_output=True, check=True, timeout=900,
+                         cwd=tree or ROOT)
     res: dict[str, float] = json.loads(out.stdout)
     return res
 
@@ -114,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--modes", default="compiled= pure=1",
                     help="space-separated name=TOPICS_PURE value; the last is the base")
-    ap.add_argument("--each", action="store_true", help="one mode per module compiled alone")
     ap.add_argument("--only", default="", help="workloads to run (comma-separated)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -122,13 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(_measure(only)))
         return 0
-    from topicsrv.buildinfo import HOT_MODULES
-
     modes = dict(part.partition("=")[::2] for part in args.modes.split())
-    if args.each:
-        for m in HOT_MODULES:
-            short = m.removeprefix("topicsrv.")
-            modes[f"only:{short}"] = ",".join(x for x in HOT_MODULES if x != m)
     base = "pure" if "pure" in modes else list(modes)[-1]
     got: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     names = list(modes)

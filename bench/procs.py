@@ -98,14 +98,14 @@ class Procs:
         self._wait_port(proc, port, timeout)
         return proc
 
-    def start_topicsrv(self, timeout: float = 60.0) -> Proc:
+    def start_topicsrv(self, timeout: float = 60.0, cwd: Path | None = None) -> Proc:
         workdir = Path(tempfile.mkdtemp(prefix="bench-topicsrv-"))
         log = open(workdir / "server.log", "wb")  # noqa: SIM115 - lives as long as the process
         popen = subprocess.Popen(
             [sys.executable, "-m", "topicsrv", "serve", "--data-dir", str(workdir / "data"),
              "--bind", "127.0.0.1", "--http-port", "0", "--resp-port", "0",
              "--log-level", "WARNING"],
-            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=ROOT,
+            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=cwd or ROOT,
         )
         log.close()
         proc = Proc("topicsrv", popen, workdir)

@@ -7,9 +7,9 @@ Rule 2 (fallback): no compiler, no headers or no build tool: the install goes on
 extensions (setup.py prints one warning), and the `.py` files run.
 Rule 3 (runtime switch): TOPICS_PURE=1 in the environment makes every hot module load from
 its `.py` even when an extension is built (an import hook installed by topicsrv/__init__.py
-before any hot module is imported); TOPICS_PURE=resp.session,engine.core names the modules to
-load from source (to bisect or measure one module), the others stay compiled. An extension older than its `.py` (the source was edited
-after the build) is never loaded either: the `.py` runs and `describe()` says so.
+before any hot module is imported). An extension older than its `.py` (a source edited after
+the build) makes ALL hot modules load from source: mypyc compiles them as one unit whose
+modules call each other natively, so one stale module cannot be swapped alone.
 Rule 4: `describe()` reports what really runs (the file each hot module was loaded from), for
 the serve log, INFO (`topicsrv_build`) and /v0/ready (`build`).
 
@@ -30,8 +30,10 @@ from types import ModuleType
 
 ENV_PURE = "TOPICS_PURE"
 
-# In dependency order (leaves first). Synchronous, sans-IO modules only: no async functions,
-# no classes that tests monkeypatch (docs/performance.md, "Compiled hot path").
+# The modules setup.py compiles (mypyc; docs/performance.md "Compiled hot path" says how each
+# was chosen). Synchronous, sans-IO modules only: no async functions (trio wants its own
+# coroutines), no classes that tests monkeypatch or that must behave as Python classes
+# (native classes refuse new attributes and implement only the protocols they declare).
 HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.protocol",  # request framing
     "topicsrv.resp.encoder",  # reply encoding
@@ -40,12 +42,9 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.commands.stream_args",  # XADD / XREAD argument parsing
     "topicsrv.engine.entries",  # record -> RESP entry bytes
     "topicsrv.engine.records",
-    "topicsrv.storage.frames",  # WAL framing
-    "topicsrv.storage.codec",
-    "topicsrv.engine.segments",  # append and read slices
-    "topicsrv.engine.topic",
+    "topicsrv.storage.codec",  # WAL record codec
+    "topicsrv.engine.topic",  # append, locate, read slices
     "topicsrv.engine.reads",
-    "topicsrv.engine.core",  # Engine.write / scan_range
     "topicsrv.resp.replysize",
     "topicsrv.resp.dispatch",
     "topicsrv.resp.batch",  # XADD coalescing
@@ -57,17 +56,6 @@ _stale: list[str] = []
 
 def pure_requested() -> bool:
     return os.environ.get(ENV_PURE, "") not in ("", "0")
-
-
-def pure_modules() -> frozenset[str]:
-    """The hot modules TOPICS_PURE asks to load from source (Rule 3): all of them for `1`."""
-    value = os.environ.get(ENV_PURE, "").strip()
-    if value in ("", "0"):
-        return frozenset()
-    if value == "1":
-        return frozenset(HOT_MODULES)
-    names = {n.strip() for n in value.split(",") if n.strip()}
-    return frozenset(m for m in HOT_MODULES if m in names or m.removeprefix("topicsrv.") in names)
 
 
 def _source_of(fullname: str, path: Sequence[str] | None) -> str | None:
@@ -88,31 +76,43 @@ def _extension_of(source: str) -> str | None:
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):
-    """Loads a hot module from its `.py` when pure mode is asked for or its extension is
+    """Loads every hot module from its `.py` when pure mode is asked for or an extension is
     stale (Rule 3); otherwise leaves the import to the normal finders."""
 
-    def __init__(self, force: frozenset[str]) -> None:
+    def __init__(self, force: bool) -> None:
         self.force = force
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in HOT_MODULES:
+        if not self.force or fullname not in HOT_MODULES:
             return None
         source = _source_of(fullname, path)
         if source is None:
             return None
-        if fullname not in self.force:
-            ext = _extension_of(source)
-            if ext is None or os.path.getmtime(ext) >= os.path.getmtime(source):
-                return None
-            _stale.append(fullname)
         return importlib.util.spec_from_file_location(fullname, source)
+
+
+def _find_stale() -> list[str]:
+    """The hot modules whose extension is older than their source."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stale = []
+    for name in HOT_MODULES:
+        source = os.path.join(root, *name.split(".")) + ".py"
+        ext = _extension_of(source) if os.path.isfile(source) else None
+        if ext is not None and os.path.getmtime(ext) < os.path.getmtime(source):
+            stale.append(name)
+    return stale
 
 
 def install_hook() -> None:
     """Called once by topicsrv/__init__.py, before any hot module is imported."""
-    if not any(isinstance(f, _SourceFirst) for f in sys.meta_path):
-        sys.meta_path.insert(0, _SourceFirst(pure_modules()))
+    if any(isinstance(f, _SourceFirst) for f in sys.meta_path):
+        return
+    force = pure_requested()
+    if not force:
+        _stale[:] = _find_stale()
+        force = bool(_stale)
+    sys.meta_path.insert(0, _SourceFirst(force))
 
 
 def loaded_from() -> dict[str, str]:
@@ -150,16 +150,15 @@ def describe() -> str:
     n = len(HOT_MODULES)
     if m == "compiled":
         return f"compiled ({compiler()}, {n} hot modules)"
-    if m == "pure" and pure_requested():
+    if pure_requested():
         return f"pure Python ({ENV_PURE}=1)"
     if _stale:
-        return (f"{m} (extension older than its source for {', '.join(sorted(set(_stale)))}; "
+        return (f"pure Python (extension older than its source for {', '.join(_stale)}; "
                 "`make setup` rebuilds)")
     if m == "pure":
         return "pure Python (no compiled build; see the install log)"
     compiled = [k for k, v in loaded_from().items() if v == "compiled"]
-    forced = f", {ENV_PURE}={os.environ.get(ENV_PURE)}" if pure_requested() else ""
-    return f"partial ({len(compiled)} of {n} hot modules compiled{forced})"
+    return f"partial ({len(compiled)} of {n} hot modules compiled)"
 
 
 def main() -> None:
@@ -167,7 +166,7 @@ def main() -> None:
     from topicsrv import buildinfo  # the hook's state lives in the package's instance
 
     print(f"topicsrv hot path: {buildinfo.describe()}")
-    if buildinfo.mode() != "compiled" and not pure_requested():
+    if buildinfo.mode() != "compiled" and not pure_requested() and not buildinfo._stale:
         print("WARNING: topicsrv runs its hot path as pure Python (slower); a C compiler and "
               "Python headers are needed to build it (then `make setup`).", file=sys.stderr)
 
