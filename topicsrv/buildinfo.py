@@ -46,6 +46,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.topic",  # append, locate, read slices
     "topicsrv.engine.reads",
     "topicsrv.resp.replysize",
+    "topicsrv.latency",  # the per-command latency histogram
     "topicsrv.resp.dispatch",
     "topicsrv.resp.batch",  # XADD coalescing
     "topicsrv.resp.session",  # the per-connection loop
@@ -92,9 +93,8 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, source)
 
 
-def _find_stale() -> list[str]:
-    """The hot modules whose extension is older than their source."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def _find_stale(root: str) -> list[str]:
+    """The hot modules whose extension under `root` is older than their source."""
     stale = []
     for name in HOT_MODULES:
         source = os.path.join(root, *name.split(".")) + ".py"
@@ -110,7 +110,7 @@ def install_hook() -> None:
         return
     force = pure_requested()
     if not force:
-        _stale[:] = _find_stale()
+        _stale[:] = _find_stale(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         force = bool(_stale)
     sys.meta_path.insert(0, _SourceFirst(force))
 

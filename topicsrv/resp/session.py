@@ -59,7 +59,6 @@ allocates nothing per command beyond the parse and the reply itself.
 from __future__ import annotations
 
 import enum
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Coroutine
@@ -69,7 +68,7 @@ from topicsrv.context import ServerContext
 from topicsrv.resp.awaits import settle
 from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
-from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
+from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error, is_awaitable
 from topicsrv.resp.encoder import encode, encode_error
 from topicsrv.resp.multi import ExecReply
 from topicsrv.resp.protocol import RequestParser
@@ -207,7 +206,7 @@ class Session:
                             continue
                 pos += 1
                 reply = execute(ctx, argv)
-                if inspect.isawaitable(reply):
+                if is_awaitable(reply):
                     self.pos = pos
                     self.hold = reply
                     return self._output() if out else WAIT_COMMAND
@@ -250,7 +249,7 @@ class Session:
         self.turned = False
         self.pos += 1
         reply = execute(self.ctx, argv)
-        if inspect.isawaitable(reply):
+        if is_awaitable(reply):
             self.hold = reply
             return WAIT_COMMAND
         self.hold = _Held(reply)
