@@ -77,3 +77,4 @@ compat-suites: setup
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .hypothesis
 	find topicsrv -name '*.so' -delete
+	rm -f *__mypyc.*.so

@@ -156,7 +156,7 @@ def describe() -> str:
         return (f"pure Python (extension older than its source for {', '.join(_stale)}; "
                 "`make setup` rebuilds)")
     if m == "pure":
-        return "pure Python (no compiled build; see the install log)"
+        return "pure Python (not compiled at install: no C compiler or Python headers?)"
     compiled = [k for k, v in loaded_from().items() if v == "compiled"]
     return f"partial ({len(compiled)} of {n} hot modules compiled)"
 
@@ -167,8 +167,10 @@ def main() -> None:
 
     print(f"topicsrv hot path: {buildinfo.describe()}")
     if buildinfo.mode() != "compiled" and not pure_requested() and not buildinfo._stale:
-        print("WARNING: topicsrv runs its hot path as pure Python (slower); a C compiler and "
-              "Python headers are needed to build it (then `make setup`).", file=sys.stderr)
+        print("WARNING: topicsrv's hot path was not compiled, so it runs as pure Python (same "
+              "behaviour, slower); compiling needs a C compiler and the Python headers "
+              "(`pip install -v -e .` shows why it failed; `touch setup.py && make setup` "
+              "retries).", file=sys.stderr)
 
 
 if __name__ == "__main__":
