@@ -4,6 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 RUN_STAMP := $(VENV)/.installed-run-stamp
+EXT_STAMP := $(VENV)/.installed-ext-stamp
+# the compiled hot path (topicsrv/buildinfo.py): rebuilt when one of its sources changes
+HOT_SRC := setup.py topicsrv/buildinfo.py $(shell sed -n 's/^    "topicsrv\.\([a-z_.]*\)",.*/topicsrv.\1/p' topicsrv/buildinfo.py | tr . / | sed 's/$$/.py/')
+BUILD_INFO = @$(PY) -c 'from topicsrv.buildinfo import main; main()'
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 DATA_DIR ?= ./data
 HTTP_PORT ?= 7070
@@ -12,21 +16,29 @@ RESP_PORT ?= 6379
 .PHONY: setup run test soak lint typecheck unit bench bench-quick bench-wal compat-suites clean
 
 # `make run` needs only the server's own dependencies; `make test` adds dev tools and Spark.
+# `pip install -e .` also compiles the hot path (setup.py); BUILD_INFO says which path runs.
 $(RUN_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e .
-	@touch $(RUN_STAMP)
+	$(BUILD_INFO)
+	@touch $(RUN_STAMP) $(EXT_STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'
-	@touch $(STAMP) $(RUN_STAMP)
+	$(BUILD_INFO)
+	@touch $(STAMP) $(RUN_STAMP) $(EXT_STAMP)
 
-setup: $(STAMP)
+$(EXT_STAMP): $(RUN_STAMP) $(HOT_SRC)
+	$(PY) -m pip install -q --no-deps -e .
+	$(BUILD_INFO)
+	@touch $(EXT_STAMP)
 
-run: $(RUN_STAMP)
+setup: $(STAMP) $(EXT_STAMP)
+
+run: $(RUN_STAMP) $(EXT_STAMP)
 	$(PY) -m topicsrv serve --data-dir $(DATA_DIR) --bind 127.0.0.1 --http-port $(HTTP_PORT) --resp-port $(RESP_PORT)
 
 lint: setup
@@ -40,6 +52,8 @@ test: setup
 	$(PY) -m ruff check topicsrv tests compat bench spark
 	$(PY) -m mypy
 	$(PY) -m pytest -q -ra
+	@echo "-- the RESP and engine tests again on the pure-Python hot path (TOPICS_PURE=1)"
+	TOPICS_PURE=1 $(PY) -m pytest -q tests/resp tests/engine
 
 soak: setup  ## the 20-cycle kill -9 soak over every feature (minutes; not in make test)
 	$(PY) -m pytest -q -ra -m soak tests/integration/test_soak.py
@@ -68,3 +82,5 @@ compat-suites: setup
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .hypothesis
+	find topicsrv -name '*.so' -delete
+	rm -f *__mypyc.*.so

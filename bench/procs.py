@@ -100,15 +100,16 @@ class Procs:
         return proc
 
     def start_topicsrv(self, timeout: float = 60.0, extra: tuple[str, ...] = (),
-                       env: dict[str, str] | None = None) -> Proc:
-        """`extra`: more `serve` options; `env`: more environment variables."""
+                       env: dict[str, str] | None = None, cwd: Path | None = None) -> Proc:
+        """`extra`: more `serve` options; `env`: more environment variables; `cwd`: the
+        source tree to run (default ROOT)."""
         workdir = Path(tempfile.mkdtemp(prefix="bench-topicsrv-"))
         log = open(workdir / "server.log", "wb")  # noqa: SIM115 - lives as long as the process
         popen = subprocess.Popen(
             [sys.executable, "-m", "topicsrv", "serve", "--data-dir", str(workdir / "data"),
              "--bind", "127.0.0.1", "--http-port", "0", "--resp-port", "0",
              "--log-level", "WARNING", *extra],
-            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=ROOT,
+            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=cwd or ROOT,
             env={**os.environ, **env} if env else None,
         )
         log.close()

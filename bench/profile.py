@@ -24,12 +24,16 @@ from bench import httpbench, queuebench, respbench
 from bench.procs import Proc, Procs
 
 WORKLOADS = {
+    "ping-p1": lambda p: respbench.redis_benchmark(p.resp_port, ["PING"], requests=10**8,
+                                                   pipeline=1),
     "xadd-p1": lambda p: respbench.redis_benchmark(p.resp_port, ["XADD", "s", "*", "f", "v"],
                                                    requests=10**7, pipeline=1),
     "xadd-p16": lambda p: respbench.redis_benchmark(p.resp_port, ["XADD", "s", "*", "f", "v"],
                                                     requests=10**8, pipeline=16),
     "xrange-p16": lambda p: respbench.redis_benchmark(
         p.resp_port, ["XRANGE", "r", "-", "+", "COUNT", "100"], requests=10**7, pipeline=16),
+    "xread-p16": lambda p: respbench.redis_benchmark(
+        p.resp_port, ["XREAD", "COUNT", "100", "STREAMS", "r", "0"], requests=10**7, pipeline=16),
     "py-xadd": lambda p: respbench.py_xadd_pipelined(p.resp_port, "py", 10**7),
     "group": lambda p: respbench.py_group_loop(p.resp_port, "r", 100_000),
     "http-write": lambda p: httpbench.write_batches(p.http_port, "hw", 10**8),
@@ -65,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workload", choices=sorted(WORKLOADS))
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--native", action="store_true",
+                        help="also sample C frames (the compiled hot path, CPython, libc)")
     parser.add_argument("--svg", type=Path, help="also write a flame graph here")
     args = parser.parse_args(argv)
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -74,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     procs = Procs()
     try:
         top: Proc = procs.start_topicsrv()
-        if args.workload in ("xrange-p16", "group"):
+        if args.workload in ("xrange-p16", "xread-p16", "group"):
             respbench.load_stream(top.resp_port or 0, "r", 100_000)
         if args.workload.startswith("claim"):
             queuebench.prefill(top.resp_port or 0, "q", QUEUE_JOBS, queue=True)
@@ -83,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             raw = Path(tmp) / "raw.txt"
             subprocess.run([spy, "record", "--pid", str(top.pid), "--duration", str(args.seconds),
-                            "--format", "raw", "--output", str(raw), "--nonblocking"],
+                            "--format", "raw", "--output", str(raw),
+                            *(["--native"] if args.native else ["--nonblocking"])],
                            check=True, capture_output=True)
             print(fold(raw.read_text(), args.top))
             if args.svg:

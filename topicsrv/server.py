@@ -16,6 +16,7 @@ from functools import partial
 
 import trio
 
+from topicsrv import buildinfo
 from topicsrv.admission import is_loopback, size_maxclients
 from topicsrv.clock import Clock
 from topicsrv.context import ServerConfig, ServerContext, make_context
@@ -112,6 +113,7 @@ async def run(
             parts = [f"{_shown(ctx, name)}={host}:{port}"
                      for name, (host, port) in ctx.addresses.items()]
             log.info("listening %s", " ".join(parts))
+            log.info("hot path: %s", buildinfo.describe())
             if storage is not None:  # /v0/ready stays 503 until fsync/disk topics are back
                 await storage.open()
                 await nursery.start(storage.run)

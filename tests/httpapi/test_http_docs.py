@@ -22,7 +22,7 @@ from typing import Any
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "http-api.md"
 VOLATILE = {"$ts", "ts", "server_total_ms", "fsync_ms", "last_write_ts", "last_read_ts",
-            "uptime_s", "effective_priority", "priority_components", "version",
+            "uptime_s", "effective_priority", "priority_components", "version", "build",
             # queues: lease ids carry a random nonce, deadlines follow the clock
             "lease_id", "deadline", "deadlines", "ready_at", "oldest_ready_age_ms",
             # routers: the creation time and a blocked router's since_ts follow the clock

@@ -14,6 +14,7 @@ import trio
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
+from topicsrv import buildinfo
 from topicsrv.context import ServerConfig, make_context
 from topicsrv.engine.records import prepare_json
 from topicsrv.errors import TopicsError
@@ -186,6 +187,7 @@ async def test_ready_is_503_until_ctx_ready(tmp_path: Path) -> None:
     ctx.ready = True
     resp = await app.dispatch(ctx, _req("GET", "/v0/ready"))
     assert isinstance(resp, Response) and resp.status == 200
+    assert orjson.loads(resp.body)["build"] == buildinfo.describe()  # compiled or pure
     ctx.shutting_down = True
     resp = await app.dispatch(ctx, _req("GET", "/v0/ready"))
     assert isinstance(resp, Response) and orjson.loads(resp.body)["error"]["code"] == "shutting_down"

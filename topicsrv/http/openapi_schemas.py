@@ -212,7 +212,10 @@ def schemas() -> dict[str, Schema]:
         "Performance": perf,
         "Health": obj({"status": {"const": "ok"}, "version": {"type": "string"},
                        "uptime_s": NUMBER, "performance": ref("Performance")}),
-        "Ready": obj({"ready": {"const": True}, "performance": ref("Performance")}),
+        "Ready": obj({"ready": {"const": True},
+                      "build": {"type": "string", "description": "whether the hot path runs "
+                                "compiled or as pure Python (docs/performance.md)"},
+                      "performance": ref("Performance")}),
         # the status page's data (http/status.py): its inner shape is documented in
         # http-api.md and may grow, so only the top-level parts are fixed here
         "StatusSnapshot": {"type": "object",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from topicsrv import __version__
+from topicsrv import __version__, buildinfo
 from topicsrv.errors import TopicsError
 from topicsrv.http.handlers import Call, json_response
 from topicsrv.http.metrics import render
@@ -31,7 +31,7 @@ async def ready(call: Call) -> Response:
         storage = ctx.storage
         detail = None if storage is None else {"recovery": storage.progress.snapshot()}
         raise TopicsError("not_ready", "the server is still recovering; retry shortly", detail)
-    return json_response(call, {"ready": True})
+    return json_response(call, {"ready": True, "build": buildinfo.describe()})
 
 
 async def metrics(call: Call) -> Response:

@@ -153,7 +153,9 @@ class RequestParser:
     def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
         """Parse `data`; returns (commands, protocol error text or None)."""
         buf = self._buf
-        if _SUSPECT.search(data) or _SUSPECT.search(bytes(buf[-8:]) + data[:8]):
+        # the second search covers a header split across reads; with nothing buffered it
+        # would only look at data[:8] again
+        if _SUSPECT.search(data) or (buf and _SUSPECT.search(bytes(buf[-8:]) + data[:8])):
             self._strict_until = len(buf) + len(data)
         buf += data
         cmds: list[list[bytes]] = []

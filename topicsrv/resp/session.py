@@ -50,25 +50,25 @@ CLIENT KILL of itself (`close_after_reply`) drop the rest of the input and close
 output is out.
 Rule 7: a run of plain `XADD key * ...` to one key in a batch is one engine write (batch.py),
 each command still answered on its own.
-Rule 8: nothing here touches a socket or imports an I/O library; the only awaits are the
-commit tokens (`wait_commits`). The hot path (receive_data -> step -> NEED_DATA -> send -> sent)
+Rule 8: nothing here touches a socket or imports an I/O library, and nothing here is async
+(the module is compiled: topicsrv/buildinfo.py); the only awaits are the commit tokens, in
+`awaits.settle`, whose coroutine `wait_commits` returns. The hot path (receive_data -> step -> NEED_DATA -> send -> sent)
 allocates nothing per command beyond the parse and the reply itself.
 """
 
 from __future__ import annotations
 
 import enum
-import inspect
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from topicsrv.context import ServerContext
-from topicsrv.errors import TopicsError
+from topicsrv.resp.awaits import settle
 from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
-from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
+from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error, is_awaitable
 from topicsrv.resp.encoder import encode, encode_error
 from topicsrv.resp.multi import ExecReply
 from topicsrv.resp.protocol import RequestParser
@@ -206,7 +206,7 @@ class Session:
                             continue
                 pos += 1
                 reply = execute(ctx, argv)
-                if inspect.isawaitable(reply):
+                if is_awaitable(reply):
                     self.pos = pos
                     self.hold = reply
                     return self._output() if out else WAIT_COMMAND
@@ -249,7 +249,7 @@ class Session:
         self.turned = False
         self.pos += 1
         reply = execute(self.ctx, argv)
-        if inspect.isawaitable(reply):
+        if is_awaitable(reply):
             self.hold = reply
             return WAIT_COMMAND
         self.hold = _Held(reply)
@@ -277,15 +277,16 @@ class Session:
 
     def _discard_hold(self) -> None:
         hold, self.hold = self.hold, None
-        if inspect.iscoroutine(hold):
+        if isinstance(hold, Coroutine):  # also a compiled coroutine (not inspect.iscoroutine)
             hold.close()  # never awaited: no "was never awaited" warning
 
     # ---- waits -------------------------------------------------------------------------
 
-    async def wait_commits(self) -> None:
-        """WAIT_COMMIT: wait for the commit tokens of the replies in `out` (Rule 4)."""
+    def wait_commits(self) -> Awaitable[None]:
+        """WAIT_COMMIT: wait for the commit tokens of the replies in `out` (Rule 4); returns
+        the coroutine to await (this module has no async code of its own: Rule 8)."""
         marks, self.marks = self.marks, []
-        await settle(marks, self.out, self.front)
+        return settle(marks, self.out, self.front)
 
     def start_wait(self) -> Awaitable[Any]:
         """WAIT_COMMAND: the awaitable to wait for; the client shows as blocked meanwhile."""
@@ -376,23 +377,6 @@ def emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
         return
     if pending:
         marks.append((reply.token, start, len(out)))
-
-
-async def settle(marks: list[Mark], out: bytearray, front: Front) -> None:
-    """Wait for the commit tokens of the writes whose replies sit in `out`; a failed one's
-    reply becomes the error, spliced in place, last first so earlier offsets stay valid."""
-    failed: list[tuple[int, int, str]] = []
-    for token, start, end in marks:
-        try:
-            await token.wait()
-        except TopicsError as e:
-            failed.append((start, end, e.resp_line()))
-        except Exception:
-            failed.append((start, end, internal_error(front, "a commit wait").text))
-    for start, end, text in reversed(failed):
-        err = bytearray()
-        encode_error(err, text)
-        out[start:end] = err
 
 
 def over_output_limit(stats: Any, client: Any, pending: int, limit: int) -> bool:

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from topicsrv import __version__ as topicsrv_version
+from topicsrv import buildinfo
 from topicsrv.memory import rss_bytes
 from topicsrv.resp.commands.base import ERROR_STATS, CommandContext, Verbatim, command
 from topicsrv.resp.commands.connection import REDIS_VERSION
@@ -52,6 +53,7 @@ def _server(ctx: CommandContext) -> Section:
     uptime = int(time.time() - ctx.server.started_at)
     return [
         ("redis_version", REDIS_VERSION), ("topicsrv_version", topicsrv_version),
+        ("topicsrv_build", buildinfo.describe()),
         ("redis_git_sha1", "00000000"), ("redis_git_dirty", 0), ("redis_build_id", "topicsrv"),
         ("redis_mode", "standalone"),
         ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),

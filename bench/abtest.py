@@ -1,0 +1,140 @@
+"""A/B of the compiled hot path against its pure-Python source, each as a ratio to redis-server.
+
+    .venv/bin/python -m bench.abtest [--rounds 3] [--rows ping1,xadd1,xadd16,xrange16,xread16]
+                                     [--modes "compiled= pure=1 cython=@/copy/of/tree"]
+
+Rule 1: one round = a fresh redis-server, then a fresh topicsrv per mode (a mode is a value of
+TOPICS_PURE: `compiled` = unset, `pure` = 1, topicsrv/buildinfo.py Rule 3; `@path` runs it
+from another copy of the tree, e.g. one holding another build), the mode order rotating
+between rounds; every row runs on all
+servers in the same round, so each ratio compares like with like on a shared machine whose
+absolute speed drifts.
+Rule 2: the report is the median over rounds of each ratio (topicsrv / redis) and of each
+mode against the first; absolute figures are printed per round for the record.
+Rule 3: besides requests/s, each topicsrv's CPU time per request (user + system, from
+/proc/<pid>/stat around the row) is reported: on a machine shared with other work it moves
+less than throughput, and it is what compiling changes.
+Rule 4: every process is stopped by its pid in a `finally` (bench.procs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import respbench
+from bench.procs import Procs, install_signal_handlers
+
+STREAM = 20_000  # entries of 100 bytes for the read rows
+TICK = os.sysconf("SC_CLK_TCK")
+
+Row = tuple[Callable[[int], float], int]  # (run against a port -> ops/s, requests)
+
+
+def _rows(mid: Callable[[int], str]) -> dict[str, Row]:
+    rb = respbench.redis_benchmark
+    return {
+        "ping1": (lambda p: rb(p, ["PING"], requests=60_000, pipeline=1).ops_per_s, 60_000),
+        "xadd1": (lambda p: rb(p, ["XADD", "s", "*", "f", "v"], requests=60_000).ops_per_s,
+                  60_000),
+        "xadd16": (lambda p: rb(p, ["XADD", "s", "*", "f", "v"], requests=300_000,
+                                pipeline=16).ops_per_s, 300_000),
+        "xrange16": (lambda p: rb(p, ["XRANGE", "r", "-", "+", "COUNT", "100"], requests=10_000,
+                                  pipeline=16).ops_per_s, 10_000),
+        "xread16": (lambda p: rb(p, ["XREAD", "COUNT", "100", "STREAMS", "r", mid(p)],
+                                 requests=10_000, pipeline=16).ops_per_s, 10_000),
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def parse_modes(text: str) -> dict[str, str]:
+    modes: dict[str, str] = {}
+    for part in text.split():
+        name, _, value = part.partition("=")
+        if name:
+            modes[name] = value
+    return modes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rows", default="ping1,xadd1,xadd16,xrange16,xread16")
+    ap.add_argument("--modes", default="compiled= pure=1",
+                    help="space-separated name=TOPICS_PURE value (empty: compiled); the first "
+                         "is the base of the ratios")
+    args = ap.parse_args(argv)
+    install_signal_handlers()
+    modes = parse_modes(args.modes)
+    names = list(modes)
+    base = names[0]
+    mids: dict[int, str] = {}
+    rows = _rows(lambda p: mids[p])
+    row_names = args.rows.split(",")
+    ratios: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    procs = Procs()
+    try:
+        for rnd in range(args.rounds):
+            k = rnd % len(names)
+            order = names[k:] + names[:k]
+            servers = [("redis", procs.start_redis())]
+            for mode in order:
+                pure, _, tree = modes[mode].partition("@")
+                os.environ.pop("TOPICS_PURE", None)
+                if pure:
+                    os.environ["TOPICS_PURE"] = pure
+                servers.append((mode, procs.start_topicsrv(cwd=Path(tree) if tree else None)))
+                os.environ.pop("TOPICS_PURE", None)
+            for _, proc in servers:
+                assert proc.resp_port is not None
+                if {"xrange16", "xread16"} & set(row_names):
+                    respbench.load_stream(proc.resp_port, "r", STREAM)
+                    mids[proc.resp_port] = respbench.id_at(proc.resp_port, "r",
+                                                           STREAM // 2).decode()
+            for row in row_names:
+                run, requests = rows[row]
+                got: dict[str, float] = {}
+                for who, proc in servers:
+                    assert proc.resp_port is not None
+                    c0 = cpu_seconds(proc.pid)
+                    got[who] = run(proc.resp_port)
+                    if who != "redis":
+                        us = (cpu_seconds(proc.pid) - c0) / requests * 1e6
+                        cpu.setdefault((row, who), []).append(us)
+                for mode in names:
+                    ratios.setdefault((row, mode), []).append(got[mode] / got["redis"])
+                    ratios.setdefault((row, f"{mode}/{base}"), []).append(got[mode] / got[base])
+                print(f"round {rnd + 1} {row:9s} redis {got['redis']:>9,.0f}  " + "  ".join(
+                    f"{m} {got[m]:>9,.0f} ({cpu[(row, m)][-1]:.1f} µs cpu)" for m in names),
+                    flush=True)
+            for _, proc in servers:
+                procs.stop(proc)
+    finally:
+        procs.stop_all()
+    print(f"\nmedian of {args.rounds} rounds: requests/s as a ratio to redis-server; "
+          f"each mode / {base}; topicsrv CPU µs per request")
+    head = "".join(f"{m + '/redis':>16s}" for m in names)
+    head += "".join(f"{m + '/' + base:>18s}" for m in names[1:])
+    head += "".join(f"{m + ' cpu':>14s}" for m in names)
+    print(f"{'row':10s}{head}")
+    for row in row_names:
+        line = "".join(f"{statistics.median(ratios[(row, m)]):16.3f}" for m in names)
+        line += "".join(f"{statistics.median(ratios[(row, f'{m}/{base}')]):18.2f}"
+                        for m in names[1:])
+        line += "".join(f"{statistics.median(cpu[(row, m)]):14.1f}" for m in names)
+        print(f"{row:10s}{line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
