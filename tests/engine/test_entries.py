@@ -10,6 +10,7 @@ import hiredis
 from hypothesis import given
 from hypothesis import strategies as st
 
+from topicsrv.engine import entries
 from topicsrv.engine.entries import encode_entry, format_id, parse_entry, split_id
 
 ENGINE = Path(__file__).resolve().parents[2] / "topicsrv" / "engine"
@@ -32,3 +33,10 @@ def test_entry_codec_round_trips_and_is_canonical_resp(ts: int, seq: int, items:
     reader.feed(blob)
     assert reader.gets() == [format_id(ts, seq), items]  # what any RESP client reads
     assert split_id(format_id(ts, seq)) == (ts, seq)
+
+
+def test_bulks_in_slices_is_bulks_with_a_pause_per_slice() -> None:
+    items = [b"x" * (i % 7) for i in range(10_000)]
+    pauses: list[int] = []
+    assert entries.bulks_in_slices(items, lambda: pauses.append(1), every=4096) == entries.bulks(items)
+    assert len(pauses) == 3

@@ -326,6 +326,34 @@ def test_a_command_of_many_arguments_gives_others_turns(env: tuple[ServerContext
     assert out.startswith(b"$") and out.endswith(b"\r\n" + PONG) and r is NEED_DATA
 
 
+def test_an_offloaded_xadd_is_encoded_in_slices_that_give_the_gil_back(
+        env: tuple[ServerContext, Front], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An XADD of very many fields is encoded in a worker thread, pausing between slices:
+    compiled code never releases the GIL by itself, so an encoder that did not pause would
+    stall every client for the whole record (test_resp_fairness.py measures that stall)."""
+    from topicsrv.resp.commands import streams
+
+    pauses: list[int] = []
+    monkeypatch.setattr(streams, "give_up_gil", lambda: pauses.append(1))
+    s = new(env)
+    fields = [b"f%d" % i for i in range(3 * streams.OFFLOAD_FIELDS)]
+    out, r = run(s, xadd(b"big", *fields))
+    assert (out, r) == (b"", YIELD)  # Rule 5: a turn before it runs
+    out, r = run(s)
+    assert (out, r) == (b"", WAIT_COMMAND)  # the encoding runs in a thread
+
+    async def main() -> None:
+        s.end_wait(await s.start_wait())
+
+    trio.run(main)
+    out, r = run(s)
+    assert out.startswith(b"$") and r is not CLOSE
+    assert len(pauses) == 3 * streams.OFFLOAD_FIELDS // 4096  # one per slice of 4096 items
+    out, _ = run(s, frame(b"XRANGE", b"big", b"-", b"+"))
+    assert out.count(b"$") == 1 + len(fields) and out.endswith(b"$%d\r\n%b\r\n" % (
+        len(fields[-1]), fields[-1]))
+
+
 # ---- commits -----------------------------------------------------------------------------
 
 class _Token:

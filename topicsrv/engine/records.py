@@ -16,11 +16,12 @@ extra trailing pairs, present only when the record has them.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from topicsrv.engine.entries import bulks, encode_entry, parse_entry, with_id
+from topicsrv.engine.entries import bulks, bulks_in_slices, encode_entry, parse_entry, with_id
 from topicsrv.errors import TopicsError, invalid
 
 MAX_DATA_META_BYTES = 1 << 20
@@ -127,6 +128,21 @@ def prepare_json(rec: Any, index: int = 0) -> PreparedRecord:
 
 def prepare_fields(pairs: list[bytes], node: str | None = None, tag: str | None = None) -> PreparedRecord:
     """Validate one XADD record: field/value pairs kept byte-exact."""
+    items, node, tag, size = _fields(pairs, node, tag)
+    return PreparedRecord(bulks(items), KIND_FIELDS, node, tag, size)
+
+
+def prepare_fields_in_slices(pairs: list[bytes], node: str | None, tag: str | None,
+                             pause: Callable[[], object]) -> PreparedRecord:
+    """`prepare_fields` for a record of very many fields, run in a worker thread: the same
+    record, encoded with `pause()` between slices (entries.bulks_in_slices)."""
+    items, node, tag, size = _fields(pairs, node, tag)
+    return PreparedRecord(bulks_in_slices(items, pause), KIND_FIELDS, node, tag, size)
+
+
+def _fields(pairs: list[bytes], node: str | None,
+            tag: str | None) -> tuple[list[bytes], str | None, str | None, int]:
+    """The checks of `prepare_fields`; the items to encode (pairs, then `$node`, `$tag`)."""
     if not pairs or len(pairs) % 2:
         raise invalid("a record needs field/value pairs")
     node = check_label(node, "node", MAX_NODE_BYTES)
@@ -143,7 +159,7 @@ def prepare_fields(pairs: list[bytes], node: str | None = None, tag: str | None 
         items += [b"$node", node.encode()]
     if tag is not None:
         items += [b"$tag", tag.encode()]
-    return PreparedRecord(bulks(items), KIND_FIELDS, node, tag, size)
+    return items, node, tag, size
 
 
 # ---- read-time conversions -------------------------------------------------------------

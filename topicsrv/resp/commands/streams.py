@@ -27,6 +27,7 @@ Arguments are parsed by stream_args.py (XADD, XTRIM, XREAD, XREADGROUP) and args
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import trio
@@ -36,7 +37,7 @@ from topicsrv.engine.blobs import joined, nbytes
 from topicsrv.engine.groups import entries_added
 from topicsrv.engine.idempotency import auto_iid
 from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
-from topicsrv.engine.records import PreparedRecord, prepare_fields
+from topicsrv.engine.records import PreparedRecord, prepare_fields, prepare_fields_in_slices
 from topicsrv.engine.segments import DELETED
 from topicsrv.engine.topic import Topic
 from topicsrv.resp import ids, replysize
@@ -66,6 +67,12 @@ from topicsrv.resp.commands.stream_args import (
 
 XREAD_ALL = 1_000_000  # "no COUNT": examine up to this many slots per stream per call
 OFFLOAD_FIELDS = 4096  # an XADD with more field/value items is encoded off the event loop
+
+
+def give_up_gil() -> None:
+    """Between two slices of an offloaded encoding: `sleep(0)` releases the GIL, so the
+    event loop's thread runs if it is waiting for it."""
+    time.sleep(0)
 
 
 # ---- rendering ---------------------------------------------------------------------------
@@ -176,8 +183,11 @@ def _append(ctx: CommandContext, name: str, rec: PreparedRecord, trim: Trim | No
 async def _xadd_offloaded(ctx: CommandContext, name: str, x: XAdd) -> Any:
     """A record of very many fields is validated and encoded (pure work, O(fields)) in a
     worker thread, so the event loop serves other clients meanwhile (1M fields: ~0.4 s of
-    Python); the write itself stays on the loop, as every engine call does."""
-    rec = await trio.to_thread.run_sync(prepare_fields, x.pairs, x.node, x.tag)
+    Python); the write itself stays on the loop, as every engine call does. The encoding
+    pauses between slices (`give_up_gil`): the compiled encoder would otherwise hold the GIL,
+    and so the loop, for the whole record."""
+    rec = await trio.to_thread.run_sync(prepare_fields_in_slices, x.pairs, x.node, x.tag,
+                                        give_up_gil)
     key = await trio.to_thread.run_sync(idmp_key, x)
     if x.nomkstream and ctx.engine.find(name) is None:
         return None
