@@ -23,12 +23,13 @@ from topicsrv.engine.columns import Packed
 class Blobs(Sequence[bytes]):
     __slots__ = ("parts", "sep", "n", "runs", "_flat")
 
-    def __init__(self, sep: bytes = b"") -> None:
-        self.parts: list[bytes] = []
+    def __init__(self, sep: bytes = b"", parts: list[bytes] | None = None,
+                 runs: dict[int, tuple[Packed, int, int]] | None = None, n: int = 0) -> None:
+        self.parts: list[bytes] = [] if parts is None else parts
         self.sep = sep
-        self.n = 0
+        self.n = n  # records in all: parts that are not runs are one each
         # index in `parts` of each run -> (packed, i, j): its slots, for cutting it apart
-        self.runs: dict[int, tuple[Packed, int, int]] = {}
+        self.runs: dict[int, tuple[Packed, int, int]] = {} if runs is None else runs
         self._flat: list[bytes] | None = None
 
     def append(self, blob: bytes) -> None:

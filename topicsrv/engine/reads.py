@@ -43,7 +43,7 @@ FMT_RESP = KIND_FIELDS
 
 @dataclass(slots=True)
 class ReadResult:
-    records: Sequence[bytes]  # blobs in the requested format (a Blobs: engine/blobs.py)
+    records: Sequence[bytes]  # blobs in the requested format: a list, or a Blobs (engine/blobs.py)
     seqs: list[int]  # seq of each record, same order
     tombstone: Tombstone | None
     next_from_seq: int
@@ -127,7 +127,8 @@ def read(
     from_seq = max(from_seq, topic.seq_base - 1)  # seeds 4.1: a topic's seqs start at seq_base
     cursor, tomb = gate(topic, from_seq, epoch)
     head = topic.head_seq
-    records = Blobs(b"," if fmt == FMT_JSON else b"")
+    records: list[bytes] = []  # blobs, and packed runs as one slice each (`runs`: blobs Rule 2)
+    runs: dict[int, tuple[Packed, int, int]] | None = None
     seqs: list[int] = []
     nodeset = nodes if nodes and topic.config.dedupe_node else None
     convert = _converter(fmt)
@@ -143,7 +144,7 @@ def read(
             continue
         gap = seg.flags[j]
         if gap in GAP_FLAGS:
-            if records or tomb is not None:
+            if seqs or tomb is not None:
                 s = seg.base + j
                 break
             end = seg.base + j
@@ -171,13 +172,16 @@ def read(
             if isinstance(blobs, Packed) and seg.kinds == fmt:  # one slice (columns Rule 1)
                 if max_bytes:
                     fit, size = blobs.fit(j, k, max_bytes - nbytes)
-                    if fit == 0 and not records:
+                    if fit == 0 and not seqs:
                         fit, size = 1, blobs.fit(j, j + 1, blobs.size(j))[1]  # at least one record
                     if fit < k - j:
                         k, capped = j + fit, True
                     nbytes += size
                 if k > j:
-                    records.add_run(blobs, j, k)
+                    if runs is None:
+                        runs = {}
+                    runs[len(records)] = (blobs, j, k)
+                    records.append(blobs.joined(j, k))
                 seqs.extend(range(seg.base + j, seg.base + k))
                 scanned += k - j
                 window -= k - j
@@ -189,7 +193,7 @@ def read(
             if max_bytes:
                 ends = list(accumulate(map(len, run), initial=nbytes))
                 fit = bisect_right(ends, max_bytes, 1) - 1
-                if fit == 0 and not records:
+                if fit == 0 and not seqs:
                     fit = 1  # a response always carries at least one record
                 if fit < k - j:
                     run, k, capped = run[:fit], j + fit, True
@@ -219,7 +223,7 @@ def read(
         assert blob is not None
         if blob[0] != fmt:
             blob = convert(blob, seg.node(j), seg.tag(j))
-        if max_bytes and records and nbytes + len(blob) > max_bytes:
+        if max_bytes and seqs and nbytes + len(blob) > max_bytes:
             s = seg.base + j
             break
         nbytes += len(blob)
@@ -239,11 +243,13 @@ def read(
         s = seg.next_seq
     next_from_seq = head if s > head else s - 1
     out: Sequence[bytes] = records
-    if fmt == FMT_RESP and topic.xid_since is not None and records:
-        out = xids.reid_all(topic, seqs, records)
+    if runs is not None:
+        out = Blobs(b"," if fmt == FMT_JSON else b"", records, runs, len(seqs))
+    if fmt == FMT_RESP and topic.xid_since is not None and seqs:
+        out = xids.reid_all(topic, seqs, out)
     topic.last_read_ts = now
     topic.last_consumed_at = now
-    topic.read_total += len(out)
+    topic.read_total += len(seqs)
     return ReadResult(out, seqs, tomb, next_from_seq, head, topic.earliest_seq, scanned)
 
 
@@ -259,7 +265,13 @@ def scan_blobs(
     topic: Topic, lo: int, hi: int, count: int, now: int, *, reverse: bool = False, fmt: int = FMT_RESP
 ) -> tuple[list[int], Sequence[bytes]]:
     """`scan_range` as (seqs, blobs), a run of packed slots kept as one slice (blobs Rule 2)."""
-    seqs, out = _scan_range(topic, lo, hi, count, now, reverse, fmt)
+    seqs: list[int] = []
+    records: list[bytes] = []
+    runs: dict[int, tuple[Packed, int, int]] = {}
+    _scan_range(topic, lo, hi, count, now, reverse, fmt, seqs, records, runs)
+    out: Sequence[bytes] = records
+    if runs:
+        out = Blobs(b"," if fmt == FMT_JSON else b"", records, runs, len(seqs))
     if fmt == FMT_RESP and topic.xid_since is not None and seqs:
         since = topic.xid_since
         return seqs, [b if s < since else xids.reid(b, xids.xid_of(topic, s))
@@ -268,15 +280,15 @@ def scan_blobs(
 
 
 def _scan_range(
-    topic: Topic, lo: int, hi: int, count: int, now: int, reverse: bool, fmt: int
-) -> tuple[list[int], Blobs]:
+    topic: Topic, lo: int, hi: int, count: int, now: int, reverse: bool, fmt: int,
+    seqs: list[int], out: list[bytes], runs: dict[int, tuple[Packed, int, int]],
+) -> None:
+    """Fill `seqs` and `out` (a packed run as one slice, noted in `runs`)."""
     topic.expire(now)
     lo = max(lo, topic.front)
     hi = min(hi, topic.head_seq)
-    seqs: list[int] = []
-    out = Blobs(b"," if fmt == FMT_JSON else b"")
     if lo > hi or not topic.segs:
-        return seqs, out
+        return
     convert = _converter(fmt)
     seq = hi if reverse else lo
     while lo <= seq <= hi:
@@ -299,11 +311,12 @@ def _scan_range(
                 seqs.extend(range(seg.base + i, seg.base + j))
                 if isinstance(blobs, Packed):
                     if j > i:
-                        out.add_run(blobs, i, j)
+                        runs[len(out)] = (blobs, i, j)
+                        out.append(blobs.joined(i, j))
                 else:
                     out.extend(blobs[i:j])  # type: ignore[arg-type]
                 if count and len(seqs) >= count:
-                    return seqs, out
+                    return
                 if j < stop:
                     seq = seg.base + j
                     continue
@@ -318,6 +331,5 @@ def _scan_range(
                 seqs.append(seg.base + x)
                 out.append(blob)
                 if count and len(seqs) >= count:
-                    return seqs, out
+                    return
         seq = seg.base - 1 if reverse else seg.base + len(seg)
-    return seqs, out
