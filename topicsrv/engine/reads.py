@@ -182,26 +182,20 @@ def read(
                         runs = {}
                     runs[len(records)] = (blobs, j, k)
                     records.append(blobs.joined(j, k))
-                seqs.extend(range(seg.base + j, seg.base + k))
-                scanned += k - j
-                window -= k - j
-                s = seg.base + k
-                if capped:
-                    break
-                continue
-            run = blobs[j:k]
-            if max_bytes:
-                ends = list(accumulate(map(len, run), initial=nbytes))
-                fit = bisect_right(ends, max_bytes, 1) - 1
-                if fit == 0 and not seqs:
-                    fit = 1  # a response always carries at least one record
-                if fit < k - j:
-                    run, k, capped = run[:fit], j + fit, True
-                nbytes = ends[fit]
-            elif seg.kinds != fmt:  # a segment holding another record form: convert those
-                run = [b if b[0] == fmt else convert(b, seg.node(x), seg.tag(x))
-                       for x, b in enumerate(run, j)]
-            records.extend(run)  # type: ignore[arg-type]  # all live: no None
+            else:
+                run = blobs[j:k]
+                if max_bytes:
+                    ends = list(accumulate(map(len, run), initial=nbytes))
+                    fit = bisect_right(ends, max_bytes, 1) - 1
+                    if fit == 0 and not seqs:
+                        fit = 1  # a response always carries at least one record
+                    if fit < k - j:
+                        run, k, capped = run[:fit], j + fit, True
+                    nbytes = ends[fit]
+                elif seg.kinds != fmt:  # a segment holding another record form: convert those
+                    run = [b if b[0] == fmt else convert(b, seg.node(x), seg.tag(x))
+                           for x, b in enumerate(run, j)]
+                records.extend(run)  # type: ignore[arg-type]  # all live: no None
             seqs.extend(range(seg.base + j, seg.base + k))
             scanned += k - j
             window -= k - j
