@@ -224,22 +224,37 @@ class Run:
 
     def queue_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
         """Lease queues (bench/queuebench.py): topicsrv TOPIC.CLAIM + TOPIC.ACK vs redis
-        XREADGROUP + XACK, the same N jobs pre-filled on both, drained by 8 worker processes."""
+        XREADGROUP + XACK, the same N jobs pre-filled on both, drained by 8 worker processes.
+        Two pairings, each the same durability work on both servers (queuebench Rule 3): in
+        memory (a `DURABILITY ephemeral` queue vs redis-server without persistence, the
+        targets) and logged (the default `disk` queue vs redis-server `appendonly yes`,
+        `appendfsync everysec`)."""
         sec = "RESP, redis-py, 8 worker processes (jobs/s)"
-        for count, target in ((1, 0.5), (100, 1.0)):
-            n = s[f"queue_{count}"]
-            cells = []
-            for proc in pair:
-                self.log(f"queue MAX/COUNT {count}, {n} jobs, on {proc.name}")
-                port = proc.resp_port
-                cells.append("error: no RESP front" if port is None else attempt(partial(
-                    queuebench.workload, port, f"jobs{count}", n, count,
-                    queue=proc.name == "topicsrv")))
-            label = (f"CLAIM MAX {count} + ACK vs XREADGROUP COUNT {count} + XACK"
-                     if count == 1 else f"CLAIM MAX {count} + one ACK vs XREADGROUP COUNT {count} + XACK")
-            self.rows.append(Row(sec, label, "jobs/s", per(cells[0], "records_per_s"),
-                                 per(cells[1], "records_per_s"), target=target))
-            self.extra[f"queue_{count}"] = {"redis": cells[0], "topicsrv": cells[1]}
+        red, top = pair
+        aof = self.procs.start_redis(extra=("--appendonly", "yes", "--appendfsync", "everysec"))
+        try:
+            for count, target in ((1, 0.5), (100, 1.0)):
+                n = s[f"queue_{count}"]
+                for kind, ref, opts in (("in memory", red, queuebench.IN_MEMORY),
+                                        ("logged", aof, ())):
+                    cells = []
+                    for proc in (ref, top):
+                        self.log(f"queue MAX/COUNT {count} {kind}, {n} jobs, on {proc.name}")
+                        port = proc.resp_port
+                        cells.append("error: no RESP front" if port is None else attempt(partial(
+                            queuebench.workload, port, f"jobs{count}{kind[0]}", n, count,
+                            queue=proc is top, options=opts)))
+                    label = (f"CLAIM MAX {count} + ACK vs XREADGROUP COUNT {count} + XACK"
+                             if count == 1 else
+                             f"CLAIM MAX {count} + one ACK vs XREADGROUP COUNT {count} + XACK")
+                    note = (queuebench.IN_MEMORY_NOTE if kind == "in memory" else queuebench.LOGGED_NOTE)
+                    self.rows.append(Row(sec, f"{label}, {kind}", "jobs/s",
+                                         per(cells[0], "records_per_s"), per(cells[1], "records_per_s"),
+                                         target=target if kind == "in memory" else None, ref_note=note))
+                    self.extra[f"queue_{count}_{kind.replace(' ', '_')}"] = {
+                        "redis": cells[0], "topicsrv": cells[1]}
+        finally:
+            self.procs.stop(aof)
 
     def http_workloads(self, top: Proc, s: dict[str, int]) -> None:
         sec = "HTTP, topicsrv only (records/s)"

@@ -8,6 +8,12 @@ drain them: topicsrv `TOPIC.CLAIM q wI MAX k` + one `TOPIC.ACK q wI seq...` of w
 redis-server `XREADGROUP GROUP g wI COUNT k STREAMS s >` + one `XACK s g id...` of what it
 got. A worker stops at its first empty claim / read. Processes, not threads, so the clients
 are not serialised by one GIL and the server is what is measured.
+Rule 3 (same durability work): a row compares servers doing the same durability work. In
+memory: a queue of class `ephemeral` (nothing written to the WAL; IN_MEMORY) against
+redis-server with persistence off (`--save "" --appendonly no`, bench/procs.py); logged: the
+default `disk` queue (every claim and ack a WAL frame, synced by group commit within ~2 ms)
+against redis-server `appendonly yes` + `appendfsync everysec` (every command appended to
+the AOF, fsynced once a second). The in-memory rows carry the targets of issue 12.
 Rule 2: the clock runs from the moment every worker is connected and released together to
 the last worker's report; the run is checked afterwards (every job delivered and acked
 once in total, nothing left pending) and raises otherwise, so a fast but wrong run never
@@ -27,6 +33,9 @@ import redis
 from bench.respbench import VALUE, Measure, client
 
 GROUP = "g"
+IN_MEMORY = ("DURABILITY", "ephemeral")  # TOPIC.CREATE options of the in-memory rows (Rule 3)
+IN_MEMORY_NOTE = "topicsrv DURABILITY ephemeral vs redis-server without persistence"
+LOGGED_NOTE = "topicsrv default (disk class, WAL) vs redis-server appendonly yes, appendfsync everysec"
 
 
 def prefill(port: int, key: str, jobs: int, *, queue: bool, options: tuple[str, ...] = ()) -> None:
@@ -147,17 +156,19 @@ def _check(port: int, key: str, jobs: int, done: int, queue: bool) -> None:
 
 
 def workload(port: int, key: str, jobs: int, count: int, *, queue: bool, workers: int = 8,
-             threads: bool = False) -> Measure:
-    prefill(port, key, jobs, queue=queue)
+             threads: bool = False, options: tuple[str, ...] = ()) -> Measure:
+    """`options`: the queue's TOPIC.CREATE options (topicsrv only), e.g. IN_MEMORY."""
+    prefill(port, key, jobs, queue=queue, options=options if queue else ())
     return drain(port, key, jobs, count, queue=queue, workers=workers, threads=threads)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.queuebench [--rounds 3] [--sizes quick] [--against DIR]`: only the two
-    queue rows of `make bench`, `rounds` times (a fresh topicsrv per round, one redis-server),
-    then the median ratio of each row. `--against DIR` also runs the topicsrv package found
-    in DIR (e.g. a `git archive` of an older commit) in every round, alternating (which tree
-    runs first alternates too: a second topicsrv in a round measured slower), for A/B."""
+    """`python -m bench.queuebench [--rounds 3] [--sizes quick] [--kinds memory,logged]
+    [--against DIR]`: only the queue rows of `make bench`, `rounds` times (a fresh topicsrv
+    per round and row, one redis-server per kind: Rule 3), then the median ratio of each row.
+    `--against DIR` also runs the topicsrv package found in DIR (e.g. a `git archive` of an
+    older commit) in every round, alternating (which tree runs first alternates too: a second
+    topicsrv in a round measured slower), for A/B."""
     import argparse
     import statistics
     from pathlib import Path
@@ -169,38 +180,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", choices=sorted(SIZES), default="quick")
     parser.add_argument("--rows", default="1,100", help="claim sizes to run, e.g. 100")
+    parser.add_argument("--kinds", default="memory,logged", help="pairings to run (Rule 3)")
     parser.add_argument("--against", type=Path, help="a second source tree to A/B against")
     args = parser.parse_args(argv)
     trees = {"this": procs_mod.ROOT}
     if args.against:
         trees = {"base": args.against.resolve(), **trees}
     counts = [int(c) for c in args.rows.split(",")]
-    ratios: dict[tuple[str, int], list[float]] = {(t, c): [] for t in trees for c in counts}
+    kinds = [k for k in args.kinds.split(",") if k]
+    ratios: dict[tuple[str, str, int], list[float]] = {
+        (t, k, c): [] for t in trees for k in kinds for c in counts}
     procs = procs_mod.Procs()
     procs_mod.install_signal_handlers()
     try:
-        red = procs.start_redis()
+        reds = {"memory": procs.start_redis() if "memory" in kinds else None,
+                "logged": procs.start_redis(extra=("--appendonly", "yes", "--appendfsync", "everysec"))
+                if "logged" in kinds else None}
         for rnd in range(args.rounds):
             for count in counts:
-                n = SIZES[args.sizes][f"queue_{count}"]
-                key = f"jobs{count}r{rnd}"
-                ref = workload(red.resp_port or 0, key, n, count, queue=False)
-                order = list(trees.items())  # each tree goes first in every other round: the
-                for tree, root in order[::-1] if rnd % 2 else order:  # second run was slower
-                    procs_mod.ROOT = root  # start_topicsrv runs `python -m topicsrv` from ROOT
-                    top = procs.start_topicsrv()
-                    try:
-                        got = workload(top.resp_port or 0, key, n, count, queue=True)
-                    finally:
-                        procs.stop(top)
-                    ratio = got.records_per_s / ref.records_per_s
-                    ratios[(tree, count)].append(ratio)
-                    print(f"round {rnd + 1} MAX {count} {tree}: redis {ref.records_per_s:,.0f} "
-                          f"topicsrv {got.records_per_s:,.0f} jobs/s ratio {ratio:.2f}", flush=True)
+                for kind in kinds:
+                    red = reds[kind]
+                    assert red is not None
+                    opts = IN_MEMORY if kind == "memory" else ()
+                    n = SIZES[args.sizes][f"queue_{count}"]
+                    key = f"jobs{count}{kind}r{rnd}"
+                    ref = workload(red.resp_port or 0, key, n, count, queue=False)
+                    order = list(trees.items())  # each tree goes first in every other round: the
+                    for tree, root in order[::-1] if rnd % 2 else order:  # second run was slower
+                        procs_mod.ROOT = root  # start_topicsrv runs `python -m topicsrv` from ROOT
+                        top = procs.start_topicsrv()
+                        try:
+                            got = workload(top.resp_port or 0, key, n, count, queue=True, options=opts)
+                        finally:
+                            procs.stop(top)
+                        ratio = got.records_per_s / ref.records_per_s
+                        ratios[(tree, kind, count)].append(ratio)
+                        print(f"round {rnd + 1} MAX {count} {kind} {tree}: redis {ref.records_per_s:,.0f} "
+                              f"topicsrv {got.records_per_s:,.0f} jobs/s ratio {ratio:.2f}", flush=True)
     finally:
         procs.stop_all()
-    for (tree, count), rs in ratios.items():
-        print(f"MAX {count} {tree}: median ratio {statistics.median(rs):.2f} "
+    for (tree, kind, count), rs in ratios.items():
+        print(f"MAX {count} {kind} {tree}: median ratio {statistics.median(rs):.2f} "
               f"({', '.join(f'{r:.2f}' for r in rs)})")
     return 0
 
