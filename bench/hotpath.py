@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 N_STREAM = 2_000  # entries of the read workloads' stream
@@ -47,6 +48,7 @@ WORK: dict[str, tuple[bytes, int]] = {  # name -> (one read's bytes, commands in
     "xrange100-p16": (frame(b"XRANGE", b"r", b"-", b"+", b"COUNT", b"100") * 16, 16),
     "xread100-p16": (frame(b"XREAD", b"COUNT", b"100", b"STREAMS", b"r", b"0") * 16, 16),
 }
+QUEUE_WORK = {"claim1+ack": 1, "claim100+ack": 100}  # name -> MAX; µs per job (claim + ack)
 
 
 def _measure(only: list[str]) -> dict[str, float]:
@@ -68,11 +70,11 @@ def _measure(only: list[str]) -> dict[str, float]:
     b.setblocking(False)
     sink = bytearray(1 << 20)
 
-    def serve(s: Session, data: bytes) -> None:
+    def serve(s: Session, data: bytes) -> bytes:
         s.receive_data(data)
         while s.step() is not NEED_DATA:
             pass
-        out = s.data_to_send()
+        out = whole = s.data_to_send()
         while out:
             n = a.send(out)
             out = out[n:]
@@ -81,6 +83,7 @@ def _measure(only: list[str]) -> dict[str, float]:
                     b.recv_into(sink)
                 except BlockingIOError:
                     break
+        return whole
 
     for _ in range(N_STREAM // 100):
         serve(sessions[0], frame(b"XADD", b"r", b"*", b"f", b"x" * 100) * 100)
@@ -98,7 +101,42 @@ def _measure(only: list[str]) -> dict[str, float]:
             if name.startswith("xadd"):  # keep the write stream small
                 serve(sessions[0], frame(b"DEL", b"s"))
         res[name] = best * 1e6
+    for name, k in QUEUE_WORK.items():
+        if only and name not in only:
+            continue
+        res[name] = _queue(serve, sessions, k) * 1e6
     return res
+
+
+def _queue(serve: Any, sessions: list[Any], k: int) -> float:
+    """Seconds per job of `TOPIC.CLAIM q wI MAX k` + `TOPIC.ACK q wI seq...` (a memory-class
+    queue, so no WAL), best of 40 runs; the queue is refilled between runs, untimed."""
+    q = b"q%d" % k
+    serve(sessions[0], frame(b"TOPIC.CREATE", q, b"TYPE", b"queue", b"DURABILITY", b"memory"))
+    loops = 400 // k + 20
+    seq = 1  # the first seq of a topic
+    appended = 0
+    best = float("inf")
+    for _ in range(40):
+        for _ in range(loops * k // 100 + 1):
+            serve(sessions[0], frame(b"XADD", q, b"*", b"f", b"x" * 100) * 100)
+            appended += 100
+        work = []
+        for i in range(loops):
+            node = b"w%d" % (i % len(sessions))
+            seqs = [b"%d" % s for s in range(seq, seq + k)]
+            seq += k
+            work.append((sessions[i % len(sessions)], frame(b"TOPIC.CLAIM", q, node, b"MAX", b"%d" % k),
+                         frame(b"TOPIC.ACK", q, node, *seqs)))
+        t0 = time.perf_counter()
+        for s, claim, ack in work:
+            serve(s, claim)
+            serve(s, ack)
+        best = min(best, (time.perf_counter() - t0) / loops / k)
+    info = serve(sessions[0], frame(b"TOPIC.INFO", q))
+    if b"in_flight\r\n:0\r\n" not in info or b"count\r\n:%d\r\n" % (appended - seq + 1) not in info:
+        raise RuntimeError(f"the claims/acks did not all apply: {info[:600]!r}")
+    return best
 
 
 def _child(mode: str, only: list[str]) -> dict[str, float]:
