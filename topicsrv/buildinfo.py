@@ -50,6 +50,9 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.dispatch",
     "topicsrv.resp.batch",  # XADD coalescing
     "topicsrv.resp.session",  # the per-connection loop
+    "topicsrv.engine.leases",  # the lease projection
+    "topicsrv.engine.queues",  # claim / ack / nack / extend
+    "topicsrv.resp.commands.queues",  # TOPIC.CLAIM / ACK / NACK / EXTEND
 )
 
 _stale: list[str] = []

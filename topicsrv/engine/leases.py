@@ -46,13 +46,22 @@ def _nonce() -> str:
     return secrets.token_hex(4)
 
 
-@dataclass(slots=True, eq=False)
 class Lease:
-    seq: int
-    node: str
-    lease_id: str
-    deadline: int
-    delivery: int
+    """One live lease (a plain class, not a dataclass: one is made per claimed job, and a
+    compiled build compiles this `__init__`; a dataclass's generated one stays interpreted)."""
+
+    __slots__ = ("seq", "node", "lease_id", "deadline", "delivery")
+
+    def __init__(self, seq: int, node: str, lease_id: str, deadline: int, delivery: int) -> None:
+        self.seq = seq
+        self.node = node
+        self.lease_id = lease_id
+        self.deadline = deadline
+        self.delivery = delivery
+
+    def __repr__(self) -> str:
+        return (f"Lease(seq={self.seq}, node={self.node!r}, lease_id={self.lease_id!r}, "
+                f"deadline={self.deadline}, delivery={self.delivery})")
 
 
 @dataclass(slots=True, eq=False)

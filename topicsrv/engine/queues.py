@@ -56,21 +56,31 @@ MAX_SEQS = MAX_RECORDS_PER_WRITE  # seqs one ack/nack/extend may name
 
 @dataclass(slots=True)
 class Claimer:
-    """One claim request: who, how many, and in which record form its jobs go out."""
+    """One claim request: who, how many, and in which record form its jobs go out. The fields
+    hold what the client sent (any JSON value) until `claim` validates them."""
 
-    node: str
-    max: int = 1
-    lease_ms: int | None = None
+    node: Any
+    max: Any = 1
+    lease_ms: Any = None
     fmt: int = FMT_JSON
 
 
-@dataclass(slots=True)
 class Job:
-    seq: int
-    blob: bytes  # the record, in the claimer's form (wire JSON or a RESP stream entry)
-    lease_id: str
-    deadline: int
-    delivery: int
+    """A claimed job: the record in the claimer's form (wire JSON or a RESP stream entry) and
+    its lease fields. A plain class (one per job; see leases.Lease)."""
+
+    __slots__ = ("seq", "blob", "lease_id", "deadline", "delivery")
+
+    def __init__(self, seq: int, blob: bytes, lease_id: str, deadline: int, delivery: int) -> None:
+        self.seq = seq
+        self.blob = blob
+        self.lease_id = lease_id
+        self.deadline = deadline
+        self.delivery = delivery
+
+    def __repr__(self) -> str:
+        return (f"Job(seq={self.seq}, lease_id={self.lease_id!r}, deadline={self.deadline}, "
+                f"delivery={self.delivery}, blob={self.blob!r})")
 
     def to_json(self, topic: str | None = None) -> bytes:
         """The record's JSON plus the lease fields (API 7), `topic` for /v0/work."""
