@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -142,7 +142,9 @@ def queue_topic(engine: Engine, name: str) -> Topic:
 
 
 def _live_after(topic: Topic, lo: int, count: int) -> list[tuple[int, bytes, str | None, str | None]]:
-    """Up to `count` live records with seq >= lo (native form), in seq order."""
+    """Up to `count` live records with seq >= lo (native form), in seq order. A window of
+    slots that are all live is taken as one slice of each column (the common case: a queue
+    drained in order); a window with dead slots goes slot by slot."""
     out: list[tuple[int, bytes, str | None, str | None]] = []
     head = topic.head_seq
     seq = max(lo, topic.front)
@@ -153,6 +155,14 @@ def _live_after(topic: Topic, lo: int, count: int) -> list[tuple[int, bytes, str
             seq = seg.base + len(seg)
             continue
         flags, blobs = seg.flags, seg.blobs
+        m = min(n, i + count - len(out))
+        if m > i and flags.count(LIVE, i, m) == m - i:
+            nodes = seg.nodes[i:m] if seg.nodes is not None else [None] * (m - i)
+            tags = seg.tags[i:m] if seg.tags is not None else [None] * (m - i)
+            live = cast("list[bytes]", blobs[i:m])  # a LIVE slot always holds its blob
+            out += zip(range(seg.base + i, seg.base + m), live, nodes, tags, strict=True)
+            seq = seg.base + m
+            continue
         for x in range(i, n):
             if flags[x] == LIVE:
                 blob = blobs[x]
