@@ -231,30 +231,32 @@ class Run:
         `appendfsync everysec`)."""
         sec = "RESP, redis-py, 8 worker processes (jobs/s)"
         red, top = pair
-        aof = self.procs.start_redis(extra=("--appendonly", "yes", "--appendfsync", "everysec"))
+        refs = {kind: red if not p.redis_options else self.procs.start_redis(extra=p.redis_options)
+                for kind, p in queuebench.PAIRINGS.items()}
         try:
             for count, target in ((1, 0.5), (100, 1.0)):
                 n = s[f"queue_{count}"]
-                for kind, ref, opts in (("in memory", red, queuebench.IN_MEMORY),
-                                        ("logged", aof, ())):
+                for kind, pairing in queuebench.PAIRINGS.items():
                     cells = []
-                    for proc in (ref, top):
-                        self.log(f"queue MAX/COUNT {count} {kind}, {n} jobs, on {proc.name}")
+                    for proc in (refs[kind], top):
+                        self.log(f"queue MAX/COUNT {count} {pairing.label}, {n} jobs, on {proc.name}")
                         port = proc.resp_port
                         cells.append("error: no RESP front" if port is None else attempt(partial(
-                            queuebench.workload, port, f"jobs{count}{kind[0]}", n, count,
-                            queue=proc is top, options=opts)))
+                            queuebench.workload, port, f"jobs{count}{kind}", n, count,
+                            queue=proc is top, options=pairing.queue_options)))
                     label = (f"CLAIM MAX {count} + ACK vs XREADGROUP COUNT {count} + XACK"
                              if count == 1 else
                              f"CLAIM MAX {count} + one ACK vs XREADGROUP COUNT {count} + XACK")
-                    note = (queuebench.IN_MEMORY_NOTE if kind == "in memory" else queuebench.LOGGED_NOTE)
-                    self.rows.append(Row(sec, f"{label}, {kind}", "jobs/s",
+                    self.rows.append(Row(sec, f"{label}, {pairing.label}", "jobs/s",
                                          per(cells[0], "records_per_s"), per(cells[1], "records_per_s"),
-                                         target=target if kind == "in memory" else None, ref_note=note))
-                    self.extra[f"queue_{count}_{kind.replace(' ', '_')}"] = {
+                                         target=target if pairing.targeted else None,
+                                         ref_note=pairing.note))
+                    self.extra[f"queue_{count}_{pairing.label.replace(' ', '_')}"] = {
                         "redis": cells[0], "topicsrv": cells[1]}
         finally:
-            self.procs.stop(aof)
+            for proc in refs.values():
+                if proc is not red:
+                    self.procs.stop(proc)
 
     def http_workloads(self, top: Proc, s: dict[str, int]) -> None:
         sec = "HTTP, topicsrv only (records/s)"

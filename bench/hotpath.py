@@ -109,8 +109,8 @@ def _measure(only: list[str]) -> dict[str, float]:
 
 
 def _queue(serve: Any, sessions: list[Any], k: int) -> float:
-    """Seconds per job of `TOPIC.CLAIM q wI MAX k` + `TOPIC.ACK q wI seq...` (a memory-class
-    queue, so no WAL), best of 40 runs; the queue is refilled between runs, untimed."""
+    """Seconds per job of `TOPIC.CLAIM q wI MAX k` + `TOPIC.ACK q wI seq...` (the engine has
+    no storage here: Rule 1), best of 40 runs; the queue is refilled between runs, untimed."""
     q = b"q%d" % k
     serve(sessions[0], frame(b"TOPIC.CREATE", q, b"TYPE", b"queue", b"DURABILITY", b"memory"))
     loops = 400 // k + 20

@@ -8,16 +8,17 @@ drain them: topicsrv `TOPIC.CLAIM q wI MAX k` + one `TOPIC.ACK q wI seq...` of w
 redis-server `XREADGROUP GROUP g wI COUNT k STREAMS s >` + one `XACK s g id...` of what it
 got. A worker stops at its first empty claim / read. Processes, not threads, so the clients
 are not serialised by one GIL and the server is what is measured.
-Rule 3 (same durability work): a row compares servers doing the same durability work. In
-memory: a queue of class `ephemeral` (nothing written to the WAL; IN_MEMORY) against
-redis-server with persistence off (`--save "" --appendonly no`, bench/procs.py); logged: the
-default `disk` queue (every claim and ack a WAL frame, synced by group commit within ~2 ms)
-against redis-server `appendonly yes` + `appendfsync everysec` (every command appended to
-the AOF, fsynced once a second). The in-memory rows carry the targets of issue 12.
 Rule 2: the clock runs from the moment every worker is connected and released together to
 the last worker's report; the run is checked afterwards (every job delivered and acked
 once in total, nothing left pending) and raises otherwise, so a fast but wrong run never
 shows as a number.
+Rule 3 (same durability work): a row compares servers doing the same durability work. In
+memory: a queue of class `ephemeral` (nothing written to the WAL) against
+redis-server with persistence off (`--save "" --appendonly no`, bench/procs.py); logged: the
+default `disk` queue (every claim and ack a WAL frame, synced by group commit within ~2 ms)
+against redis-server `appendonly yes` + `appendfsync everysec` (every command appended to
+the AOF, fsynced once a second). The in-memory rows carry the targets of issue 12. Both
+pairings are the one table PAIRINGS, for `make bench` and for `main` here.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import multiprocessing as mp
 import queue as std_queue
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -33,9 +35,26 @@ import redis
 from bench.respbench import VALUE, Measure, client
 
 GROUP = "g"
-IN_MEMORY = ("DURABILITY", "ephemeral")  # TOPIC.CREATE options of the in-memory rows (Rule 3)
-IN_MEMORY_NOTE = "topicsrv DURABILITY ephemeral vs redis-server without persistence"
-LOGGED_NOTE = "topicsrv default (disk class, WAL) vs redis-server appendonly yes, appendfsync everysec"
+
+
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    """Rule 3: one way of running a row with the same durability work on both servers."""
+
+    label: str  # in the row's name
+    redis_options: tuple[str, ...]  # more redis-server options (bench/procs.py start_redis)
+    queue_options: tuple[str, ...]  # the queue's TOPIC.CREATE options
+    note: str  # what the ratio compares
+    targeted: bool  # the row carries issue 12's target
+
+
+PAIRINGS: dict[str, Pairing] = {
+    "memory": Pairing("in memory", (), ("DURABILITY", "ephemeral"),
+                      "topicsrv DURABILITY ephemeral vs redis-server without persistence", True),
+    "logged": Pairing("logged", ("--appendonly", "yes", "--appendfsync", "everysec"), (),
+                      "topicsrv default (disk class, WAL) vs redis-server appendonly yes, "
+                      "appendfsync everysec", False),
+}
 
 
 def prefill(port: int, key: str, jobs: int, *, queue: bool, options: tuple[str, ...] = ()) -> None:
@@ -157,7 +176,7 @@ def _check(port: int, key: str, jobs: int, done: int, queue: bool) -> None:
 
 def workload(port: int, key: str, jobs: int, count: int, *, queue: bool, workers: int = 8,
              threads: bool = False, options: tuple[str, ...] = ()) -> Measure:
-    """`options`: the queue's TOPIC.CREATE options (topicsrv only), e.g. IN_MEMORY."""
+    """`options`: the queue's TOPIC.CREATE options (topicsrv only), e.g. a Pairing's."""
     prefill(port, key, jobs, queue=queue, options=options if queue else ())
     return drain(port, key, jobs, count, queue=queue, workers=workers, threads=threads)
 
@@ -180,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", choices=sorted(SIZES), default="quick")
     parser.add_argument("--rows", default="1,100", help="claim sizes to run, e.g. 100")
-    parser.add_argument("--kinds", default="memory,logged", help="pairings to run (Rule 3)")
+    parser.add_argument("--kinds", default=",".join(PAIRINGS), help="pairings to run (Rule 3)")
     parser.add_argument("--against", type=Path, help="a second source tree to A/B against")
     args = parser.parse_args(argv)
     trees = {"this": procs_mod.ROOT}
@@ -188,20 +207,18 @@ def main(argv: list[str] | None = None) -> int:
         trees = {"base": args.against.resolve(), **trees}
     counts = [int(c) for c in args.rows.split(",")]
     kinds = [k for k in args.kinds.split(",") if k]
+    if unknown := set(kinds) - set(PAIRINGS):
+        parser.error(f"unknown pairings {sorted(unknown)}; known: {', '.join(PAIRINGS)}")
     ratios: dict[tuple[str, str, int], list[float]] = {
         (t, k, c): [] for t in trees for k in kinds for c in counts}
     procs = procs_mod.Procs()
     procs_mod.install_signal_handlers()
     try:
-        reds = {"memory": procs.start_redis() if "memory" in kinds else None,
-                "logged": procs.start_redis(extra=("--appendonly", "yes", "--appendfsync", "everysec"))
-                if "logged" in kinds else None}
+        reds = {kind: procs.start_redis(extra=PAIRINGS[kind].redis_options) for kind in kinds}
         for rnd in range(args.rounds):
             for count in counts:
                 for kind in kinds:
-                    red = reds[kind]
-                    assert red is not None
-                    opts = IN_MEMORY if kind == "memory" else ()
+                    red, opts = reds[kind], PAIRINGS[kind].queue_options
                     n = SIZES[args.sizes][f"queue_{count}"]
                     key = f"jobs{count}{kind}r{rnd}"
                     ref = workload(red.resp_port or 0, key, n, count, queue=False)

@@ -65,8 +65,7 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
                   "forwarding, fan-out 4 (source rec/s per router)"):
         assert isinstance(rows[label]["topicsrv"], float) and rows[label]["ratio"] > 0, rows[label]
     # Every server the harness started (two pairs, one topicsrv for routers, one redis-server
-    # with an AOF for the logged queue rows) was stopped by
-    # pid and is gone.
+    # with an AOF for the logged queue rows) was stopped by pid and is gone.
     started = doc["processes"]
     assert sorted(name for name, _ in started) == ["redis-server"] * 3 + ["topicsrv"] * 3
     for _, pid in started:
