@@ -12,6 +12,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 DATA_DIR ?= ./data
 HTTP_PORT ?= 7070
 RESP_PORT ?= 6379
+# test workers (pytest-xdist): independent test files run side by side; `make test TEST_JOBS=0`
+# runs them one at a time
+TEST_JOBS ?= 2
+XDIST := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
 .PHONY: setup run test soak lint typecheck unit bench bench-quick bench-wal compat-suites clean
 
@@ -51,9 +55,9 @@ test: setup
 	@bash scripts/ensure-tools.sh
 	$(PY) -m ruff check topicsrv tests compat bench spark
 	$(PY) -m mypy
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra $(XDIST)
 	@echo "-- the RESP and engine tests again on the pure-Python hot path (TOPICS_PURE=1)"
-	TOPICS_PURE=1 $(PY) -m pytest -q tests/resp tests/engine
+	TOPICS_PURE=1 $(PY) -m pytest -q $(XDIST) tests/resp tests/engine
 
 soak: setup  ## the 20-cycle kill -9 soak over every feature (minutes; not in make test)
 	$(PY) -m pytest -q -ra -m soak tests/integration/test_soak.py
