@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from topicsrv.engine import deletes, groupops, groups, leases, restore
+from topicsrv.engine import deletes, gaphops, groupops, groups, leases, restore
 from topicsrv.engine import idempotency as idem
 from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX
@@ -96,6 +96,7 @@ class Recovered:
     seconds: float = 0.0
     routers: list[Any] = field(default_factory=list)  # engine.routers.Router, linked to `topics`
     rederived: int = 0  # router copies re-derived (rederive.py)
+    voids: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, first, count): rederive Rule 3
 
 
 _TOPIC_KEYS = {"name": str, "epoch": int, "type": str, "seq_base": int, "created_ts": int,
@@ -316,6 +317,8 @@ class Builder:
             leases.restore(topic, ck.get("queue"))
         if ck.get("hops"):  # hop counts of a router source's copies above its cursors
             topic.ext["hops"] = {int(seq): int(hop) for seq, hop in ck["hops"]}
+        if ck.get("ghops"):  # and of its gaps (engine/gaphops.py)
+            topic.ext[gaphops.KEY] = [[int(a), int(b), int(h)] for a, b, h in ck["ghops"]]
         for _, kind, part in parts:
             if kind:
                 base, n, flag, ts = part
@@ -329,16 +332,21 @@ class Builder:
             xmod.set_last_id(topic, (int(ck["last_id"][0]), int(ck["last_id"][1])))
         return topic, st, False
 
+    @staticmethod
+    def final_next(img: Image, topic: Topic) -> int:
+        """The next_seq `finalize` gives `topic` (Rule 3): above everything known."""
+        ck = img.ckpt or {}
+        nxt = max(topic.next_seq, ck.get("next_seq", 0), img.skip_to)
+        if policy_of(topic.config).ceiling:
+            nxt = max(nxt, img.ceiling + 1, ck.get("ceiling", 0) + 1)
+        return min(nxt, SEQ_MAX + 1)
+
     def finalize(self, img: Image, topic: Topic, st: TState) -> None:
         """After every WAL frame: next_seq above everything known, watermarks, the gap."""
         ck = img.ckpt or {}
         cfg = topic.config
         pol = policy_of(cfg)
-        ceiling = max(img.ceiling, ck.get("ceiling", 0))
-        nxt = max(topic.next_seq, ck.get("next_seq", 0), img.skip_to)
-        if pol.ceiling:
-            nxt = max(nxt, ceiling + 1)
-        nxt = min(nxt, SEQ_MAX + 1)
+        nxt = self.final_next(img, topic)
         # a class whose readers only ever saw durable seqs (Topic Rule 6; `crash_gap` None):
         # when the WAL ended cleanly, the unused part of the reserved ceiling hides nothing
         # anyone read or was acknowledged, so it is skipped silently. For the other classes,
@@ -435,6 +443,11 @@ class Builder:
                 if ev[0] == "A":  # an ack: its jobs' delete first (engine/leases.py Rule 1)
                     deletes.delete_seqs(topic, self.now, ev[2])
                 leases.apply(qs, ev)
+        elif ftype == frames.T_LOSTRANGE and d.get("void"):  # a crash gap routers skip (rederive Rule 3)
+            first, count = int(d["first"]), int(d["count"])
+            if topic.next_seq < first + count:
+                restore.fill_lost(topic, first + count, topic.last_ts)
+            gaphops.add(topic, first, count, gaphops.VOID)
         elif ftype == frames.T_LOSTRANGE:
             if topic.next_seq < int(d["first"]):  # a dest whose copies before it are gone
                 restore.fill_lost(topic, int(d["first"]), topic.last_ts)
@@ -500,6 +513,7 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     rd.static(list(images.values()))
     out.routers = rd.relink(out.topics)
     out.rederived = rd.copies
+    out.voids = rd.voids
     out.damage += b.damage
     out.records = b.records
     out.seconds = time.monotonic() - t0
