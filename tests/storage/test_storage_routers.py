@@ -9,7 +9,7 @@ import orjson
 
 from topicsrv.engine.deletes import parse_match
 from topicsrv.storage.fsck import check
-from topicsrv.storage.recovery import CHECKPOINT
+from topicsrv.storage.images import CHECKPOINT
 
 from .harness import running, write
 from .routerkit import layout, metas, settle, step, write_nowait

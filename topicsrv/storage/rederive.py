@@ -51,7 +51,8 @@ from topicsrv.engine.core import Engine
 from topicsrv.engine.segments import LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames
-from topicsrv.storage.recovery import Builder, Image
+from topicsrv.storage.images import Image
+from topicsrv.storage.recovery import Builder
 from topicsrv.storage.removed import Removed, floors, pending_limit, removal_ocs
 from topicsrv.storage.state import TState
 

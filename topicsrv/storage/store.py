@@ -30,7 +30,7 @@ from topicsrv.engine.journal import NullJournal
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
-from topicsrv.storage import codec, frames, recovery, routerlog
+from topicsrv.storage import codec, frames, images, recovery, routerlog
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import DISK, policy_of
 from topicsrv.storage.progress import Progress
@@ -72,7 +72,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         self.ckpt_lock = trio.Lock()
         self.flip_wake = trio.Event()
         self.flip_topics: dict[int, Topic] = {}
-        self.pending: list[recovery.Image] = []
+        self.pending: list[images.Image] = []
         self.recovered: recovery.Recovered | None = None
         self.progress = Progress()  # how far recovery has come (/v0/ready, the log)
         self.writers_running = False
@@ -98,10 +98,10 @@ class Storage(routerlog.RouterJournal, SegTasks):
         operator naming the file and what to do, never a traceback."""
         try:
             return await self._open()
-        except recovery.CheckpointError as exc:
+        except images.CheckpointError as exc:
             raise StartupError(
                 f"cannot start: {exc}. Nothing was changed. Run `python -m topicsrv check "
-                f"--data-dir {self.data_dir}` for a full report, then restore {recovery.CHECKPOINT} "
+                f"--data-dir {self.data_dir}` for a full report, then restore {images.CHECKPOINT} "
                 "from a backup; the segment files alone do not say which records are live.") from exc
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
