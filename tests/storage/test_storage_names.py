@@ -13,7 +13,7 @@ import pytest
 
 from topicsrv.storage.fsck import check
 from topicsrv.storage.fsops import OsOps
-from topicsrv.storage.recovery import CHECKPOINT
+from topicsrv.storage.images import CHECKPOINT
 from topicsrv.storage.state import topic_dir
 from topicsrv.storage.walread import wal_files
 

@@ -30,6 +30,7 @@ async def _run(path: Path, dests: int, durability: str) -> tuple[list[tuple[int,
             await barrier.wait()
         for sh in st.shards:
             await sh.drain()
+        settle(e)  # a disk-class record is forwarded once durable (routerfwd Rule 7)
         got = wal_frames(path)[before:]
         copies = sum(len(layout(e, f"d{i}")) for i in range(dests))
     return got, copies

@@ -16,7 +16,7 @@ import redis
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.errors import TopicsError
 from topicsrv.storage import codec, frames
-from topicsrv.storage.recovery import CHECKPOINT
+from topicsrv.storage.images import CHECKPOINT
 from topicsrv.storage.walread import wal_files
 
 from .harness import live, running, write

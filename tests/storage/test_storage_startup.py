@@ -14,7 +14,7 @@ import pytest
 from topicsrv.engine import Engine
 from topicsrv.errors import StartupError
 from topicsrv.storage.fsops import OsOps
-from topicsrv.storage.recovery import CHECKPOINT
+from topicsrv.storage.images import CHECKPOINT
 from topicsrv.storage.store import Storage
 
 from .harness import running, write

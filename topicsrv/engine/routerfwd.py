@@ -18,19 +18,27 @@ it leaves a one-seq TRIMMED gap instead of blocking the router forever.
 Rule 5 (hops): a copy's hop is its source record's hop + 1 (0 for a direct write); hops > 0
 live in `topic.ext["hops"]` ({seq: hop}) of a dest that has outbound routers or whose inbound
 router is `allow_cycle`/`max_hops`, pruned below the smallest outbound cursor (the front when
-there is none). A record is forwarded only if `hop < router.hop_cap`.
+there is none). A record is forwarded only if `hop < router.hop_cap`. A gap obeys the same cap
+with its own hop (engine/gaphops.py), so no gap goes round a cycle for ever.
 Rule 6 (evicted before forwarded): the source's drop hook counts, per outbound router, the
 seqs it was going to forward (or report) that an eviction takes above its cursor, so the gap
 has exactly that many seqs (a restored router with no count reports the whole span).
+Rule 7 (durable first): a router forwards a source record only once the source's storage
+holds it durably (`topic.ext["unsynced"]`: the first seqs of the source's WAL writes not yet
+fsynced, storage/routerlog.py Rule 6), so a crash never takes a source record whose copy a
+dest reader may have seen; the step stops there and counts as caught up (the storage wakes
+the worker when the write is durable).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import orjson
 
+from topicsrv.engine import gaphops
 from topicsrv.engine.columns import Tails
 from topicsrv.engine.entries import bulks, parse_entry
 from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, PreparedRecord
@@ -109,13 +117,13 @@ def copy_of(seg: AnySegment, k: int, seq: int, router: Router) -> PreparedRecord
     return PreparedRecord(bulks(items), blob[0], out_node, out_tag, size)
 
 
-def _would_forward(router: Router, seg: AnySegment, k: int, hops: dict[int, int] | None) -> bool:
+def _would_forward(router: Router, topic: Topic, seg: AnySegment, k: int, hops: dict[int, int] | None) -> bool:
     flag = seg.flags[k]
+    cap = router.hop_cap
     if flag in GAP_FLAGS:
-        return True
+        return gaphops.forwards(gaphops.hop_of(topic, seg.base + k), cap)
     if flag != LIVE:
         return False
-    cap = router.hop_cap
     if cap is not None and hops and hops.get(seg.base + k, 0) >= cap:
         return False
     return router.spec.matches(seg.tag(k))
@@ -136,16 +144,19 @@ def on_drop(topic: Topic, front: int, new_front: int) -> None:
             if plain or not seg.live:
                 router.gone += seg.flags.count(LIVE, i, j) + sum(seg.flags.count(f, i, j) for f in GAP_FLAGS)
             else:
-                router.gone += sum(_would_forward(router, seg, k, hops) for k in range(i, j))
+                router.gone += sum(_would_forward(router, topic, seg, k, hops) for k in range(i, j))
             s = seg.base + j
 
 
 def prune_hops(topic: Topic) -> None:
     hops: dict[int, int] | None = topic.ext.get("hops")
-    if not hops:
+    if not hops and gaphops.KEY not in topic.ext:
         return
     outs = topic.ext.get("router_out")
     floor = min(r.cursor for r in outs) if outs else topic.front - 1
+    gaphops.prune(topic, floor)
+    if not hops:
+        return
     while hops:
         first = next(iter(hops))
         if first > floor:
@@ -173,6 +184,20 @@ class _Copies:
         self.hops: list[int] = []
 
 
+Gap = tuple[int, int]  # (seqs, their hop in the dest)
+
+
+def _gap_spans(ops: list[tuple[int, _Copies | Gap]], src: Topic, seg: AnySegment, i: int, n: int,
+               cap: int | None) -> None:
+    """The gap slots of `seg` [i, n) as dest gaps, each span at its hop + 1 (Rule 5)."""
+    for a, b, hop in gaphops.spans(src, seg.base + i, seg.base + n):
+        if not gaphops.forwards(hop, cap):
+            continue
+        gaps = sum(seg.flags.count(f, a - seg.base, b - seg.base) for f in GAP_FLAGS)
+        if gaps:
+            _add_gap(ops, a, gaps, hop + 1)
+
+
 def _tail(blob: bytes) -> bytes:
     """The stored record after its `$seq`/`$ts` (a JSON blob) or its ID (an entry)."""
     if blob[0] == KIND_JSON:  # {"$seq":N,"$ts":T,...: the comma after T
@@ -193,7 +218,11 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
     src.expire(now)
     dst.expire(now)
     hi = src.head_seq if until is None else min(src.head_seq, until)
-    ops: list[tuple[int, _Copies | int]] = []  # (first source seq, copies | gap length)
+    unsynced: deque[int] | None = src.ext.get("unsynced")
+    held = bool(unsynced) and unsynced is not None and unsynced[0] - 1 < hi  # Rule 7
+    if held and unsynced is not None:
+        hi = unsynced[0] - 1
+    ops: list[tuple[int, _Copies | Gap]] = []  # (first source seq, copies | gap)
     skipped = 0
     s = router.cursor + 1
     if s <= hi and s < src.front:  # evicted unforwarded (Rule 6)
@@ -202,7 +231,7 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
         n = span if router.gone is None else min(router.gone, span)
         router.gone = 0 if stop == src.front - 1 or router.gone is None else router.gone - n
         if n:
-            ops.append((s, n))
+            ops.append((s, (n, 1)))
         s = stop + 1
     hops: dict[int, int] | None = src.ext.get("hops")
     cap = router.hop_cap
@@ -220,9 +249,7 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
         seg, i = src.locate(s)
         n = min(len(seg), hi + 1 - seg.base)
         if not seg.live:  # nothing to copy here: count the gap slots, skip the rest
-            gaps = sum(seg.flags.count(f, i, n) for f in GAP_FLAGS)
-            if gaps:
-                _add_gap(ops, s, gaps)
+            _gap_spans(ops, src, seg, i, n, cap)
             budget -= 1
             s = seg.base + n
             continue
@@ -254,7 +281,7 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
             budget -= 1
             s = seq + 1
             if flag in GAP_FLAGS:
-                _add_gap(ops, seq, 1)
+                _gap_spans(ops, src, seg, k, k + 1, cap)
                 continue
             if flag != LIVE:
                 continue
@@ -264,7 +291,7 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
                 continue
             rec = copy_of(seg, k, seq, router)
             if cfg.cap_bytes and rec.size > cfg.cap_bytes:  # could never be kept (Rule 4)
-                _add_gap(ops, seq, 1)
+                _add_gap(ops, seq, 1, hop + 1)
                 continue
             if reject and ((room_n >= 0 and room_n < 1) or (room_b >= 0 and room_b < rec.size)):
                 s = seq  # the cursor holds before it (Rule 4)
@@ -276,7 +303,7 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
             run = _copies(ops, seq)
             run.recs.append(rec)
             run.hops.append(hop + 1)
-    return _apply(engine, router, src, dst, ops, skipped, s - 1, stuck, now)
+    return _apply(engine, router, src, dst, ops, skipped, s - 1, stuck, now, held and s > hi)
 
 
 def forward_removed(engine: Engine, router: Router, first: int, n: int, flag: int,
@@ -291,32 +318,35 @@ def forward_removed(engine: Engine, router: Router, first: int, n: int, flag: in
     if src is None or dst is None:
         return Step(0, 0, 0, None, True)
     now = engine.now()
-    ops: list[tuple[int, _Copies | int]] = []
+    ops: list[tuple[int, _Copies | Gap]] = []
     skipped = 0
     if flag in GAP_FLAGS:
-        ops.append((first, n))
+        hop = gaphops.hop_of(src, first)
+        if gaphops.forwards(hop, router.hop_cap):
+            ops.append((first, (n, hop + 1)))
     elif flag == LIVE and slot is not None:
         ts, blob, size, node, tag = slot
         seg = Segment(first)
         seg.append(blob, ts, size, node, tag)
         hops: dict[int, int] | None = src.ext.get("hops")
-        if not _would_forward(router, seg, 0, hops):
+        hop = hops.get(first, 0) if hops else 0
+        if not _would_forward(router, src, seg, 0, hops):
             skipped += forwarded
         elif not forwarded:
-            ops.append((first, 1))
+            ops.append((first, (1, 1)))
         else:
             rec = copy_of(seg, 0, first, router)
             cap = dst.config.cap_bytes
             if cap and rec.size > cap:
-                ops.append((first, 1))
+                ops.append((first, (1, hop + 1)))
             else:
                 run = _copies(ops, first)
                 run.recs.append(rec)
-                run.hops.append((hops.get(first, 0) if hops else 0) + 1)
+                run.hops.append(hop + 1)
     return _apply(engine, router, src, dst, ops, skipped, first + n - 1, None, now)
 
 
-def _copies(ops: list[tuple[int, _Copies | int]], seq: int) -> _Copies:
+def _copies(ops: list[tuple[int, _Copies | Gap]], seq: int) -> _Copies:
     if ops:
         last = ops[-1][1]
         if isinstance(last, _Copies):
@@ -326,25 +356,27 @@ def _copies(ops: list[tuple[int, _Copies | int]], seq: int) -> _Copies:
     return run
 
 
-def _add_gap(ops: list[tuple[int, _Copies | int]], seq: int, n: int) -> None:
+def _add_gap(ops: list[tuple[int, _Copies | Gap]], seq: int, n: int, hop: int) -> None:
     if ops:
         first, last = ops[-1]
-        if isinstance(last, int):
-            ops[-1] = (first, last + n)
+        if isinstance(last, tuple) and last[1] == hop:
+            ops[-1] = (first, (last[0] + n, hop))
             return
-    ops.append((seq, n))
+    ops.append((seq, (n, hop)))
 
 
-def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tuple[int, _Copies | int]],
-           skipped: int, scanned_to: int, stuck: PreparedRecord | None, now: int) -> Step:
+def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tuple[int, _Copies | Gap]],
+           skipped: int, scanned_to: int, stuck: PreparedRecord | None, now: int, held: bool = False) -> Step:
     forwarded = gap = 0
     blocked: TopicsError | None = None
     track = _tracks_hops(dst, router)
     for first, op in ops:
         try:
-            if isinstance(op, int):
-                engine.derive_gap(dst, router, op)
-                gap += op
+            if isinstance(op, tuple):
+                base = engine.derive_gap(dst, router, op[0])
+                gap += op[0]
+                if track:
+                    gaphops.add(dst, base, *op)
             else:
                 base = engine.derive(dst, router, op.recs)
                 forwarded += len(op.recs)
@@ -375,7 +407,7 @@ def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tup
         prune_hops(dst)
     if forwarded or gap:
         engine.notify(dst.name)
-    return Step(forwarded, skipped, gap, blocked, blocked is None and router.cursor >= src.head_seq)
+    return Step(forwarded, skipped, gap, blocked, blocked is None and (held or router.cursor >= src.head_seq))
 
 
 def _evidence(blob: bytes, prefix: bytes) -> int | None:

@@ -26,7 +26,7 @@ import trio
 from topicsrv.engine import groups, leases, restore
 from topicsrv.engine.segments import SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.topic import Topic
-from topicsrv.storage import codec, recovery, routerlog, segfiles
+from topicsrv.storage import codec, images, routerlog, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import TState, state_of
@@ -204,7 +204,7 @@ class Checkpoints:
         epochs = dict(self.engine.epochs)
         ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs,
               "routers": router_specs or []}
-        self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
+        self.ops.write_file(self.data_dir / images.CHECKPOINT, codec.encode_json(ck))
         self.entries = done
         self.ckpt_gen = gen
         for _topic, st, meta, _segs in snap:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicsrv.engine.segments import DELETED, LOST, TRIMMED
-from topicsrv.storage import codec, frames, recovery, routerlog, segfiles
+from topicsrv.storage import codec, frames, images, routerlog, segfiles
 from topicsrv.storage.walread import wal_files
 
 
@@ -49,11 +49,11 @@ def check(data_dir: Path, cold_dir: Path | None = None) -> Report:
     rep = Report()
     wal_dir = data_dir / "wal"
     try:
-        ck = recovery.read_checkpoint(data_dir)
+        ck = images.read_checkpoint(data_dir)
     except ValueError as exc:
         rep.problems.append(f"checkpoint.json unreadable: {exc}")
         ck = {"topics": [], "wal_gen": 0}
-    first_gen = min([int(ck.get("wal_gen", 0)), *recovery.replay_from(ck).values()])
+    first_gen = min([int(ck.get("wal_gen", 0)), *images.replay_from(ck).values()])
     for gen, _shard, path in wal_files(wal_dir):
         if gen < first_gen:
             continue

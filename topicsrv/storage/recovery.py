@@ -1,9 +1,11 @@
 """Recovery: checkpoint + segment files + WAL replay -> topics (runs in a worker thread).
 
-Order per topic: the checkpointed state, then the slots of its segment files (only as many
-per file as the checkpoint recorded) and its Runs (gaps with no record), then its WAL frames
-after its replay point, in order. The replay point is the checkpoint's cut, or for a topic
-whose last checkpoint failed, the cut of the one its entry comes from (`replay_from`).
+What it starts from (checkpoint.json read and checked, the WAL frames gathered per topic as
+`Image`s, WAL damage applied) is storage/images.py; this module builds each topic from its
+image (`Builder`) and drives the whole recovery (`recover`). Order per topic: the
+checkpointed state, then the slots of its segment files (only as many per file as the
+checkpoint recorded) and its Runs (gaps with no record), then its WAL frames after its
+replay point, in order.
 
 Rule 1: a torn or checksum-failing WAL frame ends replay of that shard at the last good
 frame (walread.py). Never a crash, never a skipped good frame before the damage.
@@ -29,57 +31,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from topicsrv.engine import deletes, groupops, groups, leases, restore
+from topicsrv.engine import deletes, gaphops, groupops, groups, leases, restore
 from topicsrv.engine import idempotency as idem
 from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
 from topicsrv.engine.topic import Topic
-from topicsrv.storage import codec, frames, routerlog, segfiles
+from topicsrv.storage import codec, frames, segfiles
 from topicsrv.storage.fsops import OsOps
-from topicsrv.storage.policy import Durability, policy, policy_of
+from topicsrv.storage.images import Image, apply_cuts, build_images, read_checkpoint, replay_from
+from topicsrv.storage.policy import policy_of
 from topicsrv.storage.progress import Progress
-from topicsrv.storage.state import EXT_KEY, TState, shard_of, topic_dir
-from topicsrv.storage.walread import Cut, read_wal
+from topicsrv.storage.state import EXT_KEY, TState, shard_of
+from topicsrv.storage.walread import read_wal
 
 log = logging.getLogger("topicsrv.storage")
-
-CHECKPOINT = "checkpoint.json"
-
-
-class CheckpointError(ValueError):
-    """checkpoint.json cannot be read or does not have the shape this version writes."""
-
-
-@dataclass
-class Image:
-    name: str
-    epoch: int
-    type: str
-    seq_base: int
-    created_ts: int
-    config: dict[str, Any]
-    ckpt: dict[str, Any] | None = None
-    ops: list[tuple[int, memoryview]] = field(default_factory=list)
-    max_seq: int = 0
-    ceiling: int = 0
-    skip_to: int = 0  # next_seq is at least this (WAL damage: Rule 5)
-    damaged: bool = False  # its shard's WAL was cut: no gap may be skipped silently
-
-    @property
-    def durability(self) -> str:
-        return restore.config_from_dict(self.config).durability
-
-    @property
-    def policy(self) -> Durability:
-        return policy(self.durability)
-
-    @property
-    def dir(self) -> str:
-        ck = self.ckpt or {}
-        return str(ck.get("dir") or topic_dir(self.name, self.epoch))
 
 
 @dataclass
@@ -96,133 +62,8 @@ class Recovered:
     seconds: float = 0.0
     routers: list[Any] = field(default_factory=list)  # engine.routers.Router, linked to `topics`
     rederived: int = 0  # router copies re-derived (rederive.py)
+    voids: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, first, count): rederive Rule 3
 
-
-_TOPIC_KEYS = {"name": str, "epoch": int, "type": str, "seq_base": int, "created_ts": int,
-               "config": dict, "next_seq": int}
-
-
-def _validate(ck: Any) -> None:
-    if not isinstance(ck, dict):
-        raise CheckpointError("not a JSON object")
-    if not isinstance(ck.get("wal_gen", 0), int) or not isinstance(ck.get("epochs", {}), dict):
-        raise CheckpointError("'wal_gen' or 'epochs' has the wrong type")
-    topics = ck.get("topics", [])
-    if not isinstance(topics, list):
-        raise CheckpointError("'topics' is not a list")
-    for i, t in enumerate(topics):
-        if not isinstance(t, dict):
-            raise CheckpointError(f"topics[{i}] is not an object")
-        for key, kind in _TOPIC_KEYS.items():
-            if not isinstance(t.get(key), kind):
-                raise CheckpointError(f"topics[{i}].{key} is missing or not a {kind.__name__}")
-        if not isinstance(t.get("files", []), list) or not isinstance(t.get("runs", []), list):
-            raise CheckpointError(f"topics[{i}]: 'files' or 'runs' is not a list")
-        if not routerlog.valid_dels(t.get("dels", [])):
-            raise CheckpointError(f"topics[{i}]: 'dels' is not a list of [first, last] seq pairs")
-
-
-def read_checkpoint(data_dir: Path) -> dict[str, Any]:
-    """The checkpoint (an empty one when there is none). CheckpointError when it is corrupt."""
-    path = data_dir / CHECKPOINT
-    if not path.exists():
-        return {"version": 1, "wal_gen": 0, "topics": [], "epochs": {}}
-    try:
-        ck: dict[str, Any] = orjson.loads(path.read_bytes())
-        _validate(ck)
-    except orjson.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc})") from exc
-    except CheckpointError as exc:
-        raise CheckpointError(f"{path}: {exc}") from exc
-    return ck
-
-
-def replay_from(ck: dict[str, Any]) -> dict[str, int]:
-    """Per topic in the checkpoint, the first WAL generation its state does not include."""
-    gen = int(ck.get("wal_gen", 0))
-    return {t["name"]: int(t.get("replay_from", gen)) for t in ck.get("topics", [])}
-
-
-def _frame_owner(ftype: int, body: memoryview) -> tuple[str, int, dict[str, Any] | None]:
-    if ftype in frames.RECORD_FRAMES:
-        name, epoch, _, _, _, _ = codec.append_header(body)
-        return name, epoch, None
-    d = codec.decode_json(body)
-    return d["name"], int(d["epoch"]), d
-
-
-def build_images(ck: dict[str, Any], wal: list[tuple[int, int, memoryview]],
-                 dropped: dict[tuple[str, int], Image] | None = None
-                 ) -> tuple[dict[str, Image], dict[str, int]]:
-    """Per topic, its checkpointed state and its WAL frames to replay. `dropped` receives the
-    images of topics dropped during the replayed WAL (a router's source: rederive.py)."""
-    images: dict[str, Image] = {}
-    epochs = {k: int(v) for k, v in ck.get("epochs", {}).items()}
-    for t in ck.get("topics", []):
-        base = Image(t["name"], t["epoch"], t["type"], t["seq_base"], t["created_ts"], t["config"], ckpt=t)
-        base.max_seq = t["next_seq"] - 1
-        base.ceiling = t.get("ceiling", 0)
-        images[base.name] = base
-    gen0 = int(ck.get("wal_gen", 0))
-    starts = replay_from(ck)
-    for gen, ftype, body in wal:
-        try:
-            name, epoch, d = _frame_owner(ftype, body)
-        except (ValueError, KeyError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
-            log.error("unreadable WAL frame body (type %d): %s; skipped", ftype, exc)
-            continue
-        if gen < starts.get(name, gen0):
-            continue  # already in the checkpoint (kept only for a topic whose checkpoint failed)
-        epochs[name] = max(epochs.get(name, 0), epoch)
-        img = images.get(name)
-        if ftype == frames.T_TOPIC:
-            assert d is not None
-            if img is not None and img.epoch == epoch:
-                img.config = d["config"]
-            elif img is None or epoch > img.epoch:
-                images[name] = Image(name, epoch, d["type"], d["seq_base"], d["created_ts"], d["config"])
-            continue
-        if ftype == frames.T_DROP:
-            if img is not None and img.epoch <= epoch:
-                if dropped is not None:
-                    dropped[(name, img.epoch)] = img
-                del images[name]
-            continue
-        if img is None or img.epoch != epoch:
-            continue
-        img.ops.append((ftype, body))
-        if ftype in frames.RECORD_FRAMES:
-            _, _, first, _, n, _ = codec.append_header(body)
-            img.max_seq = max(img.max_seq, first + n - 1)
-        elif ftype == frames.T_CEIL:
-            assert d is not None
-            img.ceiling = max(img.ceiling, int(d["ceiling"]))
-    return images, epochs
-
-
-def apply_cuts(images: dict[str, Image], epochs: dict[str, int], cuts: list[Cut]) -> list[str]:
-    """Rule 5: topics of a damaged shard continue above anything that may have been
-    acknowledged. Returns one message per cut, naming the topics affected."""
-    out = []
-    for cut in cuts:
-        for name, epoch in cut.epochs.items():
-            epochs[name] = max(epochs.get(name, 0), epoch)
-        hit = []
-        for img in images.values():
-            if not cut.affects(img.name):
-                continue
-            img.damaged = True
-            ck = img.ckpt or {}
-            known = max(img.max_seq, img.ceiling, ck.get("ceiling", 0), img.seq_base - 1,
-                        cut.hwm.get((img.name, img.epoch), 0))
-            skip = min(SEQ_MAX, known + cut.margin) + 1
-            img.skip_to = max(img.skip_to, skip)
-            hit.append(f"{img.name} (seqs continue at {img.skip_to}; readers below get a `lost` tombstone)")
-        out.append(f"{cut.path.name}: {cut.reason} at offset {cut.offset}; replay of WAL shard "
-                   f"{cut.shard} stopped there ({cut.good_after} good frames past it not replayed"
-                   f"{', kept in ' + cut.aside if cut.aside else ''}); topics affected: "
-                   + (", ".join(hit) if hit else "none"))
-    return out
 
 
 class Builder:
@@ -316,6 +157,8 @@ class Builder:
             leases.restore(topic, ck.get("queue"))
         if ck.get("hops"):  # hop counts of a router source's copies above its cursors
             topic.ext["hops"] = {int(seq): int(hop) for seq, hop in ck["hops"]}
+        if ck.get("ghops"):  # and of its gaps (engine/gaphops.py)
+            topic.ext[gaphops.KEY] = [[int(a), int(b), int(h)] for a, b, h in ck["ghops"]]
         for _, kind, part in parts:
             if kind:
                 base, n, flag, ts = part
@@ -329,16 +172,21 @@ class Builder:
             xmod.set_last_id(topic, (int(ck["last_id"][0]), int(ck["last_id"][1])))
         return topic, st, False
 
+    @staticmethod
+    def final_next(img: Image, topic: Topic) -> int:
+        """The next_seq `finalize` gives `topic` (Rule 3): above everything known."""
+        ck = img.ckpt or {}
+        nxt = max(topic.next_seq, ck.get("next_seq", 0), img.skip_to)
+        if policy_of(topic.config).ceiling:
+            nxt = max(nxt, img.ceiling + 1, ck.get("ceiling", 0) + 1)
+        return min(nxt, SEQ_MAX + 1)
+
     def finalize(self, img: Image, topic: Topic, st: TState) -> None:
         """After every WAL frame: next_seq above everything known, watermarks, the gap."""
         ck = img.ckpt or {}
         cfg = topic.config
         pol = policy_of(cfg)
-        ceiling = max(img.ceiling, ck.get("ceiling", 0))
-        nxt = max(topic.next_seq, ck.get("next_seq", 0), img.skip_to)
-        if pol.ceiling:
-            nxt = max(nxt, ceiling + 1)
-        nxt = min(nxt, SEQ_MAX + 1)
+        nxt = self.final_next(img, topic)
         # a class whose readers only ever saw durable seqs (Topic Rule 6; `crash_gap` None):
         # when the WAL ended cleanly, the unused part of the reserved ceiling hides nothing
         # anyone read or was acknowledged, so it is skipped silently. For the other classes,
@@ -435,6 +283,11 @@ class Builder:
                 if ev[0] == "A":  # an ack: its jobs' delete first (engine/leases.py Rule 1)
                     deletes.delete_seqs(topic, self.now, ev[2])
                 leases.apply(qs, ev)
+        elif ftype == frames.T_LOSTRANGE and d.get("void"):  # a crash gap routers skip (rederive Rule 3)
+            first, count = int(d["first"]), int(d["count"])
+            if topic.next_seq < first + count:
+                restore.fill_lost(topic, first + count, topic.last_ts)
+            gaphops.add(topic, first, count, gaphops.VOID)
         elif ftype == frames.T_LOSTRANGE:
             if topic.next_seq < int(d["first"]):  # a dest whose copies before it are gone
                 restore.fill_lost(topic, int(d["first"]), topic.last_ts)
@@ -500,6 +353,7 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     rd.static(list(images.values()))
     out.routers = rd.relink(out.topics)
     out.rederived = rd.copies
+    out.voids = rd.voids
     out.damage += b.damage
     out.records = b.records
     out.seconds = time.monotonic() - t0

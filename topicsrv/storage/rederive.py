@@ -20,11 +20,16 @@ own frames; they are finalized, i.e. capped, expired and given their crash gap, 
 every dest is re-derived); dests are visited in topological order and passes repeat to a
 fixed point (chains and cycles); when nothing moves and a frame still waits, it is forced
 (LOST fill, Rule 1).
-Rule 3 (a source that lost records): after its source is finalized, a router whose cursor
-lies in the source's non-silent crash gap (records that may have been forwarded and read,
-then lost) makes its dest skip as many seqs as a LOST run, so no seq a reader saw is reused;
-a cursor above the source's head is clamped; in a silent gap (fsync class) the cursor simply
-moves to the head.
+Rule 3 (a source that lost records): a router whose cursor reached the source's recovered
+head moves over the source's crash gap (the seqs `finalize` continues above, computed before
+the source is finalized, so the order inside a cycle does not matter; a cursor above the
+source's final head is clamped). Silently when no record it forwarded can be in that gap:
+the source's WAL ended cleanly and its records come back (a router forwards only durable
+source records: routerfwd Rule 7). Otherwise (the source's WAL was damaged, or its class keeps
+no records: ephemeral) records it forwarded, whose copies a reader may have seen, may be
+gone: the dest skips as many seqs as a LOST run of gap hop 1 (a copy's least hop), so no seq
+a reader saw is reused and the gap goes no further round a cycle than a copy would
+(engine/gaphops.py). The source's own crash gap is never forwarded: it is below the cursor.
 Rule 4 (what is not re-derived): a dest of the memory or ephemeral class, or of a memory-class
 source (rebuilt after readiness), comes back with its frames applied as they are and its
 router at the newest cursor known (checkpoint, `put`, or any frame's `rc`); the worker
@@ -41,12 +46,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topicsrv.clock import Clock
-from topicsrv.engine import restore, routers
+from topicsrv.engine import gaphops, restore, routers
 from topicsrv.engine.core import Engine
 from topicsrv.engine.segments import LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames
-from topicsrv.storage.recovery import Builder, Image
+from topicsrv.storage.images import Image
+from topicsrv.storage.recovery import Builder
 from topicsrv.storage.removed import Removed, floors, pending_limit, removal_ocs
 from topicsrv.storage.state import TState
 
@@ -155,6 +161,7 @@ class Rederiver:
         self.removed = Removed(floors(images, dropped, self.specs))
         b.on_remove = self.removed.capture
         self.copies = 0
+        self.voids: list[tuple[str, int, int]] = []  # crash gaps marked VOID (Rule 3)
         self.t0 = time.monotonic()
         self.last_log = self.t0
 
@@ -398,22 +405,27 @@ class Rederiver:
     # ---- after re-derivation ------------------------------------------------------------------
 
     def finalize(self) -> list[Topic]:
-        """Finalize every loaded topic, sources before dests, with Rule 3 between."""
+        """Finalize every loaded topic, sources before dests, with Rule 3 between (a source's
+        final head is computed, so inside a cycle the order does not matter)."""
         done: set[str] = set()
         out: list[Topic] = []
         order = [p.loaded.img.name for p in self._order()]
         names = [n for n in self.loaded if n not in self.plans] + order
         names += [n for n in self.plans if n not in order]
+        for p in self.plans.values():
+            if p.i < len(p.ops):  # never placed: apply as they are
+                for ftype, body in p.ops[p.i:]:
+                    self._apply(p, ftype, body, *_target(ftype, body))
+                p.i = len(p.ops)
+        for ld in self.loaded.values():  # the recovered heads, before any crash gap (Rule 3)
+            if not ld.done:
+                ld.head = ld.topic.next_seq - 1
         for name in names:
             if name in done:
                 continue
             done.add(name)
             ld = self.loaded[name]
             plan = self.plans.get(name)
-            if plan is not None and plan.i < len(plan.ops):  # never placed: apply as they are
-                for ftype, body in plan.ops[plan.i:]:
-                    self._apply(plan, ftype, body, *_target(ftype, body))
-                plan.i = len(plan.ops)
             if plan is not None:
                 self._settle(plan)
             if not ld.done:
@@ -422,7 +434,7 @@ class Rederiver:
         return out
 
     def _settle(self, plan: Plan) -> None:
-        """Rule 3 (the source is finalized already: it comes first in `finalize`)."""
+        """Rule 3, before the dest is finalized."""
         router = plan.router
         if router is None:
             return
@@ -431,20 +443,32 @@ class Rederiver:
         src = self.loaded.get(router.spec.source)
         if src is None or src.img.epoch != router.source_epoch:
             return  # removed below (dropped source) or rebuilt after readiness (memory class)
-        head = src.topic.next_seq - 1
+        head = (src.topic.next_seq if src.done else self.b.final_next(src.img, src.topic)) - 1
         if router.cursor >= head:
             router.cursor = head  # clamped: the source lost what the cursor had passed
             return
         recovered = router.cursor if src.done else src.head  # config-only: nothing came back
-        if router.cursor < recovered:
-            return  # records remain to be forwarded: the worker does it
+        silent = not (src.done or src.img.damaged)
+        if silent and src.img.policy.crash_gap is not None and head > src.head:
+            self._void(src, head)
+        if router.cursor < recovered or silent:
+            return  # the worker forwards what remains and skips the void gap
         gap = head - router.cursor
-        if src.done or not (src.img.policy.crash_gap is None and not src.img.damaged):
-            restore.fill_lost(plan.topic, plan.topic.next_seq + gap, plan.topic.last_ts, LOST)
-            log.warning("recovery: router %s: source %s lost seqs %d..%d that may have been "
-                        "forwarded; dest %s skips %d seqs (readers get a `lost` tombstone)",
-                        router.name, src.img.name, router.cursor + 1, head, plan.topic.name, gap)
+        first = plan.topic.next_seq
+        restore.fill_lost(plan.topic, first + gap, plan.topic.last_ts, LOST)
+        gaphops.add(plan.topic, first, gap, 1)
+        log.warning("recovery: router %s: source %s lost seqs %d..%d that may have been "
+                    "forwarded; dest %s skips %d seqs (readers get a `lost` tombstone)",
+                    router.name, src.img.name, router.cursor + 1, head, plan.topic.name, gap)
         router.cursor = head
+
+    def _void(self, src: Loaded, head: int) -> None:
+        """Rule 3: the source's crash gap, no forwarded record in it, is VOID for its routers."""
+        first, count = src.head + 1, head - src.head
+        if any(v[0] == src.img.name for v in self.voids):
+            return
+        gaphops.add(src.topic, first, count, gaphops.VOID)
+        self.voids.append((src.img.name, first, count))
 
     def static(self, images: list[Image]) -> None:
         """Rule 4: routers of dests that are not re-derived, at the newest cursor known."""

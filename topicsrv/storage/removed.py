@@ -33,7 +33,7 @@ from topicsrv.engine.routers import Router
 from topicsrv.engine.segments import LIVE, LOST, Run
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import codec, frames, routerlog
-from topicsrv.storage.recovery import Image
+from topicsrv.storage.images import Image
 
 Slot = tuple[int, bytes, int, str | None, str | None]  # ts, blob, size, node, tag
 

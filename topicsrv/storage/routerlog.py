@@ -23,12 +23,21 @@ when recovery replays the frame: a deleted slot of a router source is flipped on
 of the last checkpoint written (re-derivation never starts below it); a checkpoint entry
 of a source lists its deleted slots above the seq it flipped up to (`dfloor`, `dels`), and
 recovery deletes them again at load.
+Rule 6 (forward what is durable): a `disk`-class topic (readable and acknowledged before its
+WAL batch is fsynced) lists in `topic.ext["unsynced"]` the first seq of every append whose
+batch is not durable yet (`hold`); routers forward only below the oldest (routerfwd Rule 7).
+When a batch is durable (or failed: its seqs are LOST then) `release` drops its entries and
+says whether a router may now move. So after any crash with a clean WAL end every record a
+router forwarded is back in its source and its copy is re-derived at the same dest seq: the
+dest needs no `lost` gap (rederive.py Rule 3).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from topicsrv.engine import gaphops
 from topicsrv.engine.segments import DELETED, Segment
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import frames
@@ -44,6 +53,27 @@ if TYPE_CHECKING:
 IN_KEY = "router_in"  # topic.ext: the inbound Router of a dest (engine/routers.py)
 OUT_KEY = "router_out"  # topic.ext: the outbound Routers of a source
 HOPS_KEY = "hops"  # topic.ext: {seq: hop} of resident copies with hop > 0
+UNSYNCED_KEY = "unsynced"  # topic.ext: first seqs of appends not durable yet (Rule 6)
+
+
+def hold(topic: Topic, first_seq: int) -> None:
+    """An append of a disk-class topic was enqueued (Rule 6)."""
+    pending: deque[int] | None = topic.ext.get(UNSYNCED_KEY)
+    if pending is None:
+        pending = topic.ext[UNSYNCED_KEY] = deque()
+    pending.append(first_seq)
+
+
+def release(topic: Topic, end: int) -> bool:
+    """The appends below `end` are durable (or failed); True when a router of `topic` waits
+    for them (Rule 6)."""
+    pending: deque[int] | None = topic.ext.get(UNSYNCED_KEY)
+    if not pending:
+        return False
+    first = pending[0]
+    while pending and pending[0] < end:
+        pending.popleft()
+    return first < end and any(r.cursor >= first - 1 for r in topic.ext.get(OUT_KEY, ()))
 
 
 def rc_of(topic: Topic) -> int | None:
@@ -140,11 +170,14 @@ def entry_fields(topic: Topic) -> dict[str, Any]:
             out["dfloor"] = dfloor
             out["dels"] = _deleted_ranges(topic, dfloor)
             st.rcut_next = (floor, frozenset(r.spec.name for r in outs or ())) if outs else None
-    if hops and outs:
+    if outs:
         low = min(int(r.cursor) for r in outs)
-        kept = [[seq, hop] for seq, hop in sorted(hops.items()) if seq > low]
+        kept = [[seq, hop] for seq, hop in sorted(hops.items()) if seq > low] if hops else []
         if kept:
             out["hops"] = kept
+        gaps = [[max(a, low + 1), b, h] for a, b, h in topic.ext.get(gaphops.KEY, ()) if b > low]
+        if gaps:  # gap hops (engine/gaphops.py Rule 2)
+            out["ghops"] = gaps
     return out
 
 

@@ -30,9 +30,9 @@ from topicsrv.engine.journal import NullJournal
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
-from topicsrv.storage import codec, frames, recovery, routerlog
+from topicsrv.storage import codec, frames, images, recovery, routerlog
 from topicsrv.storage.fsops import OsOps
-from topicsrv.storage.policy import policy_of
+from topicsrv.storage.policy import DISK, policy_of
 from topicsrv.storage.progress import Progress
 from topicsrv.storage.segtasks import SegTasks
 from topicsrv.storage.state import HEADROOM, TState, state_of
@@ -72,7 +72,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         self.ckpt_lock = trio.Lock()
         self.flip_wake = trio.Event()
         self.flip_topics: dict[int, Topic] = {}
-        self.pending: list[recovery.Image] = []
+        self.pending: list[images.Image] = []
         self.recovered: recovery.Recovered | None = None
         self.progress = Progress()  # how far recovery has come (/v0/ready, the log)
         self.writers_running = False
@@ -98,10 +98,10 @@ class Storage(routerlog.RouterJournal, SegTasks):
         operator naming the file and what to do, never a traceback."""
         try:
             return await self._open()
-        except recovery.CheckpointError as exc:
+        except images.CheckpointError as exc:
             raise StartupError(
                 f"cannot start: {exc}. Nothing was changed. Run `python -m topicsrv check "
-                f"--data-dir {self.data_dir}` for a full report, then restore {recovery.CHECKPOINT} "
+                f"--data-dir {self.data_dir}` for a full report, then restore {images.CHECKPOINT} "
                 "from a backup; the segment files alone do not say which records are live.") from exc
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
@@ -147,6 +147,9 @@ class Storage(routerlog.RouterJournal, SegTasks):
             await trio.to_thread.run_sync(sh.open)
         self.engine.journal = self
         self.opened = True
+        for name, first, count in rec.voids:  # before any new write of the topic (rederive Rule 3)
+            self._control(self.engine.topics[name], frames.T_LOSTRANGE,
+                          {"first": first, "count": count, "void": True}, False)
         self._resolve_moves({img.name for img in rec.pending})
         return rec
 
@@ -232,6 +235,8 @@ class Storage(routerlog.RouterJournal, SegTasks):
             frame = frames.encode(frames.T_APPEND_RC,
                                   codec.encode_append_rc(topic.name, topic.epoch, first_seq, ts, items, rc, xids))
         commit = sh.enqueue(frame, (topic, topic.epoch, first_seq, len(blobs), rc))
+        if pol is DISK:
+            routerlog.hold(topic, first_seq)  # routers forward it once durable (routerlog Rule 6)
         if pol.ceiling:
             sh.want_ceiling(topic)
         if pol.ack == "fdatasync":
@@ -347,6 +352,10 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return None
         return Token(sh.batch.commit, False)
 
+    def _wake(self, name: str) -> None:
+        for listener in self.engine.listeners:
+            listener(name)
+
     def _reveal(self, topic: Topic, upto: int) -> None:
         # a topic whose class stopped hiding records meanwhile has nothing left to hide;
         # router copies appended behind a hidden write are revealed with it (routerlog.py)
@@ -358,6 +367,8 @@ class Storage(routerlog.RouterJournal, SegTasks):
     def _durable(self, batch: Batch) -> None:
         """A batch is durable: its hidden (fsync-class) records become readable."""
         for topic, epoch, first, count, _rc in batch.ranges:
+            if routerlog.release(topic, first + count):
+                self._wake(topic.name)
             if topic.visible_next is not None and topic.epoch == epoch and self._current(topic):
                 self._reveal(topic, first + count)
 
@@ -367,6 +378,8 @@ class Storage(routerlog.RouterJournal, SegTasks):
         `lost` tombstone. Hidden fsync-class records were never readable nor acknowledged
         (their writers get 507), so their seqs are skipped silently. Seqs are never reused."""
         for topic, epoch, first, count, rc in batch.ranges:
+            if routerlog.release(topic, first + count):
+                self._wake(topic.name)
             if topic.epoch != epoch or not self._current(topic):
                 continue
             hidden = topic.visible_next is not None and first >= topic.visible_next
