@@ -491,3 +491,21 @@ def test_metrics_show_the_queue_families(srv: Srv, c: Client, q: str) -> None:
     assert metric(c, "topicsrv_queue_oldest_ready_age_seconds", f'{{topic="{q}"}}') == 0
     c.write(q + "-log", 1)  # log topics have no queue samples
     assert f'topic="{q}-log",state=' not in c.get("/metrics").body.decode()
+
+
+def test_a_claim_answer_is_capped_in_bytes_and_the_rest_stays_ready(c: Client, q: str) -> None:
+    """Issue 23 item 5: `max` 10000 over 20 jobs of 900 KB answers what fits in 16 MiB (at
+    least one job); the jobs not sent are not leased, so the next claim gets them at once."""
+    from topicsrv.engine.queues import CLAIM_MAX_BYTES
+
+    for i in range(20):
+        produce_r = c.post(f"/v0/topics/{q}", {"records": [{"data": f"{i}" + "x" * 900_000}]})
+        assert produce_r.status == 200, produce_r
+    r = c.post(f"/v0/topics/{q}/claim", {"node": "w", "max": 10_000})
+    assert r.status == 200
+    n = len(r.json["jobs"])
+    assert 0 < n < 20 and len(r.body) <= CLAIM_MAX_BYTES + 20 * 200  # lease fields per job
+    assert seqs(r.json["jobs"]) == list(range(1, n + 1))
+    assert queue_state(c, q) == {"count": 20, "ready": 20 - n, "in_flight": n, "delayed": 0,
+                                 "dead_lettered": 0}
+    assert seqs(claim(c, q, "w2", max=10_000)) == list(range(n + 1, 21))
