@@ -227,3 +227,17 @@ def test_router_set_over_max_memory_is_oom_and_creates_nothing(srv: InProc) -> N
                                       "PRESERVE_NODE", "0"))["created"] == 0
     finally:
         srv.ctx.memory.limit = 0
+
+
+def test_a_filter_that_can_never_match_is_refused(srv: InProc) -> None:
+    """Issue 23 item 8 over RESP: a 1 MB EQ value (tags are at most 256 bytes) is -ERR naming
+    why, nothing is created, and TOPIC.ROUTER LIST stays answerable."""
+    r = conn(srv)
+    with pytest.raises(redis.ResponseError, match="can never match.*invalid_request"):
+        r.execute_command("TOPIC.ROUTER", "SET", "big", "s", "d", "FILTER", "EQ", "x" * (1 << 20))
+    with pytest.raises(redis.ResponseError, match="can never match"):
+        r.execute_command("TOPIC.ROUTER", "SET", "big", "s", "d", "FILTER", "GLOB", "y" * 300 + "*")
+    assert r.exists("s", "d") == 0 and r.execute_command("TOPIC.ROUTER", "LIST") == []
+    r.execute_command("TOPIC.ROUTER", "SET", "ok", "s", "d", "FILTER", "EQ", "x" * 256)
+    assert [x["filter"] for x in r.execute_command("TOPIC.ROUTER", "LIST")] == [
+        ["tag", "Eq", "x" * 256]]

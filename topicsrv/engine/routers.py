@@ -16,6 +16,9 @@ a new router asks the front's `admit` (the memory guard: a router and the topics
 add data, refused over --max-memory like TOPIC.CREATE; an update creates nothing); the
 journal hears a router put/del on the dest (`router_logged`); a topic delete removes the
 routers touching it in memory only (storage infers it from the topic's drop).
+Rule 4b: a filter that can never match is refused (400 `invalid_request`, field `filter`): an
+`Eq` value or a `Glob` prefix longer than a tag can be (MAX_TAG_BYTES, UTF-8), so a router's
+state, and so TOPIC.ROUTER LIST, stays small (issue 23).
 Rule 5: the runtime links: `topic.ext["router_in"]` (the dest's one Router) and
 `topic.ext["router_out"]` (the source's list); `Engine.routers` maps names to Routers.
 """
@@ -30,6 +33,7 @@ from topicsrv.engine import routergraph
 from topicsrv.engine.config import ConfigRequest, check_topic_name
 from topicsrv.engine.deletes import parse_match
 from topicsrv.engine.journal import CommitToken, all_of
+from topicsrv.engine.records import MAX_TAG_BYTES
 from topicsrv.engine.routerfwd import Step, forward, on_drop, resume_from_evidence
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import TopicsError, invalid, not_found
@@ -136,6 +140,10 @@ def parse_spec(name: str, body: Any) -> RouterSpec:
         except TopicsError as exc:
             raise invalid(exc.message.replace("match", "filter"), field="filter") from None
         kind, _, value = m.to_json()
+        need = len((value[:-1] if m.kind == "Glob" else value).encode("utf-8", "surrogatepass"))
+        if need > MAX_TAG_BYTES:  # Rule 4b
+            raise invalid(f"the filter can never match: a tag is at most {MAX_TAG_BYTES} bytes "
+                          f"(UTF-8) and this {m.kind} pattern needs {need}", field="filter")
         flt = (kind, m.kind, value)
     max_hops = body.get("max_hops")
     if max_hops is not None and (
