@@ -509,3 +509,30 @@ def test_a_claim_answer_is_capped_in_bytes_and_the_rest_stays_ready(c: Client, q
     assert queue_state(c, q) == {"count": 20, "ready": 20 - n, "in_flight": n, "delayed": 0,
                                  "dead_lettered": 0}
     assert seqs(claim(c, q, "w2", max=10_000)) == list(range(n + 1, 21))
+
+
+def test_a_work_stream_that_is_not_read_stops_claiming(srv: Srv, c: Client, q: str) -> None:
+    """Issue 23 item 3: 30 jobs of 900 KB, `max_in_flight=1000`, a client with a 4 KB receive
+    buffer that never reads. The stream claims a round of at most ~1 MB and the next one only
+    once the socket took it, so the jobs leased stay within what the socket buffers hold
+    (a few MB), far below the 30 the old stream leased (and buffered) at once. When the client
+    leaves, every lease comes back."""
+    for i in range(30):
+        assert c.post(f"/v0/topics/{q}", {"records": [{"data": f"{i}" + "x" * 900_000}]}).status == 200
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.http_port))
+    try:
+        s.sendall(f"GET /v0/work?topics={q}&node=slow&max_in_flight=1000 HTTP/1.1\r\n"
+                  f"Host: 127.0.0.1\r\n\r\n".encode())
+        wait_until(lambda: queue_state(c, q)["in_flight"] > 0)
+        most = 0
+        deadline = time.monotonic() + 1.0  # watch it: the count may only climb to the bound
+        while time.monotonic() < deadline:
+            most = max(most, queue_state(c, q)["in_flight"])
+            time.sleep(0.02)
+        assert 1 <= most <= 10, most
+    finally:
+        s.close()
+    wait_until(lambda: queue_state(c, q)["in_flight"] == 0)
+    assert queue_state(c, q)["ready"] == 30
