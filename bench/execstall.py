@@ -9,7 +9,10 @@ Rule 2: both servers run fresh (bench/procs.py) on the same machine in the same 
 after the other; the row is the ratio of the worst stalls (topicsrv / redis-server), the
 target at most 3 (issue 23). A latency ratio belongs here, never in `make test` (STYLE.md 11).
 
-    .venv/bin/python -m bench.execstall [N] [ROUNDS]
+    .venv/bin/python -m bench.execstall [N] [ROUNDS] [TREE]
+
+TREE runs topicsrv from another source tree (e.g. a `git worktree` of an older commit), to
+compare before and after on the same machine.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from functools import partial
+from pathlib import Path
 
 import redis
 
@@ -59,11 +64,13 @@ def stall(port: int, n: int) -> tuple[float, float]:
 def main(argv: list[str]) -> int:
     n = int(argv[0]) if argv else 300_000
     rounds = int(argv[1]) if len(argv) > 1 else 3
+    tree = Path(argv[2]).resolve() if len(argv) > 2 else None
     install_signal_handlers()
     procs = Procs()
     try:
         results: dict[str, list[tuple[float, float]]] = {}
-        for name, start in (("redis-server", procs.start_redis), ("topicsrv", procs.start_topicsrv)):
+        for name, start in (("redis-server", procs.start_redis),
+                            ("topicsrv", partial(procs.start_topicsrv, cwd=tree))):
             proc = start()
             assert proc.resp_port is not None
             results[name] = [stall(proc.resp_port, n) for _ in range(rounds)]

@@ -235,3 +235,32 @@ def test_exec_of_many_xadds_is_a_few_batched_engine_writes(
     assert seqs == list(range(1, 2501))  # topic seqs: one per XADD, in queue order
     assert [e[1]["i"] for e in r.xrange("big")] == [str(i) for i in range(2500)]
     assert writes == [("big", 1000), ("big", 200), ("other", 1), ("big", 1000), ("big", 300)]
+
+
+def test_a_big_transaction_leaves_the_gc_little_to_scan_and_waits_each_commit_once() -> None:
+    """Issue 23 item 7 (multi.py Rule 5, awaits.py Rule 1): 3,000 queued commands are kept as
+    tuples the cyclic GC no longer tracks after a collection (a full collection during a big
+    MULTI used to scan each of them, stalling every client), and the replies of a batched
+    write, which share one commit token, cost one wait, not one each."""
+    import gc
+
+    from tests.resp.test_session import make, new, run
+    from topicsrv.resp.awaits import settle
+
+    s = new(make())
+    run(s, frame(b"MULTI") + frame(b"XADD", b"k", b"*", b"f", b"v") * 3000)
+    tx = s.client.tx
+    assert tx is not None and len(tx.queued) == 3000
+    gc.collect()
+    assert sum(gc.is_tracked(argv) for argv in tx.queued) == 0
+
+    class Token:
+        waits = 0
+
+        async def wait(self) -> None:
+            Token.waits += 1
+
+    shared, other = Token(), Token()
+    marks = [(shared, i, i + 1) for i in range(1000)] + [(other, 1000, 1001)]
+    trio.run(settle, marks, bytearray(1001), s.front)
+    assert Token.waits == 2

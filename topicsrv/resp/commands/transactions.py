@@ -22,11 +22,15 @@ Rule 5 (issue 23): EXEC is atomic, so while it runs every other client waits; it
 not interleaved. A run of plain `XADD key * ...` to one key among the queued commands goes
 through the pipeline's coalescing (topicsrv/resp/batch.py: one engine write per MAX_RUN
 commands, each command still answered on its own, the same replies and errors), as it does
-outside MULTI.
+outside MULTI. The cyclic GC is paused for that synchronous step: the step allocates a few
+objects per command, which would otherwise trigger full collections over the whole heap in
+the middle of the freeze (most of the stall, measured: bench/execstall.py); reference
+counting still frees everything, and what the step leaves for the GC is collected after.
 """
 
 from __future__ import annotations
 
+import gc
 import inspect
 from collections.abc import Awaitable
 from typing import Any
@@ -112,9 +116,21 @@ def exec_(ctx: CommandContext, args: list[bytes]) -> Any:
     return run(ctx, queued)
 
 
-def run(ctx: CommandContext, queued: list[list[bytes]]) -> Any:
+def run(ctx: CommandContext, queued: list[tuple[bytes, ...]]) -> Any:
     """Rule 1: every queued command in one synchronous step (Rule 3 for an awaiting one); a
-    run of plain XADDs to one key is one engine write per batch.MAX_RUN (Rule 5)."""
+    run of plain XADDs to one key is one engine write per batch.MAX_RUN, with the cyclic GC
+    paused (Rule 5)."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _run([list(argv) for argv in queued], ctx)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _run(queued: list[list[bytes]], ctx: CommandContext) -> Any:
     replies = ExecReply()
     i, n = 0, len(queued)
     while i < n:
