@@ -31,9 +31,16 @@ def data(result) -> list[object]:
 
 
 def test_largest_seq_base_takes_writes_and_the_state_stays_json(eng: Engine) -> None:
-    r = put(eng, "boom", 1, 2, 3, config={"seq_base": U63})
-    assert r["seqs"] == [U63, U63 + 1, U63 + 2]
-    orjson.dumps(eng.state("boom"))  # every watermark still fits a u64
+    base = SEQ_MAX - 2
+    r = put(eng, "boom", 1, 2, 3, config={"seq_base": base})
+    assert r["seqs"] == [base, base + 1, base + 2]
+    st = eng.state("boom")
+    orjson.dumps(st)
+    assert st["next_seq"] == U63  # every watermark fits a signed 64-bit RESP integer (issue 23)
+    for bad in (SEQ_MAX + 1, U63 + 1):
+        with pytest.raises(TopicsError) as err:
+            eng.put_topic("big", {"seq_base": bad})
+        assert err.value.code == "invalid_request" and "seq_base" in err.value.message
     with pytest.raises(TopicsError) as err:
         eng.put_topic("big", {"seq_base": U63 + 1})
     assert err.value.code == "invalid_request" and "seq_base" in err.value.message
@@ -60,7 +67,7 @@ def test_a_write_past_the_last_seq_is_refused_whole(eng: Engine) -> None:
     with pytest.raises(TopicsError):
         put(eng, "end", "c")
     st = eng.state("end")
-    assert st["next_seq"] == (1 << 64) - 1 and st["head_seq"] == SEQ_MAX
+    assert st["next_seq"] == U63 and st["head_seq"] == SEQ_MAX
     orjson.dumps(st)
     assert data(eng.diff("end", 0)) == ["a", "b"]
 

@@ -491,3 +491,48 @@ def test_metrics_show_the_queue_families(srv: Srv, c: Client, q: str) -> None:
     assert metric(c, "topicsrv_queue_oldest_ready_age_seconds", f'{{topic="{q}"}}') == 0
     c.write(q + "-log", 1)  # log topics have no queue samples
     assert f'topic="{q}-log",state=' not in c.get("/metrics").body.decode()
+
+
+def test_a_claim_answer_is_capped_in_bytes_and_the_rest_stays_ready(c: Client, q: str) -> None:
+    """Issue 23 item 5: `max` 10000 over 20 jobs of 900 KB answers what fits in 16 MiB (at
+    least one job); the jobs not sent are not leased, so the next claim gets them at once."""
+    from topicsrv.engine.queues import CLAIM_MAX_BYTES
+
+    for i in range(20):
+        produce_r = c.post(f"/v0/topics/{q}", {"records": [{"data": f"{i}" + "x" * 900_000}]})
+        assert produce_r.status == 200, produce_r
+    r = c.post(f"/v0/topics/{q}/claim", {"node": "w", "max": 10_000})
+    assert r.status == 200
+    n = len(r.json["jobs"])
+    assert 0 < n < 20 and len(r.body) <= CLAIM_MAX_BYTES + 20 * 200  # lease fields per job
+    assert seqs(r.json["jobs"]) == list(range(1, n + 1))
+    assert queue_state(c, q) == {"count": 20, "ready": 20 - n, "in_flight": n, "delayed": 0,
+                                 "dead_lettered": 0}
+    assert seqs(claim(c, q, "w2", max=10_000)) == list(range(n + 1, 21))
+
+
+def test_a_work_stream_that_is_not_read_stops_claiming(srv: Srv, c: Client, q: str) -> None:
+    """Issue 23 item 3: 30 jobs of 900 KB, `max_in_flight=1000`, a client with a 4 KB receive
+    buffer that never reads. The stream claims a round of at most ~1 MB and the next one only
+    once the socket took it, so the jobs leased stay within what the socket buffers hold
+    (a few MB), far below the 30 the old stream leased (and buffered) at once. When the client
+    leaves, every lease comes back."""
+    for i in range(30):
+        assert c.post(f"/v0/topics/{q}", {"records": [{"data": f"{i}" + "x" * 900_000}]}).status == 200
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.http_port))
+    try:
+        s.sendall(f"GET /v0/work?topics={q}&node=slow&max_in_flight=1000 HTTP/1.1\r\n"
+                  f"Host: 127.0.0.1\r\n\r\n".encode())
+        wait_until(lambda: queue_state(c, q)["in_flight"] > 0)
+        most = 0
+        deadline = time.monotonic() + 1.0  # watch it: the count may only climb to the bound
+        while time.monotonic() < deadline:
+            most = max(most, queue_state(c, q)["in_flight"])
+            time.sleep(0.02)
+        assert 1 <= most <= 10, most
+    finally:
+        s.close()
+    wait_until(lambda: queue_state(c, q)["in_flight"] == 0)
+    assert queue_state(c, q)["ready"] == 30

@@ -6,6 +6,7 @@ the forwarding workers, trio in a background thread) whose engine reads a FakeCl
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -346,3 +347,27 @@ def test_metrics_families(c: Client, topic: str) -> None:
         assert f"# TYPE {family} {kind}" in text
     c.delete(f"/v0/routers/{topic}")
     assert metric(c, "topicsrv_router_lag", label) is None
+
+
+def test_a_filter_longer_than_any_tag_is_refused_and_list_stays_small(c: Client, topic: str) -> None:
+    """Issue 23 item 8: tags are at most 256 bytes (UTF-8), so an Eq value or a Glob prefix
+    past that can never match: 400 naming `filter`, no router and no topic created. At the
+    limit it is accepted, and the router list stays a small answer."""
+    src = f"{topic}.src"
+    too_long = [["tag", "Eq", "x" * 257], ["tag", "Glob", "x" * 257 + "*"],
+                ["tag", "Eq", "é" * 129], ["tag", "Eq", "x" * (10 << 20)]]
+    for flt in too_long:
+        r = c.put(f"/v0/routers/{topic}-big", {"source": src, "dest": f"{topic}.d", "filter": flt})
+        assert (r.status, r.code, r.json["error"]["detail"]["field"]) == (
+            400, "invalid_request", "filter"), r
+    assert c.get(f"/v0/routers/{topic}-big").status == 404
+    assert c.get(f"/v0/topics/{src}").status == 404
+    put(c, f"{topic}-eq", src, f"{topic}.eq", filter=["tag", "Eq", "é" * 128])  # 256 bytes
+    put(c, f"{topic}-glob", src, f"{topic}.glob", filter=["tag", "Glob", "x" * 256 + "*"])
+    write(c, src, {"data": 1, "tag": "é" * 128}, {"data": 2, "tag": "x" * 256})
+    assert caught_up(c, f"{topic}-eq", 1)["forwarded"] == 1
+    assert caught_up(c, f"{topic}-glob", 1)["forwarded"] == 1
+    listed = c.get("/v0/routers")
+    assert listed.status == 200
+    mine = [x for x in listed.json["routers"] if x["name"].startswith(topic)]
+    assert len(mine) == 2 and all(len(json.dumps(x)) < 2048 for x in mine)

@@ -83,6 +83,14 @@ def test_a_bug_in_a_coalesced_xadd_run_answers_each_command(
     assert out.startswith(INTERNAL * 3 + b"$") and out.endswith(b"+PONG\r\n")
 
 
+def _keeper(srv: InProc) -> Any:
+    """A connection that wrote the key `keep` (a FLUSHALL that ran would remove it)."""
+    w = srv.connect()
+    w.sendall(frame(b"XADD", b"keep", b"*", b"f", b"v"))
+    assert read_until(w, b"\r\n").startswith(b"$")
+    return w
+
+
 HTTP_ATTACK = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nFLUSHALL\r\n"
 
 
@@ -90,9 +98,7 @@ def test_http_sent_to_the_resp_port_closes_before_anything_after_it_runs(
         srv: InProc, caplog: pytest.LogCaptureFixture) -> None:
     """End to end on each I/O path; the other forms (any case, `Host:` first, multibulk) are
     in test_session.py."""
-    w = srv.connect()
-    w.sendall(frame(b"XADD", b"keep", b"*", b"f", b"v"))
-    assert read_until(w, b"\r\n").startswith(b"$")
+    w = _keeper(srv)
     with caplog.at_level(logging.WARNING, logger="topicsrv.resp"):
         s = srv.connect()
         s.sendall(HTTP_ATTACK)
@@ -102,6 +108,32 @@ def test_http_sent_to_the_resp_port_closes_before_anything_after_it_runs(
     assert read_until(w, b"\r\n") == b":1\r\n"  # FLUSHALL never ran
     assert any("Possible SECURITY ATTACK detected" in r.getMessage() for r in caplog.records)
     assert srv.ctx.metrics.resp.stats.security_attacks == 1
+
+
+# a TLS 1.2 ClientHello whose random/session-ticket bytes hold a command line (the DNS
+# rebinding "TLS poison" attack): the record header, then binary with NULs, then FLUSHALL
+TLS_POISON = (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(1, 32))
+              + b"\x00\x00\x20" + b"\r\nFLUSHALL\r\n" + b"\x00\x13\x01" * 8)
+
+
+@pytest.mark.parametrize("attack", [TLS_POISON, b"\x01\x00\x02 x\r\nFLUSHALL\r\n"],
+                         ids=["tls-client-hello", "nul-in-inline-line"])
+def test_another_protocols_bytes_close_before_anything_runs(
+        srv: InProc, caplog: pytest.LogCaptureFixture, attack: bytes) -> None:
+    """Issue 23 item 4: no answer, FLUSHALL inside never runs, one warning, one count."""
+    w = _keeper(srv)
+    with caplog.at_level(logging.WARNING, logger="topicsrv.resp"):
+        s = srv.connect()
+        s.sendall(attack)
+        assert read_to_eof(s) == b""  # closed without a reply
+        again = srv.connect()
+        again.sendall(attack)
+        assert read_to_eof(again) == b""
+    w.sendall(frame(b"EXISTS", b"keep"))
+    assert read_until(w, b"\r\n") == b":1\r\n"  # FLUSHALL never ran
+    warnings = [r for r in caplog.records if "SECURITY ATTACK" in r.getMessage()]
+    assert len(warnings) == 1  # logged once (at most once a minute), counted twice
+    assert srv.ctx.metrics.resp.stats.security_attacks == 2
 
 
 def test_refused_key_names_are_shown_readably(srv: InProc) -> None:

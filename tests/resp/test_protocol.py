@@ -116,3 +116,22 @@ def test_fast_and_strict_paths_agree_on_any_input(pieces: list[bytes], chunk: in
                 break
         results.append((cmds_all, err))
     assert results[0] == results[1]
+
+
+def test_a_tls_record_or_a_nul_in_an_inline_line_is_an_attack_not_commands() -> None:
+    """Issue 23 item 4 (Rule 4): nothing is parsed out of a ClientHello, even fed byte by byte,
+    nor out of an inline line holding a NUL, even before its newline arrives."""
+    from topicsrv.resp.protocol import ATTACK_NUL, ATTACK_TLS
+
+    hello = b"\x16\x03\x01\x00\x40\x01\x00\x00\x3c\x03\x03" + b"r" * 20 + b"\r\nFLUSHALL\r\n"
+    p = RequestParser()
+    assert p.feed(hello[:1]) == ([], None)  # one byte does not decide yet
+    assert p.feed(hello[1:]) == ([], ATTACK_TLS)
+    assert RequestParser().feed(hello) == ([], ATTACK_TLS)
+    p = RequestParser()
+    assert p.feed(b"PING\r\nGET\x00") == ([[b"PING"]], ATTACK_NUL)  # the line before runs
+    assert RequestParser().feed(b"\x00\r\nFLUSHALL\r\n") == ([], ATTACK_NUL)
+    # 0x16 not followed by 0x03, a NUL inside a multibulk argument: ordinary input
+    assert RequestParser().feed(b"\x16x\r\n") == ([[b"\x16x"]], None)
+    assert RequestParser().feed(frame(b"SET", b"k", b"\x00\x16\x03")) == (
+        [[b"SET", b"k", b"\x00\x16\x03"]], None)

@@ -5,6 +5,7 @@ RESP replies can be compared with the HTTP state object."""
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -194,3 +195,49 @@ def test_help_and_command_docs(srv: InProc) -> None:
     info = r.execute_command("COMMAND INFO", "topic.router|set")[0]
     assert info[1] == -5 and info[3:6] == [3, 4, 1]  # source and dest are the keys
     r.close()
+
+
+def test_router_set_over_max_memory_is_oom_and_creates_nothing(srv: InProc) -> None:
+    """Issue 23 item 9: over --max-memory a new router is refused like TOPIC.CREATE (RESP
+    `-OOM`, HTTP 507), after its arguments are checked and before any topic is made; an
+    update of an existing router (which creates nothing) still works."""
+    r = conn(srv)
+    r.execute_command("TOPIC.CREATE", "src")
+    r.execute_command("TOPIC.ROUTER", "SET", "kept", "src", "kept-dest")
+    srv.ctx.memory.limit = 1  # every write is over it now
+    try:
+        with pytest.raises(redis.exceptions.OutOfMemoryError) as create_err:
+            r.execute_command("TOPIC.CREATE", "newt")
+        with pytest.raises(redis.exceptions.OutOfMemoryError) as set_err:
+            r.execute_command("TOPIC.ROUTER", "SET", "r", "src", "newdest")
+        assert str(set_err.value) == str(create_err.value)
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            r.execute_command("TOPIC.ROUTER", "SET", "r2", "newsrc", "newdest2")
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{srv.http_port}/v0/routers/r3", method="PUT",
+            data=json.dumps({"source": "src", "dest": "newdest3"}).encode(),
+            headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as http_err:
+            urllib.request.urlopen(req, timeout=10)
+        assert http_err.value.code == 507
+        assert json.loads(http_err.value.read())["error"]["code"] == "insufficient_memory"
+        assert r.exists("newt", "newdest", "newsrc", "newdest2", "newdest3") == 0
+        assert [x["name"] for x in r.execute_command("TOPIC.ROUTER", "LIST")] == ["kept"]
+        assert flat(r.execute_command("TOPIC.ROUTER", "SET", "kept", "src", "kept-dest",
+                                      "PRESERVE_NODE", "0"))["created"] == 0
+    finally:
+        srv.ctx.memory.limit = 0
+
+
+def test_a_filter_that_can_never_match_is_refused(srv: InProc) -> None:
+    """Issue 23 item 8 over RESP: a 1 MB EQ value (tags are at most 256 bytes) is -ERR naming
+    why, nothing is created, and TOPIC.ROUTER LIST stays answerable."""
+    r = conn(srv)
+    with pytest.raises(redis.ResponseError, match="can never match.*invalid_request"):
+        r.execute_command("TOPIC.ROUTER", "SET", "big", "s", "d", "FILTER", "EQ", "x" * (1 << 20))
+    with pytest.raises(redis.ResponseError, match="can never match"):
+        r.execute_command("TOPIC.ROUTER", "SET", "big", "s", "d", "FILTER", "GLOB", "y" * 300 + "*")
+    assert r.exists("s", "d") == 0 and r.execute_command("TOPIC.ROUTER", "LIST") == []
+    r.execute_command("TOPIC.ROUTER", "SET", "ok", "s", "d", "FILTER", "EQ", "x" * 256)
+    assert [x["filter"] for x in r.execute_command("TOPIC.ROUTER", "LIST")] == [
+        ["tag", "Eq", "x" * 256]]

@@ -201,3 +201,66 @@ def test_reset_and_exec_end_the_transaction() -> None:
                  + frame(b"EXEC"))
     assert out == b"+OK\r\n+OK\r\n+QUEUED\r\n+RESET\r\n-ERR EXEC without MULTI\r\n"
     assert s.client.tx is None
+
+
+def test_exec_of_many_xadds_is_a_few_batched_engine_writes(
+        srv: Srv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23 item 7 (transactions.py Rule 5): EXEC of 2,500 plain XADDs to one key, with a
+    bad one and another key's XADD in the middle, goes to the engine as batched writes (one per
+    batch.MAX_RUN commands of a run), not 2,500; every command keeps its own reply, in order,
+    and still nothing runs between them (one synchronous step)."""
+    s, _ = srv
+    engine = s.ctx.engine
+    writes: list[tuple[str, int]] = []
+    real_write = engine.write
+
+    def counting(name: str, recs: Any, *a: Any, **kw: Any) -> Any:
+        writes.append((name, len(recs)))
+        return real_write(name, recs, *a, **kw)
+
+    monkeypatch.setattr(engine, "write", counting)
+    r = conn(s)
+    pipe = r.pipeline(transaction=True)
+    for i in range(1200):
+        pipe.xadd("big", {"i": str(i)})
+    pipe.execute_command("XADD", "big", "*", "a", "b", "c")  # odd pairs: its own error, in place
+    pipe.xadd("other", {"x": "1"})
+    for i in range(1200, 2500):
+        pipe.xadd("big", {"i": str(i)})
+    replies = pipe.execute(raise_on_error=False)
+    assert len(replies) == 2502
+    assert isinstance(replies[1200], redis.ResponseError)
+    ids = [x for k, x in enumerate(replies) if k not in (1200, 1201)]
+    seqs = [int(x.split("-")[1]) for x in ids]
+    assert seqs == list(range(1, 2501))  # topic seqs: one per XADD, in queue order
+    assert [e[1]["i"] for e in r.xrange("big")] == [str(i) for i in range(2500)]
+    assert writes == [("big", 1000), ("big", 200), ("other", 1), ("big", 1000), ("big", 300)]
+
+
+def test_a_big_transaction_leaves_the_gc_little_to_scan_and_waits_each_commit_once() -> None:
+    """Issue 23 item 7 (multi.py Rule 5, awaits.py Rule 1): 3,000 queued commands are kept as
+    tuples the cyclic GC no longer tracks after a collection (a full collection during a big
+    MULTI used to scan each of them, stalling every client), and the replies of a batched
+    write, which share one commit token, cost one wait, not one each."""
+    import gc
+
+    from tests.resp.test_session import make, new, run
+    from topicsrv.resp.awaits import settle
+
+    s = new(make())
+    run(s, frame(b"MULTI") + frame(b"XADD", b"k", b"*", b"f", b"v") * 3000)
+    tx = s.client.tx
+    assert tx is not None and len(tx.queued) == 3000
+    gc.collect()
+    assert sum(gc.is_tracked(argv) for argv in tx.queued) == 0
+
+    class Token:
+        waits = 0
+
+        async def wait(self) -> None:
+            Token.waits += 1
+
+    shared, other = Token(), Token()
+    marks = [(shared, i, i + 1) for i in range(1000)] + [(other, 1000, 1001)]
+    trio.run(settle, marks, bytearray(1001), s.front)
+    assert Token.waits == 2

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import redis
 
 from topicsrv.engine.config import SEQ_MAX
@@ -22,15 +23,18 @@ from topicsrv.storage.walread import wal_files
 from .harness import live, running, write
 
 U63 = (1 << 63) - 1
+BIG = SEQ_MAX - (1 << 20)  # the crash reservation (<= 1 << 17 seqs) still fits above it
 
 
 async def test_a_topic_at_the_largest_seq_base_survives_a_crash(tmp_path: Path) -> None:
     """The reproducer of item 2: seq_base 2^63-1 and a 3-record write used to overflow the
-    HeadWatermark (orjson: "Integer exceeds 64-bit range") and end the writer task."""
+    HeadWatermark (orjson: "Integer exceeds 64-bit range") and end the writer task. The
+    largest seq_base is now SEQ_MAX (issue 23); a base with room for the reservation after
+    a crash keeps what this tests."""
     async with running(tmp_path, crash=True, shards=1) as (e, st):
-        e.put_topic("boom", {"seq_base": U63, "durable": True})
+        e.put_topic("boom", {"seq_base": BIG, "durable": True})
         r = await write(e, "boom", [1, 2, 3])
-        assert r["seqs"] == [U63, U63 + 1, U63 + 2]
+        assert r["seqs"] == [BIG, BIG + 1, BIG + 2]
         await st.checkpoint()
         r2 = await write(e, "boom", [4])
     async with running(tmp_path, shards=1) as (e, _):
@@ -148,16 +152,18 @@ def test_a_real_server_survives_huge_seq_bases_and_restarts_small(server_factory
     data = tmp_path / "seqdata"
     srv = server_factory(data_dir=data)
     p = srv.http_port
+    last3 = SEQ_MAX - 2
     status, body = _http(p, "POST", "/v0/topics/boom", {"records": [{"data": 1}, {"data": 2}, {"data": 3}],
-                                                          "config": {"seq_base": U63}})
-    assert status == 200 and body["seqs"] == [U63, U63 + 1, U63 + 2]
-    status, body = _http(p, "POST", "/v0/topics/over", {"records": [{"data": 1}],
-                                                          "config": {"seq_base": U63 + 1}})
-    assert status == 400 and body["error"]["code"] == "invalid_request"
+                                                          "config": {"seq_base": last3}})
+    assert status == 200 and body["seqs"] == [last3, last3 + 1, SEQ_MAX]
+    for bad in (U63, U63 + 1):  # issue 23: seqs stay signed 64-bit integers
+        status, body = _http(p, "POST", "/v0/topics/over", {"records": [{"data": 1}],
+                                                              "config": {"seq_base": bad}})
+        assert status == 400 and body["error"]["code"] == "invalid_request"
     r = redis.Redis(port=srv.resp_port)
-    assert r.execute_command("TOPIC.CREATE", "rboom", "SEQ_BASE", str(U63))
+    assert r.execute_command("TOPIC.CREATE", "rboom", "SEQ_BASE", str(last3))
     ids = [r.xadd("rboom", {"n": str(i)}) for i in range(3)]
-    assert [int(i.split(b"-")[1]) for i in ids] == [U63, U63 + 1, U63 + 2]
+    assert [int(i.split(b"-")[1]) for i in ids] == [last3, last3 + 1, SEQ_MAX]
     status, _ = _http(p, "POST", "/v0/topics/sb9", {"records": [{"data": 1}], "config": {"seq_base": 10**9}})
     assert status == 200
     time.sleep(0.05)  # let the writers sync (disk class acknowledges on enqueue)
@@ -177,5 +183,5 @@ def test_a_real_server_survives_huge_seq_bases_and_restarts_small(server_factory
     assert status == 200 and 10**9 < body["first_seq"] <= 10**9 + (1 << 17)
     r2 = redis.Redis(port=srv2.resp_port)
     assert r2.xlen("rboom") == 3
-    nxt = r2.xadd("rboom", {"n": "3"})
-    assert int(nxt.split(b"-")[1]) > U63 + 2
+    with pytest.raises(redis.ResponseError, match="exhausted"):  # full since before the kill
+        r2.xadd("rboom", {"n": "3"})

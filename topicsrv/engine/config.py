@@ -19,8 +19,11 @@ from topicsrv.errors import TopicsError, invalid
 TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
 DURABILITY_CLASSES = ("ephemeral", "memory", "disk", "fsync")
 U64_MAX = (1 << 64) - 1
-# The highest seq a record can get: `next_seq` (one above the head) must still fit in a u64.
-SEQ_MAX = U64_MAX - 1
+I64_MAX = (1 << 63) - 1
+# The highest seq a record can get: `next_seq` (one above the head) must still fit in a signed
+# 64-bit integer, the widest a RESP integer reply may be (redis-cli, redis-py and hiredis refuse
+# more), so every seq and watermark a client sees is a plain integer (issue 23).
+SEQ_MAX = I64_MAX - 1
 # Larger than any sane config number, small enough that arithmetic on it stays exact.
 CONFIG_INT_MAX = (1 << 53) - 1
 # Every claim on a queue waits its claim_jitter_ms (a coalescing window): bounded like a long
@@ -148,7 +151,7 @@ def parse_config(body: Any, where: str = "body") -> ConfigRequest:
     if queue_given and topic_type == "log":
         bad = sorted(queue_given)[0]
         raise invalid(f"'{bad}' applies only to topics of type 'queue'", field=bad)
-    seq_base = _int(body, "seq_base", 1, U64_MAX >> 1) if "seq_base" in body else None
+    seq_base = _int(body, "seq_base", 1, SEQ_MAX) if "seq_base" in body else None
     ch: dict[str, Any] = {}
     for key in ("ttl_ms", "cap_records", "cap_bytes", "idempotency_window_ms", "lease_ms",
                 "max_deliveries", "claim_jitter_ms"):

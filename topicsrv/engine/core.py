@@ -192,8 +192,9 @@ class Engine:
 
     # ---- routers (engine/routers.py; seeds section 8) -----------------------------------
 
-    def router_put(self, name: str, body: Any) -> tuple[dict[str, Any], bool, CommitToken | None]:
-        return routers.put(self, name, body)
+    def router_put(self, name: str, body: Any, admit: Callable[[], None] | None = None) -> tuple[
+            dict[str, Any], bool, CommitToken | None]:
+        return routers.put(self, name, body, admit)
 
     def router_get(self, name: str) -> dict[str, Any]:
         return routers.get(self, name)

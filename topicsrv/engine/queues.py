@@ -15,6 +15,11 @@ ordinary permanent delete (seeds 7), so it is exactly as durable as the topic.
 Rule 3: a job about to be delivered for the (max_deliveries + 1)-th time is moved to the
 `dead_letter` topic instead (engine/deadletter.py). With `dead_letter` null the job is
 reclaimed indefinitely (seeds 10.7).
+Rule 4 (bounded answers, issue 23): a claimer with `max_bytes` gets the jobs that fit in that
+many record bytes, always at least one; the jobs past it are never leased (no event, no
+delivery counted): a freelist job goes back to the freelist as it was, a fresh one stays
+above the claim cursor. So the cursor never passes a fresh job that was left out, in a cohort
+every fresh job from the first one left out on is left out (`_cap`).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ __all__ = ["Claimer", "Job", "Move", "finish_moves", "resolve_moves"]
 
 MAX_CLAIM = MAX_RECORDS_PER_WRITE  # jobs one claim may ask for
 MAX_SEQS = MAX_RECORDS_PER_WRITE  # seqs one ack/nack/extend may name
+CLAIM_MAX_BYTES = 16 << 20  # record bytes one claim answer carries at most (Rule 4), as a diff
 
 
 @dataclass(slots=True)
@@ -63,6 +69,7 @@ class Claimer:
     max: Any = 1
     lease_ms: Any = None
     fmt: int = FMT_JSON
+    max_bytes: int = 0  # the record bytes one answer may carry (Rule 4); 0: no cap
 
 
 class Job:
@@ -231,8 +238,10 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
     found: list[tuple[int, bytes, str | None, str | None]] = []
     blocked: list[tuple[int, int]] = []
     free = qs.free
+    popped: dict[int, int] = {}  # freelist seq -> its ready_at (Rule 4 may put it back)
     while len(found) < want and free and free[0][0] <= now:  # the freelist first
         at, seq = free.pop(0)
+        popped[seq] = at
         del qs.ready_at[seq]
         rec = topic.record_at(seq)
         if rec is None:  # deleted, expired or evicted meanwhile
@@ -253,6 +262,8 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
         dealt = [[] for _ in claimers]
         for item, i in zip(found, dealing(deal([c.max for c in claimers], len(found))), strict=True):
             dealt[i].append(item)
+    if any(c.max_bytes for c in claimers):
+        found = _cap(claimers, dealt, qs, popped)
     out: list[list[Job]] = []
     deliveries = qs.deliveries
     for c, recs in zip(claimers, dealt, strict=True):
@@ -287,6 +298,37 @@ def claim(engine: Engine, name: str, claimers: Sequence[Claimer]) -> tuple[
         topic.last_consumed_at = topic.last_read_ts = now
     token = engine.journal.leases_logged(topic, events) if events else None
     return out, token, moves
+
+
+def _cap(claimers: Sequence[Claimer], dealt: list[list[tuple[int, bytes, str | None, str | None]]],
+         qs: QueueState, popped: dict[int, int]) -> list[tuple[int, bytes, str | None, str | None]]:
+    """Rule 4: trim each claimer's records (in place) to its `max_bytes`, at least one each;
+    what is left out is not leased. Returns the records still taken."""
+    cut: int | None = None  # the lowest fresh seq left out
+    left_out: list[int] = []
+    for c, recs in zip(claimers, dealt, strict=True):
+        if not c.max_bytes:
+            continue
+        size, keep = 0, 0
+        for _seq, blob, _node, _tag in recs:
+            size += len(blob)
+            if keep and size > c.max_bytes:
+                break
+            keep += 1
+        for seq, *_ in recs[keep:]:
+            left_out.append(seq)
+            if seq >= qs.cursor and (cut is None or seq < cut):
+                cut = seq
+        del recs[keep:]
+    if cut is not None:  # no fresh job at or past the first one left out is leased
+        for recs in dealt:
+            left_out += [r[0] for r in recs if r[0] > cut]
+            recs[:] = [r for r in recs if r[0] < cut]
+    for seq in left_out:
+        at = popped.get(seq)
+        if at is not None:
+            qs._free(seq, at)
+    return [r for recs in dealt for r in recs]
 
 
 # ---- ack / nack / extend -------------------------------------------------------------------------

@@ -11,15 +11,21 @@ Rule 2: one inbound router per dest (`router_dest_fan_in`), the dest is a log to
 (`router_endpoints_immutable`); all three are 409 `topic_exists_incompatible`.
 Rule 3: an edge closing a directed cycle needs `allow_cycle` (else 409 `router_cycle`, with
 `detail.cycle`); hop caps are recomputed on every graph change (engine/routergraph.py).
-Rule 4: a PUT validates everything before it creates a topic or a router (core Rule 2); the
+Rule 4: a PUT validates everything before it creates a topic or a router (core Rule 2); then
+a new router asks the front's `admit` (the memory guard: a router and the topics it creates
+add data, refused over --max-memory like TOPIC.CREATE; an update creates nothing); the
 journal hears a router put/del on the dest (`router_logged`); a topic delete removes the
 routers touching it in memory only (storage infers it from the topic's drop).
+Rule 4b: a filter that can never match is refused (400 `invalid_request`, field `filter`): an
+`Eq` value or a `Glob` prefix longer than a tag can be (MAX_TAG_BYTES, UTF-8), so a router's
+state, and so TOPIC.ROUTER LIST, stays small (issue 23).
 Rule 5: the runtime links: `topic.ext["router_in"]` (the dest's one Router) and
 `topic.ext["router_out"]` (the source's list); `Engine.routers` maps names to Routers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +33,7 @@ from topicsrv.engine import routergraph
 from topicsrv.engine.config import ConfigRequest, check_topic_name
 from topicsrv.engine.deletes import parse_match
 from topicsrv.engine.journal import CommitToken, all_of
+from topicsrv.engine.records import MAX_TAG_BYTES
 from topicsrv.engine.routerfwd import Step, forward, on_drop, resume_from_evidence
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import TopicsError, invalid, not_found
@@ -133,6 +140,10 @@ def parse_spec(name: str, body: Any) -> RouterSpec:
         except TopicsError as exc:
             raise invalid(exc.message.replace("match", "filter"), field="filter") from None
         kind, _, value = m.to_json()
+        need = len((value[:-1] if m.kind == "Glob" else value).encode("utf-8", "surrogatepass"))
+        if need > MAX_TAG_BYTES:  # Rule 4b
+            raise invalid(f"the filter can never match: a tag is at most {MAX_TAG_BYTES} bytes "
+                          f"(UTF-8) and this {m.kind} pattern needs {need}", field="filter")
         flt = (kind, m.kind, value)
     max_hops = body.get("max_hops")
     if max_hops is not None and (
@@ -261,8 +272,10 @@ def list_routers(engine: Engine) -> list[dict[str, Any]]:
     return [state(engine, engine.routers[name]) for name in sorted(engine.routers)]
 
 
-def put(engine: Engine, name: str, body: Any) -> tuple[dict[str, Any], bool, CommitToken | None]:
-    """Create or update a router (Rules 1-4). Returns (state, created, token)."""
+def put(engine: Engine, name: str, body: Any, admit: Callable[[], None] | None = None) -> tuple[
+        dict[str, Any], bool, CommitToken | None]:
+    """Create or update a router (Rules 1-4). Returns (state, created, token). `admit` may
+    refuse a new router (raise) after every check and before anything is created (Rule 4)."""
     spec = parse_spec(name, body)
     old = engine.routers.get(name)
     if old is not None:
@@ -285,6 +298,8 @@ def put(engine: Engine, name: str, body: Any) -> tuple[dict[str, Any], bool, Com
     _check_cycle(engine, spec, None)
     for topic in (src, dst):
         engine.journal.check_writable(topic)
+    if admit is not None:
+        admit()
     tokens: list[CommitToken | None] = []
     if src is None:
         src = engine._create(spec.source, ConfigRequest({}, None, None))

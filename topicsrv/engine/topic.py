@@ -13,8 +13,9 @@ Rule 6: `head_seq` is the *visible* head. Storage may hide seqs >= `visible_next
   fsync-class write waiting for its fdatasync) and `reveal` them once durable, so readers see
   records in durable commit order and never one a crash could take back. `next_seq` is the
   assignment counter and may run ahead of `head_seq + 1` meanwhile.
-Rule 7: no seq exceeds SEQ_MAX (2^64 - 2, so `next_seq` still fits a u64): a write that would
-  pass it is refused whole (`seq_exhausted`) before any seq is assigned.
+Rule 7: no seq exceeds SEQ_MAX (2^63 - 2, so `next_seq` still fits a signed 64-bit RESP
+  integer, issue 23): a write that would pass it is refused whole (`seq_exhausted`) before
+  any seq is assigned.
 Rule 8: which sealed segments are bare (segments Rule 7): all but the newest sealed one and
   the RECENT_SEGMENTS the topic's readers touched last. `seal` strips the one sealed before; a
   reader calls `touch` before reading a segment, which makes it whole (~2 ms, once) and may

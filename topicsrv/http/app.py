@@ -1,6 +1,7 @@
 """Dispatch: a parsed `Request` in, a `Response` (or a `StreamPlan` to stream: watch, work) out.
 
-Rule 1: the guards run before routing, in this order: Host (403), bearer token (401, on every
+Rule 1: the guards run before routing, in this order: Host (403), Origin /
+Sec-Fetch-Site (403, cross-site requests), bearer token (401, on every
 path when a token is configured), then the route (404/405/400 name), then the token's role
 (403 for the read-only token on a route that changes anything), then the body's media type
 (415); see `topicsrv.http.guards`. Routing sees the raw path the guards saw (router Rule 5).
@@ -74,6 +75,7 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
     label: str | None = OTHER
     try:
         guards.check_host(ctx.config, req)
+        guards.check_origin(req, "http" if ctx.tls is None else "https")
         role = guards.check_auth(ctx.config, req)
         match = resolve(req.method, req.path)
         label = ROUTE_LABELS[match.handler]

@@ -12,7 +12,9 @@ job), like a write. A claim whose client leaves before its answer (a long poll c
 commit wait interrupted) gives its leases back at once, fenced by their lease ids: the client
 never saw those jobs.
 Rule 4: the jobs array is a join of `Job.to_json()` bytes (the stored record JSON plus the
-lease fields); records are never decoded and re-encoded here.
+lease fields); records are never decoded and re-encoded here. A claim answers at most
+CLAIM_MAX_BYTES (16 MiB, as a diff) of records, always at least one job; the jobs past it
+are not leased (engine/queues.py Rule 4), so `max` is an upper bound, not a promise.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ async def claim(call: Call) -> Response:
     jobs: list[Job] = []
     try:
         jobs, token = await call.ctx.claims_service().claim(
-            name, Claimer(node, 1 if count is None else count, lease_ms, FMT_JSON), wait_ms)
+            name, Claimer(node, 1 if count is None else count, lease_ms, FMT_JSON,
+                          queues.CLAIM_MAX_BYTES), wait_ms)
         fsync_ms = await commit(call, token)
     except BaseException:
         if jobs:  # Rule 3: the client will not see them

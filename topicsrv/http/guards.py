@@ -6,6 +6,16 @@ Host is allowed when its name (port ignored, case-insensitive) is localhost, 127
 `--allowed-hosts` (`*` allows any). A browser page can only send another name through DNS
 rebinding, which this refuses. A request without Host (HTTP/1.0 only) is not from a browser
 and passes.
+Rule 1b (cross-site requests): after the Host check, a request a browser sent for a page of
+another origin is 403 `forbidden` (`detail.reason` "cross_site"), whatever its route and
+method: one whose `Origin` is not this server's own (`<scheme>://<Host>`, default ports
+dropped; `Origin: null` included), or whose `Sec-Fetch-Site` is `cross-site` or `same-site`
+(`same-site` is another port or subdomain: another origin). A browser sends at least one of
+the two on every request a page makes (fetch in any mode, EventSource, forms, images); a
+state-changing GET (`/v0/work` claims jobs) needs no preflight, so this check, not CORS, is
+what keeps a page from changing state. `GET /` (the static status page, no data) is exempt,
+so a link to it works. Same-origin requests (the status page's own fetches and stream) and
+clients that send neither header (curl, SDKs, workers) pass.
 Rule 2: with a token configured, EVERY request needs `Authorization: Bearer <token>` (401
 `unauthorized`, compared in constant time; the read-only token counts, Rule 5), before
 routing: an unknown or non-canonical path is 401 to a caller without a token, and 404 only to
@@ -93,6 +103,39 @@ def check_host(config: ServerConfig, req: Request) -> None:
         f"--allowed-hosts {hint}",
         {"reason": "host_not_allowed", "host": value},
     )
+
+
+CROSS_SITE_FETCH = frozenset({"cross-site", "same-site"})
+_DEFAULT_PORT = {"http": ":80", "https": ":443"}
+
+
+def _authority(scheme: str, host: str) -> str:
+    """`host[:port]` lower-cased, the scheme's default port dropped."""
+    host = host.strip().lower()
+    default = _DEFAULT_PORT.get(scheme)
+    return host[: -len(default)] if default and host.endswith(default) else host
+
+
+def check_origin(req: Request, scheme: str = "http") -> None:
+    """Rule 1b: 403 `forbidden` ("cross_site") for a request sent by another origin's page."""
+    if req.path == "/" and req.method == "GET":
+        return
+    origin = req.headers.get("origin")
+    fetch_site = req.headers.get("sec-fetch-site", "").strip().lower()
+    foreign = fetch_site in CROSS_SITE_FETCH
+    if origin is not None and not foreign:
+        o_scheme, sep, o_host = origin.strip().partition("://")
+        host = req.headers.get("host")
+        foreign = (not sep or host is None or o_scheme.lower() != scheme
+                   or _authority(scheme, o_host) != _authority(scheme, host))
+    if foreign:
+        raise TopicsError(
+            "forbidden",
+            f"cross-site request refused: a page of another origin ({origin or fetch_site}) "
+            f"may not use this server (CSRF protection); a browser page must be served by "
+            f"this server, other clients send no Origin header",
+            {"reason": "cross_site", "origin": origin, "sec_fetch_site": fetch_site or None},
+        )
 
 
 def check_auth(config: ServerConfig, req: Request) -> str:

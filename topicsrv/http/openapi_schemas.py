@@ -19,6 +19,7 @@ from topicsrv.engine.config import (
     CLAIM_JITTER_MAX_MS,
     CONFIG_INT_MAX,
     DURABILITY_CLASSES,
+    SEQ_MAX,
     TOPIC_NAME_RE,
     U64_MAX,
 )
@@ -123,7 +124,7 @@ def _config_in() -> Schema:
         durability=nullable({"enum": list(DURABILITY_CLASSES)}),
         priority=nullable(PRIORITY),
         type={"enum": ["log", "queue"], "description": "fixed at create"},
-        seq_base=integer(1, U64_MAX >> 1, "the first seq (create only)"),
+        seq_base=integer(1, SEQ_MAX, "the first seq (create only)"),
         lease_ms=integer(1, CONFIG_INT_MAX),
         dead_letter=nullable(ref("TopicName")),
         leases_durable=BOOL,

@@ -10,6 +10,8 @@ Rule 1: the engine parses and checks the whole body (`routers.parse_spec`: 400
 `invalid_request` naming the field), the graph (409 `router_cycle` with `detail.cycle`, 409
 `topic_exists_incompatible` with `detail.reason`) and the endpoints (404 `topic_not_found`
 when `create_dest` is false) before it changes anything; a refused request changes nothing.
+Rule 1b: a new router (and the topics it creates) is refused over --max-memory with 507
+`insufficient_memory`, after the checks of Rule 1 and before anything is created.
 Rule 2: an answer waits for its commit token (the router's control frame, and the topics it
 created), like a topic PUT.
 Rule 3: the state is the engine's `routers.state` object (docs/routers.md); a handler adds
@@ -29,7 +31,7 @@ def _name(call: Call) -> str:
 
 async def put_router(call: Call) -> Response:
     body = p.json_object(call.req.body)
-    state, created, token = call.ctx.engine.router_put(_name(call), body)
+    state, created, token = call.ctx.engine.router_put(_name(call), body, call.ctx.memory.check)
     await commit(call, token)
     return json_response(call, dict(state), 201 if created else 200)
 

@@ -23,6 +23,10 @@ delay passes; never past the heartbeat.
 Rule 5: when the stream ends (the client left, a send failed), the leases it still holds are
 released at once: a nack without delay, fenced by their lease ids, in the queue instance that
 granted them (AMQP requeue-on-close).
+Rule 6 (bounded output, issue 23): a round claims at most BATCH_BYTES of records (at least one
+job per queue it claims from), and the next round starts only once that round's frames were
+taken by the socket (`Pacer.frames` awaits the send). So a client that stops reading holds
+what its socket buffers take plus one round, never `max_in_flight` jobs in server memory.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
 from topicsrv.http.claims import release
 from topicsrv.http.protocol import Request
-from topicsrv.http.sse import MAX_WATCH_TOPICS, Pacer, Send, event_frame
+from topicsrv.http.sse import BATCH_BYTES, MAX_WATCH_TOPICS, Pacer, Send, event_frame
 
 if TYPE_CHECKING:
     from topicsrv.context import ServerContext
@@ -181,11 +185,13 @@ async def _claim_round(ctx: ServerContext, plan: WorkPlan, order: list[str], roo
     claims = ctx.claims_service()
     out: list[bytes] = []
     tokens: list[CommitToken] = []
+    budget = BATCH_BYTES  # Rule 6: one round's frames, the bytes awaiting one send
     for name in order:
-        if room <= 0:
+        if room <= 0 or budget <= 0:
             break
         try:
-            jobs, token = await claims.claim(name, Claimer(plan.node, room, None, FMT_JSON), 0)
+            jobs, token = await claims.claim(
+                name, Claimer(plan.node, room, None, FMT_JSON, budget), 0)
         except TopicsError as err:
             # deleted or recreated as a log (nothing to claim until it is a queue again), or
             # storage refusing writes: the stream waits and tries again (Rule 4)
@@ -199,7 +205,9 @@ async def _claim_round(ctx: ServerContext, plan: WorkPlan, order: list[str], roo
         if token is not None:
             tokens.append(token)
         room -= len(jobs)
-        out += [event_frame(b"job", job.to_json(topic=name)) for job in jobs]
+        frames = [event_frame(b"job", job.to_json(topic=name)) for job in jobs]
+        budget -= sum(map(len, frames))
+        out += frames
     for token in tokens:
         await token.wait()
     return out

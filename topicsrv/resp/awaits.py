@@ -2,7 +2,9 @@
 topicsrv/buildinfo.py compiles only synchronous code).
 
 Rule 1: `settle` waits for the commit tokens of the writes whose replies sit in the output
-buffer; a failed commit's reply is replaced in place by its error (session.py Rule 4).
+buffer, each distinct token once (a batched write's replies share one: EXEC of 300,000
+XADDs is ~300 waits, not 300,000); a failed commit's reply is replaced in place by its error
+(session.py Rule 4).
 Rule 2: `guard` turns whatever a blocking command raises into an error reply (dispatch Rule 2).
 """
 
@@ -24,13 +26,20 @@ async def settle(marks: list[Mark], out: bytearray, front: Front) -> None:
     """Wait for the commit tokens of the writes whose replies sit in `out`; a failed one's
     reply becomes the error, spliced in place, last first so earlier offsets stay valid."""
     failed: list[tuple[int, int, str]] = []
+    outcome: dict[int, str | None] = {}  # id(token) -> its error text; each awaited once
     for token, start, end in marks:
-        try:
-            await token.wait()
-        except TopicsError as e:
-            failed.append((start, end, e.resp_line()))
-        except Exception:
-            failed.append((start, end, internal_error(front, "a commit wait").text))
+        key = id(token)  # the token lives in `marks` until the loop ends: the id is its own
+        if key not in outcome:
+            try:
+                await token.wait()
+                outcome[key] = None
+            except TopicsError as e:
+                outcome[key] = e.resp_line()
+            except Exception:
+                outcome[key] = internal_error(front, "a commit wait").text
+        text = outcome[key]
+        if text is not None:
+            failed.append((start, end, text))
     for start, end, text in reversed(failed):
         err = bytearray()
         encode_error(err, text)

@@ -12,7 +12,8 @@ anything unexpected (a bug: in a handler, in encoding its reply, in a commit wai
 traceback, the connection stays open, and no command can end the process.
 Rule 3 (cross-protocol scripting, as redis-server's processCommand): a command named `POST`
 or `Host:` (any case) is an HTTP request sent to the RESP port: it is not answered, nothing
-after it runs, the connection closes, and a warning is logged (at most once a minute).
+after it runs, the connection closes, and a warning is logged (at most once a minute); the
+same for a TLS handshake or a NUL in an inline line (`security_attack`, protocol.py Rule 4).
 Rule 4 (no reply past the output limit): a single reply larger than `client_output_limit`
 is replaced by an `-ERR` saying so, the connection staying open (`emit` in session.py); the
 commands that can produce one bound their output first (replysize.py): this is the backstop.
@@ -110,14 +111,22 @@ def error_reply(e: TopicsError) -> Err:
     return Err(e.resp_line())
 
 
-def _security_warning(ctx: CommandContext) -> Any:
+def security_attack(ctx: CommandContext, what: str = "") -> None:
+    """Count a cross-protocol attack (Rule 3; protocol.py Rule 4: `what` says which) and log it,
+    at most once every SECURITY_LOG_EVERY seconds per front; the client closes."""
     front, client = ctx.front, ctx.client
     front.stats.security_attacks += 1
+    client.close_after_reply = True
     now = time.monotonic()
     if now - front.security_logged_at > SECURITY_LOG_EVERY:
         front.security_logged_at = now
-        log.warning("%s (client %d, %s)", SECURITY_WARNING, client.id, client.addr)
-    client.close_after_reply = True
+        text = f"Possible SECURITY ATTACK detected: {what}. Connection aborted." if what else \
+            SECURITY_WARNING
+        log.warning("%s (client %d, %s)", text, client.id, client.addr)
+
+
+def _security_warning(ctx: CommandContext) -> Any:
+    security_attack(ctx)
     return NO_REPLY
 
 

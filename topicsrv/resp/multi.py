@@ -18,6 +18,9 @@ other client costs one attribute test; a client's watches leave the registry on 
 UNWATCH, RESET and disconnect (`Tx.end`).
 Rule 4 (bounded): a MULTI queue holds at most MAX_QUEUED commands and MAX_QUEUED_BYTES of
 arguments; past that a command is refused with an error that flags the transaction.
+Rule 5 (issue 23): a queued command is kept as a tuple of bytes, which CPython's cyclic GC
+stops tracking at its first collection, so a queue of 300,000 commands does not make every
+full collection meanwhile (a stall of every client) scan 300,000 lists.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ class Tx:
 
     def __init__(self) -> None:
         self.multi = False
-        self.queued: list[list[bytes]] = []
+        self.queued: list[tuple[bytes, ...]] = []
         self.queued_bytes = 0
         self.aborted = False
         self.watched: dict[str, Fingerprint] = {}
@@ -94,7 +97,7 @@ class Tx:
             self.aborted = True
             return (f"ERR the transaction is too large ({len(self.queued)} commands, "
                     f"{self.queued_bytes} bytes queued); EXEC or DISCARD it")
-        self.queued.append(argv)
+        self.queued.append(tuple(argv))  # Rule 5: a tuple of bytes leaves the GC's lists
         self.queued_bytes += size
         return None
 

@@ -12,6 +12,12 @@ count <= 1M, header lines and inline requests <= 64 KiB; before authentication a
 count > 10 or a bulk > 16 KiB is refused.
 Rule 3: a protocol error is terminal: `feed` returns the commands parsed before it and the
 error text (`Protocol error: ...`); the caller replies `-ERR <text>` and closes, like Redis.
+Rule 4 (cross-protocol attacks, issue 23): bytes no Redis client sends are not commands. A
+connection whose first bytes are a TLS record header (0x16 0x03: a ClientHello, whose session
+ticket may hold `\r\nFLUSHALL\r\n`) or an inline line holding a NUL byte ends the parse
+with an error text in `ATTACKS`: the caller answers nothing, runs nothing after it, logs it
+and closes (like the `POST` / `Host:` guard, topicsrv/resp/dispatch.py Rule 3). A NUL is
+looked for as soon as it arrives, before the line's newline does.
 """
 
 from __future__ import annotations
@@ -28,10 +34,18 @@ _SUSPECT = re.compile(rb"[*~>%|][0-9]{7}")  # a header hiredis would allocate hu
 _BULK_HEADER = re.compile(rb"\$(0|[1-9][0-9]{0,17})\r\n")
 
 _DIGITS = frozenset(b"0123456789")
+TLS_RECORD = 0x16  # a TLS handshake record starts 0x16 0x03 (the version's major byte)
+ATTACK_TLS = "a TLS handshake was sent to the plain RESP port"
+ATTACK_NUL = "an inline command holds a NUL byte (binary data sent to the RESP port)"
+ATTACKS = frozenset({ATTACK_TLS, ATTACK_NUL})
 
 
 class ProtocolError(Exception):
     pass
+
+
+class ProtocolAttack(ProtocolError):
+    """Rule 4: the input is another protocol's (its text is one of ATTACKS)."""
 
 
 def string2ll(s: bytes) -> int | None:
@@ -145,6 +159,7 @@ class RequestParser:
         self._argv: list[bytes] = []
         self._scan = 0  # next header position in _buf
         self._bulk = -1  # length of the bulk whose header was read, -1 if none
+        self._started = False  # the first two bytes were checked for a TLS record (Rule 4)
 
     def pending(self) -> int:
         """Bytes buffered but not yet parsed into commands."""
@@ -159,6 +174,13 @@ class RequestParser:
             self._strict_until = len(buf) + len(data)
         buf += data
         cmds: list[list[bytes]] = []
+        if not self._started:
+            if len(buf) < 2 and (not buf or buf[0] == TLS_RECORD):
+                return cmds, None  # the first two bytes decide (Rule 4)
+            self._started = True
+            if buf[0] == TLS_RECORD and buf[1] == 0x03:
+                self._buf = bytearray()
+                return cmds, ATTACK_TLS
         try:
             self._parse(cmds)
         except ProtocolError as e:
@@ -232,6 +254,8 @@ class RequestParser:
     def _inline(self, cmds: list[list[bytes]]) -> bool:
         buf = self._buf
         nl = buf.find(b"\n", self._pos)
+        if buf.find(b"\0", self._pos, nl if nl >= 0 else len(buf)) >= 0:
+            raise ProtocolAttack(ATTACK_NUL)
         if nl < 0:
             if len(buf) - self._pos > INLINE_MAX:
                 raise ProtocolError("Protocol error: too big inline request")

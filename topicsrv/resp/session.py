@@ -45,7 +45,9 @@ own: YIELD before it runs (after the replies before it are out) and YIELD before
 encoded, so the clients served by the same loop run between its parse, its execution and its
 reply.
 Rule 6: a protocol error replies `-ERR Protocol error: ...` after the replies of the commands
-before it, then CLOSE, like redis-server. QUIT, a POST / Host: command (dispatch Rule 3) and a
+before it, then CLOSE, like redis-server; another protocol's bytes (a TLS handshake, a NUL in
+an inline line: protocol.py Rule 4) are answered with nothing, logged as an attack and CLOSE.
+QUIT, a POST / Host: command (dispatch Rule 3) and a
 CLIENT KILL of itself (`close_after_reply`) drop the rest of the input and close once the
 output is out.
 Rule 7: a run of plain `XADD key * ...` to one key in a batch is one engine write (batch.py),
@@ -68,10 +70,10 @@ from topicsrv.context import ServerContext
 from topicsrv.resp.awaits import settle
 from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import CommandContext, Front, Pending
-from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error, is_awaitable
+from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error, is_awaitable, security_attack
 from topicsrv.resp.encoder import encode, encode_error
 from topicsrv.resp.multi import ExecReply
-from topicsrv.resp.protocol import RequestParser
+from topicsrv.resp.protocol import ATTACKS, RequestParser
 from topicsrv.resp.replysize import too_big
 
 log = logging.getLogger("topicsrv.resp")
@@ -221,7 +223,10 @@ class Session:
                 self.cmds, self.pos = _NO_CMDS, 0
                 self.parser.authenticated = client.authenticated
                 if self.err is not None:
-                    if not self.closing:
+                    if self.err in ATTACKS:
+                        security_attack(ctx, self.err)  # no answer (protocol.py Rule 4)
+                        self._drop_rest()
+                    elif not self.closing:
                         encode_error(out, f"ERR {self.err}")
                         log.info("client %d (%s): %s; closing", client.id, client.addr, self.err)
                         self._drop_rest()

@@ -19,9 +19,11 @@ for a 6-field job, docs/performance.md "Lease queues"). The reply is an array of
 timed out is a null array (`*-1`, RESP3 `_`), as XREADGROUP BLOCK answers. `BLOCK 0` waits
 for as long as it takes (in MAX_WAIT_MS long polls).
 Rule 3: claimed jobs are sent only once their lease events are committed (`Pending`), and
-never past the output limit: the jobs that do not fit go back to the queue at once (a nack
-fenced by their lease ids), so a reply is never replaced by an error while jobs stay leased
-to a worker that never saw them (replysize.py Rule 2, for claims).
+never past the output limit: the engine leases only the jobs whose records fit the reply
+budget (engine/queues.py Rule 4, at least one; the others are never leased), and a reply that
+still does not fit (the RESP form is larger than the stored one) gives the jobs past it back
+at once (a nack fenced by their lease ids), so a reply is never replaced by an error while
+jobs stay leased to a worker that never saw them (replysize.py Rule 2, for claims).
 Rule 4: every argument is parsed and checked before the engine runs, so a bad one changes
 nothing: integers in Redis's wording (`ERR value is not an integer or out of range`), a
 missing key the engine's `ERR topic 'k' does not exist` (as TOPIC.INFO), a log topic
@@ -148,7 +150,7 @@ def topic_claim(ctx: CommandContext, args: list[bytes]) -> Any:
                 raise Err("ERR timeout is negative")
         else:
             raise a.syntax_error()
-    claimer = Claimer(_text(args[1]), n, lease_ms, FMT_RESP)
+    claimer = Claimer(_text(args[1]), n, lease_ms, FMT_RESP, replysize.budget(ctx))
     try:  # the engine checks the key and the node before anything changes (Rule 4)
         got = ctx.server.claims_service().claim_nowait(name, claimer)  # None: a cohort queue
     except TopicsError as e:

@@ -118,6 +118,8 @@ def parse_set(args: list[bytes]) -> tuple[str, dict[str, Any]]:
 def _refused(e: TopicsError) -> Err:
     """Rule 4: the engine's message (a cycle names itself there) with its HTTP code and, for a
     409 `topic_exists_incompatible`, its reason."""
+    if e.code == "insufficient_memory":
+        return Err(e.resp_line())  # Redis's -OOM text as is, as TOPIC.CREATE answers it
     reason = (e.detail or {}).get("reason")
     extra = f"{e.code}: {reason}" if reason else e.code
     return Err(f"{e.resp_prefix} {e.message} ({extra})")
@@ -132,7 +134,7 @@ def _refused(e: TopicsError) -> Err:
 def router_set(ctx: CommandContext, args: list[bytes]) -> Any:
     name, body = parse_set(args)
     try:
-        state, created, token = ctx.engine.router_put(name, body)
+        state, created, token = ctx.engine.router_put(name, body, ctx.server.memory.check)
     except TopicsError as e:
         raise _refused(e) from None
     return committed(token, {**state, "created": created})

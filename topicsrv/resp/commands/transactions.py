@@ -18,14 +18,24 @@ than 4096 fields encoded off the loop) is awaited in its turn: the commands afte
 it is done, so such a transaction is atomic only up to that command.
 Rule 4: EXEC and DISCARD always end the transaction and forget every watch; UNWATCH inside
 MULTI is queued (as Redis) and so changes nothing before EXEC.
+Rule 5 (issue 23): EXEC is atomic, so while it runs every other client waits; it must be fast,
+not interleaved. A run of plain `XADD key * ...` to one key among the queued commands goes
+through the pipeline's coalescing (topicsrv/resp/batch.py: one engine write per MAX_RUN
+commands, each command still answered on its own, the same replies and errors), as it does
+outside MULTI. The cyclic GC is paused for that synchronous step: the step allocates a few
+objects per command, which would otherwise trigger full collections over the whole heap in
+the middle of the freeze (most of the stall, measured: bench/execstall.py); reference
+counting still frees everything, and what the step leaves for the GC is collected after.
 """
 
 from __future__ import annotations
 
+import gc
 import inspect
 from collections.abc import Awaitable
 from typing import Any
 
+from topicsrv.resp.batch import run_xadds
 from topicsrv.resp.commands.base import NULL_ARRAY, CommandContext, Err, Simple, command, key_name
 from topicsrv.resp.dispatch import execute
 from topicsrv.resp.multi import EXECABORT, ExecReply, Tx
@@ -106,13 +116,35 @@ def exec_(ctx: CommandContext, args: list[bytes]) -> Any:
     return run(ctx, queued)
 
 
-def run(ctx: CommandContext, queued: list[list[bytes]]) -> Any:
-    """Rule 1: every queued command in one synchronous step (Rule 3 for an awaiting one)."""
+def run(ctx: CommandContext, queued: list[tuple[bytes, ...]]) -> Any:
+    """Rule 1: every queued command in one synchronous step (Rule 3 for an awaiting one); a
+    run of plain XADDs to one key is one engine write per batch.MAX_RUN, with the cyclic GC
+    paused (Rule 5)."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _run([list(argv) for argv in queued], ctx)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _run(queued: list[list[bytes]], ctx: CommandContext) -> Any:
     replies = ExecReply()
-    for i, argv in enumerate(queued):
+    i, n = 0, len(queued)
+    while i < n:
+        argv = queued[i]
+        if len(argv) >= 5 and argv[2] == b"*" and n - i > 1:
+            coalesced = run_xadds(ctx, queued, i)
+            if coalesced is not None:
+                replies += coalesced
+                i += len(coalesced)
+                continue
+        i += 1
         reply = execute(ctx, argv, nowait=True)
         if inspect.isawaitable(reply):
-            return _rest(ctx, replies, reply, queued[i + 1:])
+            return _rest(ctx, replies, reply, queued[i:])
         replies.append(reply)
     return replies
 
