@@ -131,3 +131,35 @@ def test_many_messages_in_order_to_many_subscribers(inproc: InProc) -> None:
     want = b"".join(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$4\r\n%04d\r\n" % i for i in range(500))
     for s in subs:
         assert exact(s, len(want)) == want
+
+
+def test_keyspace_notifications(inproc: InProc) -> None:
+    c, s = inproc.connect(), inproc.connect()
+    assert call(c, b"CONFIG", b"GET", b"notify-keyspace-events", want=b"\r\n$0\r\n\r\n") == \
+        b"*2\r\n$22\r\nnotify-keyspace-events\r\n$0\r\n\r\n"
+    s.sendall(frame(b"PSUBSCRIBE", b"__key*__:*"))
+    exact(s, len(b"*3\r\n$10\r\npsubscribe\r\n$10\r\n__key*__:*\r\n:1\r\n"))
+    # off by default: nothing is published
+    c.sendall(frame(b"XADD", b"k0", b"*", b"f", b"v") + frame(b"XADD", b"k0", b"*", b"f", b"v"))
+    read_until(c, b"\r\n$")
+    assert call(c, b"CONFIG", b"SET", b"notify-keyspace-events", b"KEA") == b"+OK\r\n"
+    assert call(c, b"CONFIG", b"GET", b"notify-keyspace-events", want=b"AKE\r\n").endswith(
+        b"$3\r\nAKE\r\n")
+    assert call(c, b"CONFIG", b"SET", b"notify-keyspace-events", b"KEq").startswith(
+        b"-ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - "
+        b"Invalid event class character.")
+    assert call(c, b"CONFIG", b"SET", b"notify-keyspace-events", b"KEtgn") == b"+OK\r\n"
+    c.sendall(frame(b"XADD", b"k1", b"MAXLEN", b"1", b"*", b"f", b"v")
+              + frame(b"XADD", b"k1", b"MAXLEN", b"1", b"*", b"f", b"v")
+              + frame(b"XDEL", b"k1", b"0-1") + frame(b"DEL", b"k1", b"nokey"))
+    read_until(c, b":1\r\n")
+
+    def ev(chan: bytes, msg: bytes) -> bytes:
+        return b"*4\r\n$8\r\npmessage\r\n$10\r\n__key*__:*\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (
+            len(chan), chan, len(msg), msg)
+
+    def both(event: bytes) -> bytes:
+        return ev(b"__keyspace@0__:k1", event) + ev(b"__keyevent@0__:" + event, b"k1")
+
+    want = both(b"new") + both(b"xadd") + both(b"xadd") + both(b"xtrim") + both(b"del")
+    assert exact(s, len(want)) == want  # XDEL of an absent ID fires nothing
