@@ -61,7 +61,7 @@ def test_resp_protocol_codec_is_sans_io() -> None:
 LAYERS: dict[str, int] = {
     "errors": 0, "clock": 0, "latency": 0, "buildinfo": 0,
     "engine": 1,
-    "storage": 2,
+    "storage": 2, "bus": 2,
     "notify": 3, "activity": 3, "memory": 3, "admission": 3, "tls": 3, "context": 3,
     "tasks": 3, "lifecycle": 3,
     "http": 4, "resp": 4, "spark": 4,

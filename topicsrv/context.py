@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from topicsrv.activity import Activity
 from topicsrv.admission import Admission
+from topicsrv.bus import Bus, OutputLimits
 from topicsrv.clock import Clock, SystemClock
 from topicsrv.engine import Engine
 from topicsrv.latency import Histogram, Latencies
@@ -90,6 +91,7 @@ class ServerConfig:
     shutdown_grace_s: float = 5.0  # how long a stop waits for requests in flight (lifecycle.py)
     status_slot_s: float = 5.0  # one slot of the status page's rate rings (topicsrv/activity.py)
     top_topics: int = 100  # topics with series of their own in /metrics, routers too (http/metrics.py)
+    pubsub_limits: OutputLimits = field(default_factory=OutputLimits)  # slow subscribers (bus/limits.py)
 
 
 @dataclass
@@ -110,6 +112,7 @@ class ServerContext:
     request_shutdown: Callable[[], None] | None = None  # a clean stop, as SIGTERM (SHUTDOWN)
     drain: Drain = field(default_factory=Drain)  # requests in flight, for a graceful stop
     tls: ssl.SSLContext | None = None  # --tls-cert/--tls-key (topicsrv/tls.py); None: no TLS
+    bus: Bus = field(default_factory=Bus)  # pub/sub, both fronts (topicsrv/bus/)
 
     def claims_service(self) -> Claims:
         if self.claims is None:
@@ -133,6 +136,7 @@ def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerCont
     return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
                          memory=MemoryGuard(config.max_memory), claims=Claims(engine, notifier),
                          tls=server_context(config.tls_cert, config.tls_key,
-                                            config.tls_ca, config.tls_port))
+                                            config.tls_ca, config.tls_port),
+                         bus=Bus(engine.clock, config.pubsub_limits))
 
 

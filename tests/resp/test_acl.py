@@ -121,7 +121,7 @@ def test_acl_commands_tell_what_exists(srv: InProc) -> None:
     assert admin.acl_users() == ["default", "reader"]
     assert admin.acl_list() == [
         f"user default on #{sha(PW.encode()).hexdigest()} ~* &* +@all",
-        f"user reader on #{sha(RT.encode()).hexdigest()} ~* &* +@all -@write -@admin",
+        f"user reader on #{sha(RT.encode()).hexdigest()} ~* &* +@all -@write -@admin -publish -spublish",
     ]
     user = admin.acl_getuser("reader")
     assert user["flags"] == ["on"] and user["passwords"] == [sha(RT.encode()).hexdigest()]

@@ -23,7 +23,18 @@ from time import perf_counter
 from typing import TYPE_CHECKING
 
 from topicsrv.errors import TopicsError, invalid
-from topicsrv.http import claims, guards, handlers, openapi, ops, routers, sse, status, work
+from topicsrv.http import (
+    channels,
+    claims,
+    guards,
+    handlers,
+    openapi,
+    ops,
+    routers,
+    sse,
+    status,
+    work,
+)
 from topicsrv.http.handlers import Call
 from topicsrv.http.protocol import Request, Response, error_response
 from topicsrv.http.router import resolve, route_labels
@@ -59,10 +70,12 @@ HANDLERS: dict[str, Handler] = {
     "get_router": routers.get_router,
     "list_routers": routers.list_routers,
     "delete_router": routers.delete_router,
+    "publish": channels.publish,
 }
 
 ROUTE_LABELS = route_labels()
-STREAMS = frozenset({"watch_topic", "watch_many", "work", "status_stream"})
+STREAMS = frozenset({"watch_topic", "watch_many", "work", "status_stream", "subscribe_channel",
+                     "subscribe_patterns"})
 
 # handlers refused with 507 `insufficient_memory` over --max-memory (topicsrv/memory.py)
 ADDS_DATA = frozenset({"write", "put_topic"})
@@ -83,7 +96,7 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
         if req.repeated is not None:
             raise invalid(f"query parameter '{req.repeated}' is given more than once",
                           field=req.repeated)
-        guards.check_content_type(req)
+        guards.check_content_type(req, raw_ok=match.handler == "publish")
         if match.handler in STREAMS:
             plan = _plan(ctx, match.handler, match.params, req)
             label = None
@@ -118,4 +131,8 @@ def _plan(ctx: ServerContext, handler: str, params: dict[str, str],
         return sse.plan_many(ctx, req)
     if handler == "status_stream":
         return status.plan_stream(ctx, req)
+    if handler == "subscribe_channel":
+        return channels.plan_channel(ctx, params["channel"])
+    if handler == "subscribe_patterns":
+        return channels.plan_patterns(ctx, req)
     return work.plan_work(ctx, req)

@@ -52,7 +52,7 @@ READER = "reader"
 READER_HANDLERS = frozenset({
     "health", "ready", "metrics", "list_topics", "get_topic", "diff", "watch_topic",
     "watch_many", "list_routers", "get_router", "status_page", "status", "status_stream",
-    "openapi",
+    "openapi", "subscribe_channel", "subscribe_patterns",
 })
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
@@ -171,12 +171,15 @@ def check_role(role: str, handler: str, req: Request) -> None:
         )
 
 
-def check_content_type(req: Request) -> None:
+def check_content_type(req: Request, raw_ok: bool = False) -> None:
+    """415 unless a body is JSON; `raw_ok` (pub/sub publish) also takes
+    `application/octet-stream`, which, unlike text/plain, no browser sends cross-site
+    without a CORS preflight this server never answers."""
     if not req.body or req.method in ("GET", "HEAD"):
         return
     given = req.headers.get("content-type")
     mime = given.split(";", 1)[0].strip().lower() if given else ""
-    if mime != "application/json":
+    if mime != "application/json" and not (raw_ok and mime == "application/octet-stream"):
         raise TopicsError(
             "unsupported_media_type",
             f"a request body must be JSON sent with 'Content-Type: application/json' "

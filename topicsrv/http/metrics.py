@@ -137,6 +137,7 @@ class ServerCollector(Collector):
         yield delivery_family(ctx)
         yield from queue_families(ctx, top)
         yield from router_families(ctx)
+        yield from pubsub_families(ctx)
         for exporter in ctx.metrics.exporters:
             yield from cast("Iterable[Metric]", exporter())
 
@@ -224,6 +225,29 @@ def resp_families(ctx: ServerContext) -> Iterator[Metric]:
                     len(front.clients))
         yield counter("topicsrv_resp_commands_total", "RESP commands received.",
                       front.stats.total_commands)
+
+
+def pubsub_families(ctx: ServerContext) -> Iterator[Metric]:
+    """The pub/sub bus (topicsrv/bus/), both fronts' subscribers together."""
+    bus = ctx.bus
+    st = bus.stats
+    yield gauge("topicsrv_pubsub_channels", "Pub/sub channels with at least one subscriber.",
+                len(bus.channels))
+    yield gauge("topicsrv_pubsub_patterns", "Distinct pub/sub patterns subscribed to.",
+                len(bus.patterns))
+    yield gauge("topicsrv_pubsub_shard_channels", "Shard channels with a subscriber.",
+                len(bus.shard_channels))
+    yield counter("topicsrv_pubsub_messages_published_total",
+                  "PUBLISH / SPUBLISH / HTTP publish calls.", st.published)
+    yield counter("topicsrv_pubsub_messages_delivered_total",
+                  "Deliveries queued to a subscriber (one per subscriber and match).",
+                  st.delivered)
+    yield counter("topicsrv_pubsub_messages_dropped_total",
+                  "Deliveries dropped because the subscriber was over its output limit.",
+                  st.dropped)
+    yield counter("topicsrv_pubsub_slow_subscriber_disconnects_total",
+                  "Subscribers disconnected by the pubsub output-buffer limits.",
+                  st.slow_disconnects)
 
 
 def storage_families(ctx: ServerContext) -> Iterator[Metric]:

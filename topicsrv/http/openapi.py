@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from topicsrv import __version__
+from topicsrv.http.channels import MAX_SUBSCRIPTIONS
 from topicsrv.http.handlers import LIST_LIMIT_MAX, Call
 from topicsrv.http.openapi_schemas import Schema, error_schema, integer, ref, schemas
 from topicsrv.http.protocol import Response
@@ -45,6 +46,13 @@ SSE_TEXT = (
     "object (the record of a diff, or a tombstone, plus \"topic\") and `id:` the base64url "
     "(no padding) of the JSON cursor map {topic: seq} after the frame; resume with "
     "`Last-Event-ID`. Idle streams get `: hb` comment lines. The stream does not end.")
+CHANNEL_TEXT = (
+    "A text/event-stream of `event: message` frames, one per message published while the "
+    "stream is connected, `data:` {channel, pattern (the matching pattern, or null), message "
+    "(the JSON value of the message bytes, else their UTF-8 text)}, no `id:` (pub/sub is "
+    "at-most-once: there is nothing to resume). Idle streams get `: hb` comment lines. A "
+    "stream that falls behind past the pubsub output limit is ended by the server.")
+ANY_JSON: Schema = {"description": "any JSON value: its bytes, as sent, are the message"}
 WORK_TEXT = (
     "A text/event-stream of `event: job` frames, `data:` a job as a claim returns it plus "
     "\"topic\", no `id:`. Idle streams get `: hb` comment lines. The stream does not end; "
@@ -120,6 +128,7 @@ def operations() -> dict[str, Schema]:
     """operationId (the router's handler name) -> operation object."""
     topic_ops = COMMON + (404,)
     watch_stream = _stream(SSE_TEXT, {"record": "WatchRecord", "tombstone": "WatchTombstone"}, True)
+    channel_stream = _stream(CHANNEL_TEXT, {"message": "ChannelMessage"}, False)
     return {
         "health": _op("Liveness", _ok("Health"), COMMON),
         "ready": _op("Readiness: 200 once recovery finished (503 not_ready, shutting_down)",
@@ -203,6 +212,22 @@ def operations() -> dict[str, Schema]:
             MUTATING + (404, 409), requestBody=_body("RouterSpec")),
         "delete_router": _op("Delete a router (copies already made stay)",
                              _ok("RouterDeleted"), MUTATING + (404,)),
+        "publish": _op(
+            "Publish a message to a pub/sub channel (at-most-once: only the subscribers "
+            "connected now, RESP and SSE alike, receive it; nothing is stored)",
+            _ok("PublishResult"), MUTATING, requestBody={"required": False, "content": {
+                "application/json": {"schema": ANY_JSON},
+                "application/octet-stream": {"schema": {"type": "string",
+                                                        "format": "binary"}}}}),
+        "subscribe_channel": _op("Subscribe to one pub/sub channel (SSE)",
+                                 {"200": channel_stream}, COMMON),
+        "subscribe_patterns": _op(
+            "Subscribe to pub/sub channels and Redis glob patterns (SSE)",
+            {"200": channel_stream}, COMMON, parameters=[
+                _q("patterns", {"type": "string"},
+                   f"comma-separated Redis glob patterns ({MAX_SUBSCRIPTIONS} with channels "
+                   "at most)"),
+                _q("channels", {"type": "string"}, "comma-separated channel names")]),
     }
 
 
@@ -211,6 +236,9 @@ PATH_PARAMS: dict[str, Schema] = {
               "description": "a topic name (percent-encode reserved characters)"},
     "router": {"name": "router", "in": "path", "required": True, "schema": ref("TopicName"),
                "description": "a router name (the same rules as a topic name)"},
+    "channel": {"name": "channel", "in": "path", "required": True,
+                "schema": {"type": "string", "minLength": 1},
+                "description": "a pub/sub channel name: any bytes, percent-encoded"},
 }
 
 

@@ -311,6 +311,9 @@ def schemas() -> dict[str, Schema]:
                            "performance": ref("Performance")}),
         "RouterDeleted": obj({"router": ref("TopicName"), "deleted": {"const": True},
                               "performance": ref("Performance")}),
+        "PublishResult": obj({"receivers": integer(), "performance": ref("Performance")}),
+        "ChannelMessage": obj({"channel": {"type": "string"},
+                               "pattern": {"type": ["string", "null"]}, "message": ANY}),
     }
 
 

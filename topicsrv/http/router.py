@@ -5,7 +5,9 @@ Rule 2: a path that matches no pattern is 404 `not_found`; a path that matches w
 method is 405 `method_not_allowed` with an `Allow` header listing the methods it has.
 Rule 3: `{topic}` segments are percent-decoded and validated here (400 `invalid_topic_name`),
 so a handler only ever sees a well-formed name. `{router}` segments are percent-decoded; the
-engine checks a router name (400 `invalid_request`) before it looks it up.
+engine checks a router name (400 `invalid_request`) before it looks it up. A `{channel}`
+segment is percent-decoded to bytes (a pub/sub channel is any bytes), handed on as the latin-1
+text of those bytes (topicsrv/http/channels.py).
 Rule 4: a route of a feature this version does not ship may match on purpose with the handler
 `UNAVAILABLE` and answer 404 `not_found` saying so, instead of a generic "no such route"
 (none today: routers shipped in issue 13).
@@ -19,7 +21,7 @@ auth check saw is exactly what is routed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 from topicsrv.engine.config import check_topic_name
 from topicsrv.errors import TopicsError
@@ -62,6 +64,9 @@ ROUTES: tuple[Route, ...] = (
     _r("/v0/work", GET="work"),
     _r("/v0/routers", GET="list_routers"),
     _r("/v0/routers/{router}", GET="get_router", PUT="put_router", DELETE="delete_router"),
+    _r("/v0/channels/subscribe", GET="subscribe_patterns"),
+    _r("/v0/channels/{channel}/publish", POST="publish"),
+    _r("/v0/channels/{channel}/subscribe", GET="subscribe_channel"),
 )
 
 
@@ -99,7 +104,9 @@ def _bind(pattern: tuple[str, ...], parts: list[str]) -> dict[str, str] | None:
     params: dict[str, str] = {}
     for want, got in zip(pattern, parts, strict=True):
         if want.startswith("{"):
-            params[want[1:-1]] = unquote(got)
+            name = want[1:-1]  # a channel is any bytes: latin-1 text of its bytes (Rule 3)
+            params[name] = unquote_to_bytes(got).decode("latin-1") if name == "channel" \
+                else unquote(got)
         elif want != got:
             return None
     return params

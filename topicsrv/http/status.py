@@ -139,6 +139,7 @@ def snapshot(ctx: ServerContext, top: int) -> dict[str, Any]:
             "http_connections": stats.connections,
             "sse_streams": stats.sse_streams,
             "resp_clients": len(front.clients) if front is not None else 0,
+            "pubsub": _pubsub(ctx),
             "write_rate": round(server_rates.write_rate, 2),
             "read_rate": round(server_rates.read_rate, 2),
             "writes": server_rates.writes,
@@ -152,6 +153,15 @@ def snapshot(ctx: ServerContext, top: int) -> dict[str, Any]:
                    "read_rate": round(others.read_rate, 2)},
         **_routers(ctx),
     }
+
+
+def _pubsub(ctx: ServerContext) -> dict[str, int]:
+    bus = ctx.bus
+    st = bus.stats
+    return {"channels": len(bus.channels) + len(bus.shard_channels),
+            "patterns": len(bus.patterns), "published": st.published,
+            "delivered": st.delivered, "dropped": st.dropped,
+            "slow_disconnects": st.slow_disconnects}
 
 
 def _topic(ctx: ServerContext, t: Topic, now: int) -> dict[str, Any]:

@@ -6,8 +6,9 @@ render it, the dispatcher (topicsrv/resp/dispatch.py) enforces it.
 Rule 1: at most two users exist, fixed by the command line: `default` (password
 `--requirepass`; without it `nopass`: any password, and every connection starts as it), which
 may run every command; and `reader` (password `--read-token`; the user exists only when the
-flag is set), which may run every command that is neither `write` nor `admin` (Redis's rule
-`+@all -@write -@admin`). There is no way to add, change or remove a user at run time.
+flag is set), which may run every command that is neither `write` nor `admin`, nor PUBLISH/SPUBLISH (Redis's rule
+`+@all -@write -@admin -publish -spublish`: it may subscribe, not publish). Both users have
+every channel (`&*`, Redis's `allchannels`): with fixed users there is no `resetchannels`. There is no way to add, change or remove a user at run time.
 Rule 2: a command's ACL categories derive from its flags and its group (`categories`), as
 redis-server derives @read/@write/@admin/@fast/@slow/@blocking from command flags; the same
 function feeds COMMAND INFO, ACL CAT and the permission check, so they never disagree.
@@ -33,7 +34,8 @@ DEFAULT = "default"
 READER = "reader"
 READER_DENIES = frozenset({"@write", "@admin"})
 ALL_RULE = "+@all"
-READER_RULE = "+@all -@write -@admin"
+READER_RULE = "+@all -@write -@admin -publish -spublish"
+READER_DENIED_COMMANDS = frozenset({"publish", "spublish"})  # subscribe: yes; publish: no
 
 # Redis 7.0's categories, in ACL CAT's order; those no topicsrv command has list nothing.
 CATEGORIES = (
@@ -43,7 +45,7 @@ CATEGORIES = (
 )
 GROUP_CATEGORIES = {"stream": ("@stream",), "topic": ("@stream",), "connection": ("@connection",),
                     "generic": ("@keyspace",), "transactions": ("@transaction",),
-                    "scripting": ("@scripting",)}
+                    "scripting": ("@scripting",), "pubsub": ("@pubsub",)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +111,8 @@ def permitted(user: str, spec: CommandSpec) -> bool:
     """Whether `user` may run the command `spec` (Rule 1)."""
     if user == DEFAULT:
         return True
-    return not READER_DENIES.intersection(categories(spec))
+    return spec.name not in READER_DENIED_COMMANDS and not READER_DENIES.intersection(
+        categories(spec))
 
 
 def noperm(spec: CommandSpec) -> str:

@@ -48,8 +48,10 @@ def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
 def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
     """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
     first = cmds[i]
-    if len(first) < 5 or not ctx.client.authenticated or ctx.client.user != acl.DEFAULT:
-        return None
+    client = ctx.client
+    if len(first) < 5 or not client.authenticated or client.user != acl.DEFAULT or \
+            client.pubsub is not None or ctx.server.bus.keyspace.flags:
+        return None  # each XADD on its own: subscribed mode, keyspace events (keyevents.py)
     key = first[1]
     end = min(len(cmds), i + MAX_RUN)
     run: list[list[bytes]] = []

@@ -19,6 +19,10 @@ not stop the reading: while the session is idle with replies pending, the loop w
 socket to become readable or writable, whichever comes first, reads and runs the input, and
 sends when it can; only output that must go out first (before a wait, a turn or the close) is
 sent blocking. The client's pending output is bounded by the session (client_output_limit).
+Rule 6 (pub/sub, session Rule 9): a subscribed client's read is woken by `session.wake()`
+when the bus appends a message to its output; the read is cancelled (trio's reads, and
+TlsIO's, take no data when cancelled) and the loop sends the output, then reads again.
+Connections that never subscribed read without the extra cancel scope.
 """
 
 from __future__ import annotations
@@ -140,9 +144,18 @@ async def _drive(s: Session, sock: SocketIO, r: Outcome, until_idle: bool, drain
                 return True
             drain.leave()
             try:
-                data = await sock.recv(READ_SIZE)
+                if s.client.pubsub is None:
+                    data = await sock.recv(READ_SIZE)
+                else:
+                    with trio.CancelScope() as woken:  # Rule 6
+                        s.wake = woken.cancel
+                        data = await sock.recv(READ_SIZE)
+                    if woken.cancelled_caught:
+                        r = s.step()
+                        continue
             finally:
                 drain.enter()
+            assert data is not None
             s.receive_data(data)
         elif r is WAIT_COMMAND:
             drain.leave()

@@ -30,6 +30,9 @@ Rule 8: a command that reaches its handler has its latency observed in
 `ctx.server.metrics.resp_latency` under its spec name (`xadd`, `xinfo|stream`): the handler's
 time, and for an async handler (a blocking read, a commit wait) until its reply is ready. Commands
 refused before the handler (unknown, NOAUTH, arity, queued in MULTI) are not observed.
+Rule 9 (pub/sub, topicsrv/resp/commands/pubsub.py): a RESP2 client subscribed to anything
+may run only SUBSCRIBED_MODE; anything else that passes Rule 1 and Rule 6 is refused with
+redis-server's text, after the OOM check and before MULTI queueing, as processCommand does.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ from topicsrv.resp.multi import NOT_QUEUED, QUEUED, Tx
 log = logging.getLogger("topicsrv.resp")
 
 NO_AUTH = frozenset({"auth", "hello", "quit", "reset"})
+# what a RESP2 client in subscribed mode may run (Rule 9)
+SUBSCRIBED_MODE = frozenset({"subscribe", "ssubscribe", "psubscribe", "unsubscribe",
+                             "sunsubscribe", "punsubscribe", "ping", "quit", "reset"})
 INTERNAL_ERROR = "ERR internal error (logged)"
 BIG_ARGV = 4096  # more arguments than this: the command gets scheduler turns of its own
 SECURITY_WORDS = frozenset({b"post", b"host:"})
@@ -188,6 +194,11 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     memory = ctx.server.memory
     if memory.limit and "denyoom" in spec.flags and memory.over(sum(map(len, argv))):
         return _refuse(tx, Err(oom_error().resp_line()))
+    if client.pubsub is not None and client.protocol == 2 and base not in SUBSCRIBED_MODE \
+            and client.subscribed():
+        return _refuse(tx, Err(f"ERR Can't execute '{spec.name}': only (P|S)SUBSCRIBE / "
+                               "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this "
+                               "context"))
     if tx is not None:
         if tx.multi and base not in NOT_QUEUED:
             full = tx.queue(argv)

@@ -20,6 +20,11 @@ never both, so a session is never driven by two tasks at once.
 Rule 3: CLIENT KILL closes an idle socket at once and cancels the scope of a connection's
 task (the scope exists before the task starts, so a kill in between is not lost).
 Rule 4: a bug outside any command costs its connection, never the reactor.
+Rule 5 (pub/sub, session Rule 9): a message the bus appends to an idle connection's output
+marks it dirty; one flusher task sends the output of every dirty idle connection at its next
+turn (the messages of a whole pipelined batch of PUBLISH go out in one send per subscriber)
+and hands a connection whose socket would block to a task, as Rule 1. A connection a task
+owns sends its own output; one given back with output pending is marked dirty again.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ class Reactor:
         self.nursery = nursery
         self.ep = select.epoll()
         self.conns: dict[int, _Conn] = {}
+        self.dirty: dict[_Conn, None] = {}  # idle connections with pub/sub output (Rule 5)
+        self.flush_due = trio.Event()
 
     # ---- ownership ------------------------------------------------------------------------
 
@@ -84,6 +91,7 @@ class Reactor:
                 c.scope.cancel()
 
         s.client.kill = kill
+        s.wake = lambda: self._wake(c)
         self.conns[c.fd] = c
         self.ep.register(c.fd, select.EPOLLIN)
 
@@ -111,6 +119,49 @@ class Reactor:
         c.task = False
         c.scope = None
         self.ep.register(c.fd, select.EPOLLIN)
+        if c.session.out:  # output appended after the task's last send (Rule 5)
+            self._wake(c)
+
+    # ---- pub/sub output (Rule 5) ----------------------------------------------------------
+
+    def _wake(self, c: _Conn) -> None:
+        if not c.closed:
+            self.dirty[c] = None
+            self.flush_due.set()
+
+    async def flush_pushes(self) -> None:
+        while True:
+            await self.flush_due.wait()
+            self.flush_due = trio.Event()
+            dirty, self.dirty = self.dirty, {}
+            for c in dirty:
+                if not c.task and not c.closed and c.session.out:
+                    try:
+                        self._push_out(c)
+                    except Exception:  # Rule 4
+                        self.front.stats.unexpected_errors += 1
+                        log.exception("client %d: unexpected error; closing",
+                                      c.session.client.id)
+                        self._close(c)
+
+    def _push_out(self, c: _Conn) -> None:
+        if self._send_now(c) and c.session.out:  # the socket buffer is full: a task sends
+            self._hand_off(c, NEED_DATA)  # the rest as the client reads (Rule 1)
+
+    def _send_now(self, c: _Conn) -> bool:
+        """Send what the socket takes at once; False when that closed the connection. A
+        reactor-owned session's output starts at 0 (a partial send hands it to a task)."""
+        s = c.session
+        try:
+            n = c.sock.send(s.out)
+        except BlockingIOError:
+            n = 0
+        except OSError as e:
+            log.debug("client %d: %s", s.client.id, e)
+            self._close(c)
+            return False
+        s.sent(n)
+        return True
 
     # ---- the reactor task -----------------------------------------------------------------
 
@@ -149,15 +200,8 @@ class Reactor:
         r = s.step()
         while r is not WAIT_COMMIT:
             if s.out:
-                try:
-                    n = sock.send(s.out)
-                except BlockingIOError:
-                    n = 0
-                except OSError as e:
-                    log.debug("client %d: %s", s.client.id, e)
-                    self._close(c)
+                if not self._send_now(c):
                     return
-                s.sent(n)
                 if s.out:  # the socket buffer is full: a task takes over (Rule 1)
                     if r is FLUSH:  # only "the buffer reached FLUSH_AT": now paused, the
                         r = s.step()  # session decides again (session Rule 2b)
@@ -211,4 +255,5 @@ async def serve_reactor(server: ServerContext, front: Front, nursery: trio.Nurse
         reactor.adopt(socket.socket(fileno=fd))
 
     nursery.start_soon(reactor.run)
+    nursery.start_soon(reactor.flush_pushes)
     await accept(handle)

@@ -56,6 +56,11 @@ Rule 8: nothing here touches a socket or imports an I/O library, and nothing her
 (the module is compiled: topicsrv/buildinfo.py); the only awaits are the commit tokens, in
 `awaits.settle`, whose coroutine `wait_commits` returns. The hot path (receive_data -> step -> NEED_DATA -> send -> sent)
 allocates nothing per command beyond the parse and the reply itself.
+Rule 9 (pub/sub, topicsrv/resp/pubsub.py): a message for a subscribed client is appended to
+`out` by the bus at any time the session is not running, and `wake()` (set by the adapter)
+says output is due although no input came; the adapter then sends `out` as after a step.
+`drop_output()` empties `out` when the bus cuts the client (its unsent bytes are let go at
+once); `close()` leaves every channel.
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from topicsrv.context import ServerContext
@@ -74,6 +79,7 @@ from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error, is_awaitab
 from topicsrv.resp.encoder import encode, encode_error
 from topicsrv.resp.multi import ExecReply
 from topicsrv.resp.protocol import ATTACKS, RequestParser
+from topicsrv.resp.pubsub import leave
 from topicsrv.resp.replysize import too_big
 
 log = logging.getLogger("topicsrv.resp")
@@ -106,6 +112,10 @@ CLOSE = Outcome.CLOSE
 _NO_CMDS: list[list[bytes]] = []  # "no batch in progress"; never mutated
 
 
+def _no_wake() -> None:
+    """The adapter has not asked to be told about unasked output (yet)."""
+
+
 class _Held:
     """A reply computed but not yet encoded (after a wait, or across a Rule 5 turn)."""
 
@@ -118,13 +128,14 @@ class _Held:
 class Session:
     __slots__ = ("client", "front", "ctx", "parser", "limit", "out", "sent_off", "marks",
                  "cmds", "pos", "err", "stash", "stash_size", "eof", "closing", "hold",
-                 "turned", "flush_at")
+                 "turned", "flush_at", "wake")
 
     def __init__(self, server: ServerContext, front: Front, addr: str = "?:0",
                  laddr: str = "?:0", fd: int = -1) -> None:
         client = front.new_client(addr, laddr)
         client.fd = fd
         client.authenticated = not server.config.requirepass
+        client.session = self
         self.client = client
         self.front = front
         self.ctx = CommandContext(server, client, front)
@@ -143,6 +154,7 @@ class Session:
         self.hold: Any = None  # an awaitable to wait for, or a _Held reply to encode
         self.turned = False  # the big command at cmds[pos] had its turn (Rule 5)
         self.flush_at = FLUSH_AT  # len(out) that makes a batch stop for a flush (Rule 2b)
+        self.wake: Callable[[], None] = _no_wake  # output is due unasked (Rule 9)
 
     # ---- input -------------------------------------------------------------------------
 
@@ -345,9 +357,20 @@ class Session:
         self.sent(len(data))
         return data
 
+    def drop_output(self) -> None:
+        """Rule 9: the client is being cut; what it had not read is let go now."""
+        self._drop_rest()
+        self.out.clear()
+        self.sent_off = 0
+        self.marks.clear()
+
     def close(self) -> None:
-        """The adapter closed the socket: the client is gone from CLIENT LIST and INFO."""
+        """The adapter closed the socket: the client is gone from CLIENT LIST and INFO, and
+        from every channel."""
         self.front.clients.pop(self.client.id, None)
+        self.wake = _no_wake
+        if self.client.pubsub is not None:
+            leave(self.ctx.server.bus, self.client)
         self.client.blocked = False
         if self.client.tx is not None:  # its watches leave the registry (multi.py Rule 3)
             self.client.tx.end()

@@ -206,6 +206,13 @@ class Client:
     kill: Callable[[], None] = field(default=lambda: None, repr=False)
     fd: int = -1
     tx: Any = None  # MULTI/WATCH state (topicsrv/resp/multi.py); None when neither is used
+    pubsub: Any = None  # its RespSubscriber (topicsrv/resp/pubsub.py) once it subscribed
+    session: Any = field(default=None, repr=False)  # the Session serving it (its output)
+
+    def subscribed(self) -> bool:
+        """In Redis's subscribed mode: at least one channel, pattern or shard channel."""
+        sub = self.pubsub
+        return sub is not None and sub.subscribed()
 
     @property
     def resp3(self) -> bool:

@@ -27,6 +27,7 @@ from topicsrv.resp.commands.base import (
     container,
     parse_int,
 )
+from topicsrv.resp.pubsub import leave
 
 REDIS_VERSION = "7.0.15"
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
@@ -118,6 +119,8 @@ def auth(ctx: CommandContext, args: list[bytes]) -> Any:
 def ping(ctx: CommandContext, args: list[bytes]) -> Any:
     if len(args) > 1:
         raise Err("ERR wrong number of arguments for 'ping' command")
+    if ctx.client.protocol == 2 and ctx.client.subscribed():  # subscribed mode (pubsub.py)
+        return [b"pong", args[0] if args else b""]
     return args[0] if args else Simple("PONG")
 
 
@@ -137,6 +140,7 @@ def quit_(ctx: CommandContext, args: list[bytes]) -> Any:
       "Reset the connection", since="6.2.0")
 def reset(ctx: CommandContext, args: list[bytes]) -> Any:
     c = ctx.client
+    leave(ctx.server.bus, c)
     c.protocol = 2
     c.name = None
     c.db = 0
@@ -175,13 +179,17 @@ def client_line(ctx: CommandContext, c: Client) -> str:
     in_multi = tx is not None and tx.multi
     # redis-server's order: x (in MULTI), b (blocked), d (a watched key changed), c (close
     # after reply); N when none
+    sub = c.pubsub
     flags = ("x" if in_multi else "") + ("b" if c.blocked else "") + (
-        "d" if tx is not None and tx.dirty else "") + ("c" if c.close_after_reply else "") or "N"
+        "d" if tx is not None and tx.dirty else "") + ("c" if c.close_after_reply else "") + (
+        "P" if sub is not None and sub.subscribed() else "") or "N"
+    nsub, npsub, nssub = ((len(sub.channels), len(sub.patterns), len(sub.shard_channels))
+                          if sub is not None else (0, 0, 0))
     parts = [
         f"id={c.id}", f"addr={c.addr}", f"laddr={c.laddr}", f"fd={c.fd}",
         f"name={(c.name or b'').decode('utf-8', 'replace')}",
         f"age={int(now - c.created_at)}", f"idle={int(now - c.last_interaction)}",
-        f"flags={flags}", f"db={c.db}", "sub=0", "psub=0", "ssub=0",
+        f"flags={flags}", f"db={c.db}", f"sub={nsub}", f"psub={npsub}", f"ssub={nssub}",
         f"multi={len(tx.queued) if in_multi else -1}",
         "qbuf=0", "qbuf-free=0", "argv-mem=0", "multi-mem=0", "rbs=0", "rbp=0",
         f"obl={min(c.out_pending, 16384)}", "oll=0", f"omem={c.out_pending}",

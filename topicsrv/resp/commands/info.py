@@ -111,7 +111,7 @@ def _persistence(ctx: CommandContext) -> Section:
 
 
 def _stats(ctx: CommandContext) -> Section:
-    st, engine = ctx.front.stats, ctx.engine
+    st, engine, bus = ctx.front.stats, ctx.engine, ctx.server.bus
     return [
         ("total_connections_received", st.total_connections),
         ("total_commands_processed", st.total_commands), ("instantaneous_ops_per_sec", 0),
@@ -121,7 +121,8 @@ def _stats(ctx: CommandContext) -> Section:
         ("sync_full", 0), ("sync_partial_ok", 0), ("sync_partial_err", 0), ("expired_keys", 0),
         ("evicted_keys", 0), ("evicted_clients", 0),
         ("keyspace_hits", st.keyspace_hits), ("keyspace_misses", st.keyspace_misses),
-        ("pubsub_channels", 0), ("pubsub_patterns", 0), ("pubsubshard_channels", 0),
+        ("pubsub_channels", len(bus.channels)), ("pubsub_patterns", len(bus.patterns)),
+        ("pubsubshard_channels", len(bus.shard_channels)),
         ("latest_fork_usec", 0), ("total_forks", 0),
         ("total_blocking_keys", ctx.server.notifier.waiting_topics()),
         ("unexpected_error_replies", st.unexpected_errors),
@@ -129,6 +130,10 @@ def _stats(ctx: CommandContext) -> Section:
         ("client_output_limit_disconnections", st.output_limit_disconnects),
         ("client_output_limit_refusals", st.output_limit_refusals),
         ("security_attacks_refused", st.security_attacks),
+        ("pubsub_messages_published", bus.stats.published),
+        ("pubsub_messages_delivered", bus.stats.delivered),
+        ("pubsub_messages_dropped", bus.stats.dropped),
+        ("pubsub_slow_subscriber_disconnections", bus.stats.slow_disconnects),
         ("records_written", engine.stats.get("records_written", 0)),
         ("records_read", engine.stats.get("records_read", 0)),
     ]

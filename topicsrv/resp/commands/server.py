@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from topicsrv.bus.keyspace import flags_text, parse_flags
 from topicsrv.engine.glob import PatternTooLong, compile_glob
 from topicsrv.memory import parse_size
 from topicsrv.resp.acl import categories
@@ -164,10 +165,10 @@ def config_values(ctx: CommandContext) -> dict[str, str]:
         "client-query-buffer-limit": str(1 << 30),
         "client-output-buffer-limit":
             f"normal {cfg.client_output_limit} {cfg.client_output_limit} 0 "
-            "slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+            f"slave 268435456 67108864 60 {ctx.server.bus.limits.render()}",
         "stream-node-max-bytes": "4096", "stream-node-max-entries": "100",
         "dir": str(cfg.data_dir), "io-threads": "1", "cluster-enabled": "no",
-        "notify-keyspace-events": "", "lua-time-limit": "5000", "busy-reply-threshold": "5000",
+        "notify-keyspace-events": flags_text(ctx.server.bus.keyspace.flags), "lua-time-limit": "5000", "busy-reply-threshold": "5000",
         "slowlog-log-slower-than": "10000", "slowlog-max-len": "128",
         "latency-monitor-threshold": "0", "latency-tracking": "no", "enable-debug-command": "no",
         "replica-read-only": "yes", "min-replicas-to-write": "0", "replicaof": "",
@@ -233,6 +234,40 @@ def _parse_timeout(value: str) -> int:
     return n
 
 
+def _set_notify(ctx: CommandContext, flags: int) -> None:
+    ctx.server.bus.keyspace.flags = flags
+
+
+def _parse_buffer_limits(value: str) -> list[tuple[str, int, int, int]]:
+    """`<class> <hard> <soft> <soft-seconds>`..., as Redis; only `pubsub` may change here
+    (`normal` is --client-output-limit; there are no replicas)."""
+    words = value.split()
+    if not words or len(words) % 4:
+        raise ValueError("Wrong number of arguments in buffer limit configuration.")
+    out = []
+    for i in range(0, len(words), 4):
+        klass = words[i].lower()
+        if klass not in ("normal", "slave", "replica", "pubsub"):
+            raise ValueError("Invalid client class specified in buffer limit configuration.")
+        hard, soft = parse_size(words[i + 1]), parse_size(words[i + 2])
+        try:
+            secs = int(words[i + 3])
+        except ValueError:
+            secs = -1
+        if hard is None or soft is None or secs < 0:
+            raise ValueError("Error in hard, soft or soft_seconds setting in buffer limit "
+                             "configuration.")
+        out.append((klass, hard, soft, secs))
+    return out
+
+
+def _set_buffer_limits(ctx: CommandContext, limits: list[tuple[str, int, int, int]]) -> None:
+    for klass, hard, soft, secs in limits:
+        if klass == "pubsub":
+            lim = ctx.server.bus.limits
+            lim.hard, lim.soft, lim.soft_seconds = hard, soft, secs
+
+
 # CONFIG SET parameters that can change at run time (name -> parse, apply); everything else
 # is set on the command line
 SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], None]]] = {
@@ -240,6 +275,8 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
     "stream-node-max-bytes": (_parse_memory, _remember("stream-node-max-bytes")),
     "stream-node-max-entries": (_parse_count, _remember("stream-node-max-entries")),
     "timeout": (_parse_timeout, _remember("timeout")),  # idle clients closed: resp/server.py
+    "notify-keyspace-events": (parse_flags, _set_notify),  # topicsrv/bus/keyspace.py
+    "client-output-buffer-limit": (_parse_buffer_limits, _set_buffer_limits),  # pubsub only
 }
 
 

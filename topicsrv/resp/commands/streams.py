@@ -32,6 +32,7 @@ from typing import Any
 
 import trio
 
+from topicsrv.bus.keyspace import NEW, STREAM
 from topicsrv.engine import grouprefs, xids
 from topicsrv.engine.blobs import joined, nbytes
 from topicsrv.engine.groups import entries_added
@@ -171,12 +172,23 @@ def idmp_key(x: XAdd) -> tuple[bytes, bytes] | None:
 
 def _append(ctx: CommandContext, name: str, rec: PreparedRecord, trim: Trim | None,
             xid: tuple[int, int | None] | None = None, idmp: tuple[bytes, bytes] | None = None) -> Any:
+    ks = ctx.server.bus.keyspace
+    new = bool(ks.flags) and ctx.engine.find(name) is None  # keyspace notifications are on
     result, token = ctx.engine.write(name, [rec], xid=xid, idmp=idmp)
     planned = result.get("xids")
     reply = b"%d-%d" % planned[0] if planned else ids.format_id(result["ts"], result["first_seq"])
+    trimmed = 0
     if trim is not None and not result["duplicate"]:  # a duplicate changes nothing (Redis)
-        _, token2 = apply_trim(ctx, name, trim)
+        trimmed, token2 = apply_trim(ctx, name, trim)
         token = token2 or token
+    if ks.flags:  # as redis-server: `new` (the key was created), `xadd`, then `xtrim`
+        key = name.encode("latin-1")
+        if new:
+            ks.notify(NEW, b"new", key)
+        if not result["duplicate"]:
+            ks.notify(STREAM, b"xadd", key)
+        if trimmed:
+            ks.notify(STREAM, b"xtrim", key)
     return committed(token, reply)
 
 

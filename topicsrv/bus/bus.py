@@ -1,0 +1,271 @@
+"""The pub/sub bus: channel -> subscribers, pattern -> subscribers, shard channel -> subscribers.
+
+A bus beside the engine, not in it (docs/architecture.md): nothing is stored. Both fronts
+subscribe to the same Bus (`ServerContext.bus`): a RESP session (topicsrv/resp/pubsub.py) and
+an SSE stream (topicsrv/http/channels.py) are `Subscriber`s; a publish from either front
+reaches both.
+
+Rule 1 (at-most-once, no storage): `publish` hands the message to the subscribers connected
+at that instant, synchronously, and forgets it. A subscriber that joins later never sees it;
+a subscriber that is cut loses what it had not read.
+Rule 2 (order): `publish` runs to completion before the caller goes on, so the messages of one
+publisher reach every subscriber in publish order. Within one publish Redis's order is kept:
+the channel's subscribers first (in subscription order), then each matching pattern (in
+subscription order of the patterns), one delivery per (subscriber, channel-or-pattern): a
+client subscribed to `news` and to `n*` receives a `news` message twice.
+Rule 3 (receivers): `publish` answers the number of deliveries made, as Redis's PUBLISH.
+Rule 4 (bounded memory): each delivery goes through `Subscriber.offer`, which queues the
+encoded bytes only if the subscriber's pending bytes stay within the hard limit
+(topicsrv/bus/limits.py); a subscriber over the hard limit, or over the soft limit for longer
+than its seconds, is cut (disconnected, logged, counted) and the message counted dropped. So a
+subscriber that never reads holds at most `hard` bytes of server memory.
+Rule 5: shard channels (SSUBSCRIBE/SPUBLISH) are a namespace of their own, as redis-server
+without cluster: no pattern ever matches them.
+Rule 6: sans-IO and synchronous: no trio, no sockets; waking a front's writer is the
+subscriber's business (`Subscriber.offer` returns, the front schedules the write).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from topicsrv.bus.keyspace import Notifications
+from topicsrv.bus.limits import OutputLimits
+from topicsrv.clock import Clock, SystemClock
+from topicsrv.engine.glob import Glob, compile_glob
+
+log = logging.getLogger("topicsrv.bus")
+
+MESSAGE = b"message"
+PMESSAGE = b"pmessage"
+SMESSAGE = b"smessage"
+
+
+@dataclass(slots=True)
+class BusStats:
+    """What the bus counts (INFO, /metrics, the status page)."""
+
+    published: int = 0  # PUBLISH/SPUBLISH/HTTP publish calls
+    delivered: int = 0  # deliveries queued to a subscriber
+    dropped: int = 0  # deliveries refused: the subscriber was over its limit and cut
+    slow_disconnects: int = 0  # subscribers cut by the output-buffer limits
+
+
+class Message:
+    """One publish: the fronts cache their encodings of it in `cache` (one per wire shape),
+    so fifty RESP2 subscribers share one encoding."""
+
+    __slots__ = ("channel", "payload", "shard", "cache")
+
+    def __init__(self, channel: bytes, payload: bytes, shard: bool) -> None:
+        self.channel = channel
+        self.payload = payload
+        self.shard = shard
+        self.cache: dict[Any, bytes] = {}
+
+
+class Subscriber:
+    """A front's end of the bus. Subclasses implement `encode`, `pending`, `enqueue`, `cut`.
+
+    The sets are the subscriber's subscriptions, in subscription order (dicts as ordered sets);
+    the bus keeps them in step with its own maps.
+    """
+
+    def __init__(self) -> None:
+        self.channels: dict[bytes, None] = {}
+        self.patterns: dict[bytes, None] = {}
+        self.shard_channels: dict[bytes, None] = {}
+        self.soft_since: int | None = None  # ms when pending first passed the soft limit
+        self.gone = False  # cut or left: takes no more deliveries
+
+    def count(self) -> int:
+        """Channels + patterns: the count SUBSCRIBE/PSUBSCRIBE replies show (Redis 7)."""
+        return len(self.channels) + len(self.patterns)
+
+    def subscribed(self) -> bool:
+        return bool(self.channels or self.patterns or self.shard_channels)
+
+    # ---- implemented by the fronts ------------------------------------------------------
+
+    def encode(self, msg: Message, pattern: bytes | None) -> bytes:
+        """The bytes one delivery adds to this subscriber's output."""
+        raise NotImplementedError
+
+    def pending(self) -> int:
+        """Bytes queued to this subscriber and not yet taken by its socket."""
+        raise NotImplementedError
+
+    def enqueue(self, data: bytes) -> None:
+        """Queue `data` and make sure the front's writer will send it."""
+        raise NotImplementedError
+
+    def cut(self, reason: str) -> None:
+        """Disconnect the subscriber (it was over its output limit)."""
+        raise NotImplementedError
+
+
+class Bus:
+    def __init__(self, clock: Clock | None = None, limits: OutputLimits | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.limits = limits or OutputLimits()
+        self.channels: dict[bytes, dict[Subscriber, None]] = {}
+        self.patterns: dict[bytes, tuple[Glob, dict[Subscriber, None]]] = {}
+        self.shard_channels: dict[bytes, dict[Subscriber, None]] = {}
+        self.stats = BusStats()
+        self.keyspace = Notifications(self)  # notify-keyspace-events (keyspace.py)
+
+    def notify(self, klass: int, event: bytes, key: bytes) -> None:
+        """A keyspace notification (topicsrv/bus/keyspace.py; free when they are off)."""
+        self.keyspace.notify(klass, event, key)
+
+    # ---- subscriptions (each returns True when the subscription is new) ------------------
+
+    def subscribe(self, sub: Subscriber, channel: bytes) -> bool:
+        return _join(self.channels, sub.channels, sub, channel)
+
+    def unsubscribe(self, sub: Subscriber, channel: bytes) -> bool:
+        return _leave(self.channels, sub.channels, sub, channel)
+
+    def ssubscribe(self, sub: Subscriber, channel: bytes) -> bool:
+        return _join(self.shard_channels, sub.shard_channels, sub, channel)
+
+    def sunsubscribe(self, sub: Subscriber, channel: bytes) -> bool:
+        return _leave(self.shard_channels, sub.shard_channels, sub, channel)
+
+    def psubscribe(self, sub: Subscriber, pattern: bytes) -> bool:
+        """Raises engine.glob.PatternTooLong for a pattern the matcher refuses."""
+        if pattern in sub.patterns:
+            return False
+        entry = self.patterns.get(pattern)
+        if entry is None:
+            entry = self.patterns[pattern] = (compile_glob(pattern), {})
+        entry[1][sub] = None
+        sub.patterns[pattern] = None
+        return True
+
+    def punsubscribe(self, sub: Subscriber, pattern: bytes) -> bool:
+        if pattern not in sub.patterns:
+            return False
+        del sub.patterns[pattern]
+        entry = self.patterns.get(pattern)
+        if entry is not None:
+            entry[1].pop(sub, None)
+            if not entry[1]:
+                del self.patterns[pattern]
+        return True
+
+    def leave_all(self, sub: Subscriber) -> None:
+        """Every subscription of `sub` ends (disconnect, RESET); it takes no more messages."""
+        for ch in list(sub.channels):
+            self.unsubscribe(sub, ch)
+        for p in list(sub.patterns):
+            self.punsubscribe(sub, p)
+        for ch in list(sub.shard_channels):
+            self.sunsubscribe(sub, ch)
+
+    # ---- publishing -----------------------------------------------------------------------
+
+    def publish(self, channel: bytes, payload: bytes) -> int:
+        """Deliver to the channel's subscribers and the matching patterns' (Rules 1-3)."""
+        self.stats.published += 1
+        subs = self.channels.get(channel)
+        patterns = self.patterns
+        if not subs and not patterns:
+            return 0
+        msg = Message(channel, payload, False)
+        cut: list[tuple[Subscriber, str]] = []
+        n = 0
+        if subs:
+            for sub in subs:
+                n += self._offer(sub, msg, None, cut)
+        if patterns:
+            for pattern, (glob, psubs) in patterns.items():
+                if glob.match(channel):
+                    for sub in psubs:
+                        n += self._offer(sub, msg, pattern, cut)
+        self._cut(cut)
+        return n
+
+    def spublish(self, channel: bytes, payload: bytes) -> int:
+        """Deliver to the shard channel's subscribers (Rule 5)."""
+        self.stats.published += 1
+        subs = self.shard_channels.get(channel)
+        if not subs:
+            return 0
+        msg = Message(channel, payload, True)
+        cut: list[tuple[Subscriber, str]] = []
+        n = 0
+        for sub in subs:
+            n += self._offer(sub, msg, None, cut)
+        self._cut(cut)
+        return n
+
+    def _offer(self, sub: Subscriber, msg: Message, pattern: bytes | None,
+               cut: list[tuple[Subscriber, str]]) -> int:
+        """One delivery, within the limits (Rule 4); 1 = a receiver (counted as Redis does,
+        even when the delivery is dropped because the subscriber is being cut)."""
+        if sub.gone:
+            self.stats.dropped += 1
+            return 1
+        data = sub.encode(msg, pattern)
+        pending = sub.pending() + len(data)
+        reason = self.limits.check(sub, pending, self.clock.now_ms())
+        if reason is not None:
+            sub.gone = True
+            self.stats.dropped += 1
+            cut.append((sub, reason))
+            log.warning("pub/sub subscriber %r closed for overcoming of output buffer limits: "
+                        "%s", sub, reason)
+            return 1
+        sub.enqueue(data)
+        self.stats.delivered += 1
+        return 1
+
+    def _cut(self, cut: list[tuple[Subscriber, str]]) -> None:
+        for sub, reason in cut:
+            self.stats.slow_disconnects += 1
+            self.leave_all(sub)
+            sub.cut(reason)
+
+    # ---- introspection (PUBSUB) -------------------------------------------------------------
+
+    def active_channels(self, pattern: bytes | None, shard: bool = False) -> list[bytes]:
+        names = self.shard_channels if shard else self.channels
+        if pattern is None:
+            return list(names)
+        match = compile_glob(pattern).match
+        return [ch for ch in names if match(ch)]
+
+    def numsub(self, channel: bytes, shard: bool = False) -> int:
+        subs = (self.shard_channels if shard else self.channels).get(channel)
+        return len(subs) if subs else 0
+
+    def numpat(self) -> int:
+        return len(self.patterns)
+
+
+def _join(index: dict[bytes, dict[Subscriber, None]], own: dict[bytes, None], sub: Subscriber,
+          channel: bytes) -> bool:
+    if channel in own:
+        return False
+    own[channel] = None
+    subs = index.get(channel)
+    if subs is None:
+        subs = index[channel] = {}
+    subs[sub] = None
+    return True
+
+
+def _leave(index: dict[bytes, dict[Subscriber, None]], own: dict[bytes, None], sub: Subscriber,
+           channel: bytes) -> bool:
+    if channel not in own:
+        return False
+    del own[channel]
+    subs = index.get(channel)
+    if subs is not None:
+        subs.pop(sub, None)
+        if not subs:
+            del index[channel]
+    return True
