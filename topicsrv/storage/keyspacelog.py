@@ -82,8 +82,13 @@ def restore(ks: Keyspace, data_dir: Path, ck: dict[str, Any], wal: list[memoryvi
     """Rules 3-4: load the checkpoint's keyspace, replay the WAL's keyspace operations, drop
     what expired. Returns (keys restored, keys dropped as expired)."""
     name = ck.get("keyspace")
-    if isinstance(name, str):
-        ks.apply(read_snapshot(data_dir / name))
+    base = read_snapshot(data_dir / name) if isinstance(name, str) else []
+    return replay(ks, base, wal, now)
+
+
+def replay(ks: Keyspace, base: ops.Op, wal: list[memoryview] | list[bytes], now: int) -> tuple[int, int]:
+    """The checkpoint's operation, then the WAL's, then Rule 4 (sans-IO: tests drive it)."""
+    ks.apply(base)
     for body in wal:
         ks.apply(ops.decode(body))
     due = [k for k, d in ks.expiry.deadlines.items() if d <= now]
