@@ -103,6 +103,9 @@ def _expire(k: str) -> list[Any]:
         S("SET", k + "p", "v"), S("PTTL", k + "p"), S("EXPIRETIME", k + "p"),
         S("EXPIREAT", a, "1"), S("EXISTS", a), S("GET", a),
         S("SET", a, "v"), S("PEXPIRE", a, "-5"), S("EXISTS", a),
+        S("SET", a, "v"), S("EXPIRE", a, "-9223372036854776"), S("EXPIRE", a, "-9999999999999999"),
+        S("PEXPIRE", a, "-9223372036854775808"), S("TTL", a), S("EXPIRE", a, "-9223372036854775"),
+        S("EXISTS", a),
     ]
 
 

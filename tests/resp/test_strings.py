@@ -41,6 +41,20 @@ def test_expiry_on_the_fake_clock(srv: tuple[InProc, FakeClock]) -> None:
     assert r.info("keyspace").get("db0", {}).get("expires", 0) == 0
 
 
+def test_idletime_counts_from_the_last_write_or_read(srv: tuple[InProc, FakeClock]) -> None:
+    s, clock = srv
+    r = conn(s)
+    r.set("idle:a", "v")
+    clock.advance(3000)
+    r.ttl("idle:a"), r.type("idle:a"), r.exists("idle:a")  # none of these is an access
+    assert r.object("idletime", "idle:a") == 3
+    r.get("idle:a")
+    assert r.object("idletime", "idle:a") == 0
+    clock.advance(2000)
+    r.set("idle:a", "w")
+    assert r.object("idletime", "idle:a") == 0
+
+
 def test_watch_sees_a_write_and_an_expiry(srv: tuple[InProc, FakeClock]) -> None:
     s, clock = srv
     r, other = conn(s), conn(s)

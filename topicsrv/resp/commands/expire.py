@@ -59,7 +59,7 @@ def _expire(ctx: CommandContext, args: list[bytes], scale: int, absolute: bool, 
     when = parse_int(args[1])
     invalid = Err(f"ERR invalid expire time in '{cmd}' command")
     if scale != 1:
-        if when > I64_MAX // scale or when < I64_MIN // scale:
+        if when > I64_MAX // scale or when < -(-I64_MIN // scale):  # C's LLONG_MIN / 1000
             raise invalid
         when *= scale
     base = 0 if absolute else ctx.engine.now()
