@@ -58,7 +58,8 @@ class Keyspace:
         self.host = host
         self.strings: SortedDict = SortedDict()  # name -> bytes
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
-        self.access: dict[str, int] = {}  # name -> last access ms (OBJECT IDLETIME)
+        self.access: dict[str, int] = {}  # name -> last access, Unix seconds (touch())
+        self._second = 0
         self.expiry = ExpiryIndex()
         self.stats = {"expired_keys": 0, "expired_topics": 0, "string_writes": 0}
 
@@ -114,8 +115,22 @@ class Keyspace:
             if name in self.host.topics:
                 raise wrongtype(name)
             return None
-        self.access[name] = self.host.now()
+        self.touch(name)
         return value
+
+    def touch(self, name: str) -> None:
+        """Record an access of a string (OBJECT IDLETIME) in whole seconds, the resolution of
+        Redis's LRU clock: every key touched within one second holds the same int object, so
+        the clock costs a key one dict entry and no int of its own."""
+        second = self.host.now() // 1000
+        if second != self._second:
+            self._second = second
+        self.access[name] = self._second
+
+    def idle_seconds(self, name: str) -> int:
+        """OBJECT IDLETIME of a string: whole seconds since its last access."""
+        now = self.host.now() // 1000
+        return max(0, now - self.access.get(name, now))
 
     def deadline(self, name: str) -> int | None:
         return self.expiry.get(name)

@@ -48,9 +48,8 @@ def put(ks: Keyspace, pairs: list[tuple[str, bytes]], deadline: int = 0,
         d = (ks.expiry.get(name) or 0) if deadline == KEEP else deadline
         op.append(("s", name, value, d, enc))
     tokens.append(ks.commit(op))
-    now = ks.host.now()
     for name, _ in pairs:  # a write is an access (OBJECT IDLETIME counts from it, as Redis)
-        ks.access[name] = now
+        ks.touch(name)
     return all_of(tokens)
 
 

@@ -156,9 +156,7 @@ def object_refcount(ctx: CommandContext, args: list[bytes]) -> Any:
 def object_idletime(ctx: CommandContext, args: list[bytes]) -> Any:
     name, kind = _kind(ctx, args[0])
     if kind == "string":
-        ks = ctx.engine.keyspace
-        now = ctx.engine.now()
-        return max(0, (now - ks.access.get(name, now)) // 1000)
+        return ctx.engine.keyspace.idle_seconds(name)
     topic = ctx.engine.topics.get(name) if kind else None
     if topic is None:
         return None

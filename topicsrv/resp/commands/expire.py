@@ -178,14 +178,13 @@ def copy(ctx: CommandContext, args: list[bytes]) -> Any:
       "key:key...", "3.2.1")
 def touch(ctx: CommandContext, args: list[bytes]) -> Any:
     ks = ctx.engine.keyspace
-    now = ctx.engine.now()
     n = 0
     for a in args:
         name = key_name(a)
         if ks.kind(name) is not None:
             n += 1
             if name in ks.strings:
-                ks.access[name] = now
+                ks.touch(name)
     return n
 
 
