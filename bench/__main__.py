@@ -9,9 +9,10 @@ Rule 3: a failing workload fills its cells with the error and the run goes on; a
 phase (e.g. a server that does not start) is reported and the next phase runs. Exit status:
 0 when every phase ran (missed targets are reported, not fatal), 1 when a phase failed, or
 when a workload errored and `--strict` was given.
-Phases: in-process micro-benchmarks; pair 1 (RESP + HTTP workloads); a fresh topicsrv for the
-router workloads (bench/routerbench.py); pair 2, fresh, for memory; then the engine's
-in-process memory figure (bench/engine_memory.py).
+Phases: in-process micro-benchmarks; pair 1 (RESP + HTTP workloads, string GET/SET among
+them); a fresh topicsrv for the router workloads (bench/routerbench.py); pair 2, fresh, for
+memory per record; then the engine's in-process memory figure (bench/engine_memory.py); pair
+3, fresh, for memory per string key (bench/stringbench.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import httpbench, micro, queuebench, respbench, routerbench, wakebench
+from bench import httpbench, micro, queuebench, respbench, routerbench, stringbench, wakebench
 from bench import memory as membench
 from bench.procs import Proc, Procs, install_signal_handlers
 from bench.report import Row, render, save
@@ -38,17 +39,20 @@ SIZES: dict[str, dict[str, int]] = {
              "range_p16": 50_000, "py_xadd": 200_000, "py_xread": 100_000, "group": 50_000,
              "http_records": 1_000_000, "sse": 100_000, "memory": 1_000_000,
              "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000, "wake": 1_000,
-             "router_fwd": 200_000, "router_write": 200_000},
+             "router_fwd": 200_000, "router_write": 200_000,
+             "str_p1": 100_000, "str_p16": 500_000, "str_keys": 100_000, "str_memory": 1_000_000},
     "quick": {"xadd_p1": 20_000, "xadd_p16": 100_000, "stream": 100_000, "range_p1": 4_000,
               "range_p16": 10_000, "py_xadd": 30_000, "py_xread": 100_000, "group": 10_000,
               "http_records": 200_000, "sse": 20_000, "memory": 200_000,
               "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000, "wake": 300,
-              "router_fwd": 50_000, "router_write": 100_000},
+              "router_fwd": 50_000, "router_write": 100_000,
+              "str_p1": 20_000, "str_p16": 100_000, "str_keys": 100_000, "str_memory": 200_000},
     "tiny": {"xadd_p1": 200, "xadd_p16": 1_600, "stream": 1_000, "range_p1": 100,
              "range_p16": 320, "py_xadd": 300, "py_xread": 1_000, "group": 200,
              "http_records": 2_000, "sse": 200, "memory": 2_000,
              "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000, "wake": 20,
-             "router_fwd": 2_000, "router_write": 2_000},
+             "router_fwd": 2_000, "router_write": 2_000,
+             "str_p1": 200, "str_p16": 1_600, "str_keys": 1_000, "str_memory": 2_000},
 }
 
 
@@ -162,6 +166,7 @@ class Run:
             self.rows.append(Row(bench, f"XADD s * f v, P{p}", "ops/s", per(r), per(t),
                                  target=0.5 if p == 1 else 0.3))
             self.extra[f"xadd_p{p}"] = {"redis": r, "topicsrv": t}
+        self.string_workloads(pair, s)
         # A 100k-entry stream of 100-byte values for XRANGE / XREAD.
         n_stream = s["stream"]
         self.both(pair, f"load {n_stream} entries", lambda port: Measure(
@@ -205,6 +210,28 @@ class Run:
                              per(r, "records_per_s"), per(t, "records_per_s")))
         self.queue_workloads(pair, s)
         self.wake_workloads(pair, s)
+
+    def string_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
+        """GET/SET of 100-byte string values on random keys (bench/stringbench.py); the P1
+        target is the PING P1 ratio of this run, P16's 0.5 (issue 25)."""
+        keys = s["str_keys"]
+        sec = f"RESP strings, redis-benchmark -c 50 -r {keys:,} (keys loaded first)"
+        r, t = self.both(pair, "PING P1", partial(
+            respbench.redis_benchmark, command=["PING"], requests=s["str_p1"]))
+        ping = Row(sec, "PING, P1", "ops/s", per(r), per(t))
+        self.rows.append(ping)
+        self.both(pair, f"load {keys} string keys", lambda port: Measure(
+            0, 0, stringbench.load(port, keys), keys))
+        for name, fn in (("SET key:__rand_int__ <100 B>", stringbench.set_bench),
+                         ("GET key:__rand_int__", stringbench.get_bench)):
+            for p in (1, 16):
+                n = s["str_p1"] if p == 1 else s["str_p16"]
+                r, t = self.both(pair, f"{name.split()[0]} P{p}", partial(
+                    fn, requests=n, pipeline=p, keys=keys))
+                self.rows.append(Row(sec, f"{name}, P{p}", "ops/s", per(r), per(t),
+                                     target=ping.ratio if p == 1 else 0.5,
+                                     ref_note="P1 target = the PING P1 ratio" if p == 1 else ""))
+                self.extra[f"{name.split()[0].lower()}_p{p}"] = {"redis": r, "topicsrv": t}
 
     def wake_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
         """Wake-up latency of one blocked reader (bench/wakebench.py): the uncontended path of
@@ -339,6 +366,17 @@ class Run:
         self.rows.append(Row(sec, "engine only, in-process RSS growth", "B/rec", None,
                              get(eng, "rss_bytes_per_record"),
                              ref_note="bench/engine_memory.py --form fields (no server, no storage)"))
+        k = self.sizes["str_memory"]
+        self.log(f"memory: fresh servers, {k} string keys x 100 B each")
+        cells = []
+        for start in (self.procs.start_redis, self.procs.start_topicsrv):
+            proc = start()
+            cells.append(attempt(lambda proc=proc: stringbench.memory_per_key(proc, k)))
+            self.procs.stop(proc)
+        self.rows.append(Row(f"memory, {k:,} string keys x 100 B via SET", "RSS growth per key",
+                             "B/key", get(cells[0], "rss_per_key"), get(cells[1], "rss_per_key"),
+                             target=2.0, lower_is_better=True))
+        self.extra["string_memory"] = {"redis": cells[0], "topicsrv": cells[1]}
 
 
 def storage_bench(mode: str) -> dict[str, Any]:

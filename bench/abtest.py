@@ -1,6 +1,7 @@
 """A/B of the compiled hot path against its pure-Python source, each as a ratio to redis-server.
 
     .venv/bin/python -m bench.abtest [--rounds 3] [--rows ping1,xadd1,xadd16,xrange16,xread16]
+                                     (more rows: get1,get16,set1,set16: bench/stringbench.py)
                                      [--modes "compiled= pure=1 cython=@/copy/of/tree"]
 
 Rule 1: one round = a fresh redis-server, then a fresh topicsrv per mode (a mode is a value of
@@ -25,7 +26,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import respbench
+from bench import respbench, stringbench
 from bench.procs import Procs, install_signal_handlers
 
 STREAM = 20_000  # entries of 100 bytes for the read rows
@@ -46,6 +47,10 @@ def _rows(mid: Callable[[int], str]) -> dict[str, Row]:
                                   pipeline=16).ops_per_s, 10_000),
         "xread16": (lambda p: rb(p, ["XREAD", "COUNT", "100", "STREAMS", "r", mid(p)],
                                  requests=10_000, pipeline=16).ops_per_s, 10_000),
+        "get1": (lambda p: stringbench.get_bench(p, 60_000, 1).ops_per_s, 60_000),
+        "set1": (lambda p: stringbench.set_bench(p, 60_000, 1).ops_per_s, 60_000),
+        "get16": (lambda p: stringbench.get_bench(p, 300_000, 16).ops_per_s, 300_000),
+        "set16": (lambda p: stringbench.set_bench(p, 300_000, 16).ops_per_s, 300_000),
     }
 
 
@@ -101,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                     respbench.load_stream(proc.resp_port, "r", STREAM)
                     mids[proc.resp_port] = respbench.id_at(proc.resp_port, "r",
                                                            STREAM // 2).decode()
+                if {"get1", "get16"} & set(row_names):
+                    stringbench.load(proc.resp_port, stringbench.KEYS)
             for row in row_names:
                 run, requests = rows[row]
                 got: dict[str, float] = {}

@@ -232,3 +232,43 @@ def test_client_list_shows_multi_and_dirty_watch(targets: list[Any], key: str) -
         assert (fields["flags"], fields["multi"]) == ("N", "-1"), (t.name, fields)
         a.close()
         other.close()
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_no_multi_commands_abort(differ: Any, key: str, proto: int) -> None:
+    """SHUTDOWN is flagged `no-multi`: refused at queue time, the transaction aborts (and the
+    server stays up)."""
+    k = f"{key}:{proto}"
+    differ.check([S("MULTI"), S("SET", k, "v"), S("SHUTDOWN"), S("EXEC"), S("GET", k)], proto)
+
+
+def _raw(s: Any, line: bytes) -> bytes:
+    s.sendall(line + b"\r\n")
+    return bytes(s.recv(4096))
+
+
+def test_exec_over_maxmemory_aborts(targets: list[Any], key: str) -> None:
+    """Over `maxmemory` at EXEC time, a transaction queueing a `denyoom` command is discarded
+    with EXECABORT and the OOM text (redis-server's processCommand); reads alone still run."""
+    import socket
+
+    replies = {}
+    for target in targets:
+        admin = redis.Redis(port=target.port, socket_timeout=10)
+        s = socket.create_connection(("127.0.0.1", target.port), timeout=10)
+        k = f"{key}:{target.name}".encode()
+        got = [_raw(s, b"MULTI"), _raw(s, b"SET " + k + b" 1"), _raw(s, b"GET " + k)]
+        limit = admin.config_get("maxmemory")["maxmemory"]
+        admin.config_set("maxmemory", 1)
+        try:
+            got.append(_raw(s, b"EXEC"))
+            got += [_raw(s, b"MULTI"), _raw(s, b"GET " + k), _raw(s, b"EXEC")]
+        finally:
+            admin.config_set("maxmemory", limit)
+        got.append(_raw(s, b"EXISTS " + k))
+        replies[target.name] = got
+        s.close()
+        admin.close()
+    first, *rest = replies.values()
+    assert first[3].startswith(b"-EXECABORT Transaction discarded because of: OOM "), first
+    assert rest == [first] * len(rest)

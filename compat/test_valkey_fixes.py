@@ -62,6 +62,26 @@ def test_blocked_xread_dollar_woken_by_recreated_key(targets: list[Target], key:
         w.close()
 
 
+def test_blocked_xread_waits_while_the_key_is_a_string(targets: list[Target], key: str) -> None:
+    """A SET over a stream a reader is blocked on does not wake it with WRONGTYPE: it goes
+    on waiting and is served when the key is a stream again (Valkey's `Blocking XREAD: key
+    type changed with SET`)."""
+    for t in targets:
+        c, w = t.conn(), t.conn()
+        c.call("XADD", key, "666", "f", "v")
+        w.send_raw(encode(["XREAD", "BLOCK", "5000", "STREAMS", key, "$"]))
+        _blocked(t, 1)
+        c.call("SET", key, "val1")
+        _blocked(t, 1)
+        c.call("DEL", key)
+        c.call("XADD", key, "667", "f", "v")
+        got = w.read()
+        assert got[1][0][1][1][1][0][1][0] == ("$", b"667-0"), (t.name, got)
+        c.call("DEL", key)
+        c.close()
+        w.close()
+
+
 def test_xgroup_destroy_releases_blocked_readers(targets: list[Target], key: str) -> None:
     for t in targets:
         c, w = t.conn(), t.conn()

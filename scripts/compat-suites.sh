@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Run two public test suites against topicsrv and against redis-server, side by side:
-#   - Valkey's stream TCL suites (tests/unit/type/stream, stream-cgroups) in external-server mode;
+#   - Valkey's TCL units in external-server mode: the stream units (tests/unit/type/stream,
+#     stream-cgroups) and the general units over strings and generic keys (protocol, multi,
+#     keyspace, scan, quit, info-command, introspection-2, expire, type/string, type/incr);
 #   - redis-py's own tests: the stream, transaction, pipeline and server-info tests of
-#     tests/test_commands.py and tests/test_asyncio/test_commands.py, plus tests/test_connection.py
-#     and tests/test_pipeline.py.
+#     tests/test_commands.py and tests/test_asyncio/test_commands.py, their string and generic
+#     key command tests, plus tests/test_connection.py and tests/test_pipeline.py.
 # The suites are not vendored: give local git directories (bare or not) of the two repositories.
 #
 #   scripts/compat-suites.sh                   # or: make compat-suites
 #   VALKEY_GIT=... REDISPY_GIT=... scripts/compat-suites.sh
 #   SUITES="valkey" scripts/compat-suites.sh   # only one suite ("valkey", "redispy" or both)
+#   VALKEY_UNITS="type/string expire" ...      # only these Valkey units (tests/unit/<unit>.tcl)
 #   KEEP=1 ...                                 # keep the work dir (logs) and say where it is
 #
 # Needs: tclsh, redis-server, the project's venv (.venv) and PyPI access for a venv with the
@@ -23,6 +26,8 @@ PY=${PY:-$ROOT/.venv/bin/python}
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 TCLSH=${TCLSH:-tclsh}
 SUITES=${SUITES:-"valkey redispy"}
+VALKEY_UNITS=${VALKEY_UNITS:-"type/stream type/stream-cgroups protocol multi keyspace scan quit
+    info-command introspection-2 expire type/string type/incr"}
 CACHE_DIR=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/topicsrv-compat-suites}
 WORK=$(mktemp -d /tmp/compat-suites.XXXXXX)
 PIDFILE=$WORK/pids  # the servers are started inside $(...): their pids go through a file
@@ -71,7 +76,8 @@ start_redis() {  # $1 suite; prints the port
 start_topicsrv() {  # $1 suite; prints the RESP port
     local out="$WORK/topicsrv-$1.out" log="$WORK/topicsrv-$1.stderr" port=""
     (cd "$ROOT" && exec "$PY" -m topicsrv serve --data-dir "$WORK/topicsrv-data-$1" \
-        --bind 127.0.0.1 --http-port 0 --resp-port 0 >"$out" 2>"$log") &
+        --bind 127.0.0.1 --http-port 0 --resp-port 0 --keyspace-durability disk \
+        >"$out" 2>"$log") &
     echo $! >>"$PIDFILE"
     for _ in $(seq 1 300); do
         port=$(sed -n 's/^listening.*resp=[^ ]*:\([0-9]*\).*/\1/p' "$out" 2>/dev/null | head -1)
@@ -101,20 +107,21 @@ VALKEY_SKIP=(
 )
 
 run_valkey() {  # $1 target name, $2 port
-    local dir="$WORK/valkey" name
-    for name in stream stream-cgroups; do
+    local dir="$WORK/valkey" unit
+    for unit in $VALKEY_UNITS; do
+        local name=${unit//\//-}
         local log="$WORK/valkey-$name-$1.log" skip
         local -a skips=()
         for skip in "${VALKEY_SKIP[@]}"; do skips+=(--skiptest "$skip"); done
         (cd "$dir" && timeout 1200 "$TCLSH" tests/test_helper.tcl --host 127.0.0.1 --port "$2" \
-            --singledb --durable --single "unit/type/$name" --tags -needs:debug \
+            --singledb --durable --single "unit/$unit" --tags -needs:debug \
             --tags -needs:repl --tags -external:skip "${skips[@]}") >"$log" 2>&1 || true
         local ok err
         ok=$(grep -c '^\[.*ok.*\]:' "$log" || true)
         err=$(grep -c '^\[.*\(err\|exception\).*\]:' "$log" || true)
         local skipped
         skipped=$(grep -c '^\[.*skip.*\]:' "$log" || true)
-        RESULTS+=("valkey:$name $1 $ok $err $skipped")
+        RESULTS+=("valkey:$unit $1 $ok $err $skipped")
     done
 }
 
@@ -135,15 +142,29 @@ redispy_venv() {
 # stream, transaction, pipeline and server-info tests of test_commands.py
 REDISPY_SELECT=${REDISPY_SELECT:-"test_x or stream or transaction or pipeline or multi_exec or watch or test_info or client_info or config_get or config_set"}
 
+# the string and generic key command tests of test_commands.py (issue 25); -k matches
+# substrings, so `test_incr` also selects test_incrby, test_incrbyfloat and test_increx_*
+REDISPY_KEYS_SELECT=${REDISPY_KEYS_SELECT:-"test_append or test_copy or test_decr or test_delete
+    or test_delitem or test_delex or test_unlink or test_lcs or test_exists or test_expire
+    or test_pexpire or test_get_and_set or test_getdel or test_getex or test_getitem
+    or test_getrange or test_getset or test_incr or test_keys or test_mget or test_mset
+    or test_psetex or test_pttl or test_randomkey or test_rename or test_set_ or test_setex
+    or test_setnx or test_setrange or test_strlen or test_substr or test_ttl or test_type
+    or test_scan or test_dbsize or test_object or test_memory_usage or test_touch
+    or test_digest or test_dump_and_restore"}
+
 # -k applies to every file given; the two whole files must not be filtered, so run them
 # separately when a selection is set.
 run_redispy() {  # $1 target name, $2 port, $3 venv
-    local total_p=0 total_f=0 total_s=0 part
-    for part in commands whole; do
+    local part
+    for part in commands keys whole; do
         local log="$WORK/redispy-$part-$1.log" junit="$WORK/redispy-$part-$1.xml"
         local -a args
         if [[ $part == commands ]]; then
             args=(tests/test_commands.py tests/test_asyncio/test_commands.py -k "$REDISPY_SELECT")
+        elif [[ $part == keys ]]; then
+            args=(tests/test_commands.py tests/test_asyncio/test_commands.py
+                -k "$(echo $REDISPY_KEYS_SELECT)")
         else
             args=(tests/test_connection.py tests/test_pipeline.py)
         fi
@@ -188,10 +209,10 @@ if [[ " $SUITES " == *" valkey "* ]]; then
     for skip in "${VALKEY_SKIP[@]}"; do echo "  $skip"; done
     echo
 fi
-printf '%-24s %-14s %7s %7s %7s\n' suite target passed failed skipped
+printf '%-30s %-14s %7s %7s %7s\n' suite target passed failed skipped
 for row in "${RESULTS[@]}"; do
     # shellcheck disable=SC2086
-    printf '%-24s %-14s %7s %7s %7s\n' $row
+    printf '%-30s %-14s %7s %7s %7s\n' $row
 done
 
 # tests that pass on redis-server and fail on topicsrv (what docs/redis-compatibility.md lists)

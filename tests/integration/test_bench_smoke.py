@@ -64,10 +64,19 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
                   "forwarding, fan-out 1 (source rec/s per router)",
                   "forwarding, fan-out 4 (source rec/s per router)"):
         assert isinstance(rows[label]["topicsrv"], float) and rows[label]["ratio"] > 0, rows[label]
-    # Every server the harness started (two pairs, one topicsrv for routers, one redis-server
+    # The string rows (issue 25) ran on both servers: GET/SET at P1 and P16, the PING row
+    # whose ratio is their P1 target, and memory per string key.
+    for p in (1, 16):
+        for label in (f"SET key:__rand_int__ <100 B>, P{p}", f"GET key:__rand_int__, P{p}"):
+            assert isinstance(rows[label]["redis"], float), rows[label]
+            assert isinstance(rows[label]["topicsrv"], float), rows[label]
+    assert rows["GET key:__rand_int__, P1"]["target"] == rows["PING, P1"]["ratio"]
+    assert rows["RSS growth per key"]["target"] == 2.0
+    assert isinstance(rows["RSS growth per key"]["topicsrv"], float), rows["RSS growth per key"]
+    # Every server the harness started (three pairs, one topicsrv for routers, one redis-server
     # with an AOF for the logged queue rows) was stopped by pid and is gone.
     started = doc["processes"]
-    assert sorted(name for name, _ in started) == ["redis-server"] * 3 + ["topicsrv"] * 3
+    assert sorted(name for name, _ in started) == ["redis-server"] * 4 + ["topicsrv"] * 4
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie_of_other(pid), pid
 

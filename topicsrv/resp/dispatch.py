@@ -19,10 +19,12 @@ is replaced by an `-ERR` saying so, the connection staying open (`emit` in sessi
 commands that can produce one bound their output first (replysize.py): this is the backstop.
 Rule 5 (fairness): a command with more than BIG_ARGV arguments gets scheduler turns of its
 own before it runs and before its reply is encoded (topicsrv/resp/session.py Rule 5).
-Rule 6: over `--max-memory`, a command flagged `denyoom` is refused after the arity check with
-Redis's `-OOM` text, before its handler runs (topicsrv/memory.py); a MemoryError is `-OOM` too.
+Rule 6: over `--max-memory`, a command flagged `denyoom` (inside MULTI: any command queued, as
+Redis) is refused after the arity check with Redis's `-OOM` text, before its handler runs
+(topicsrv/memory.py); a MemoryError is `-OOM` too.
 Rule 7 (MULTI, topicsrv/resp/multi.py Rule 1): inside MULTI a command that passes the checks
-of Rule 1 and Rule 6 is queued (`+QUEUED`) instead of run, and one refused by them aborts the
+of Rule 1 and Rule 6 is queued (`+QUEUED`) instead of run, and one refused by them (or flagged
+`no_multi`, as SHUTDOWN: Redis's "Command not allowed inside a transaction") aborts the
 transaction; inside EXEC (`nowait`) a blocking command that would wait is closed unstarted
 and answers the null array, its timeout reply (Redis runs blocking commands in MULTI as
 non-blocking).
@@ -192,7 +194,8 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     handler = spec.handler
     assert handler is not None
     memory = ctx.server.memory
-    if memory.limit and "denyoom" in spec.flags and memory.over(sum(map(len, argv))):
+    if memory.limit and ("denyoom" in spec.flags or tx is not None and tx.multi
+                         and base not in NOT_QUEUED) and memory.over(sum(map(len, argv))):
         return _refuse(tx, Err(oom_error().resp_line()))
     if client.pubsub is not None and client.protocol == 2 and base not in SUBSCRIBED_MODE \
             and client.subscribed():
@@ -201,6 +204,8 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
                                "context"))
     if tx is not None:
         if tx.multi and base not in NOT_QUEUED:
+            if "no_multi" in spec.flags:
+                return _refuse(tx, Err("ERR Command not allowed inside a transaction"))
             full = tx.queue(argv)
             return QUEUED if full is None else Err(full)
         if base == "reset":

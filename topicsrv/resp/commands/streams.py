@@ -285,14 +285,23 @@ def xtrim(ctx: CommandContext, args: list[bytes]) -> Any:
 # ---- XREAD -------------------------------------------------------------------------------
 
 
+def _find(engine: Any, name: str, waiting: bool) -> Topic | None:
+    """The stream `name`; WRONGTYPE for a string, except for a blocked XREAD, which keeps
+    waiting while the key holds a string, as redis-server serves only stream keys to it."""
+    if waiting and name in engine.keyspace.strings:
+        return None
+    topic: Topic | None = engine.find(name)
+    return topic
+
+
 def _read_once(ctx: CommandContext, keys: list[bytes], cursors: list[int], count: int,
-               nodes: list[str] | None) -> list[list[Any]]:
+               nodes: list[str] | None, waiting: bool = False) -> list[list[Any]]:
     engine = ctx.engine
     items: list[list[Any]] = []
     room = replysize.budget(ctx)
     for key, cursor in zip(keys, cursors, strict=True):
         name = key_name(key)
-        topic = engine.find(name)
+        topic = _find(engine, name, waiting)
         if topic is None:
             continue
         if room <= 0:  # the reply is full: this stream is served by the next read
@@ -336,7 +345,7 @@ async def _xread_wait(ctx: CommandContext, ra: ReadArgs, cursors: list[int]) -> 
         while True:
             waiter.arm()  # before the read (notify Rule 1)
             for i, name in enumerate(names):
-                topic = engine.find(name)
+                topic = _find(engine, name, True)
                 arg = ra.ids[i]
                 if arg != b"$" and arg != b"+":
                     if topic is not None:  # an ID is compared with the entries there now:
@@ -345,7 +354,7 @@ async def _xread_wait(ctx: CommandContext, ra: ReadArgs, cursors: list[int]) -> 
                 epoch = _epoch(topic)  # a key deleted and created again since the call: all
                 if epoch != epochs[i]:  # of the new stream is after `$` (newer IDs, as in Redis)
                     epochs[i], cursors[i] = epoch, 0
-            items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes)
+            items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes, waiting=True)
             if items:
                 return read_reply(ctx, items)
             remaining = None if deadline is None else deadline - trio.current_time()

@@ -10,7 +10,9 @@ yields) can observe a state between two of them; the commit tokens of their writ
 awaited afterwards, together, by the session (each element of the reply is marked on its
 own: session.emit), so a failed commit turns only its own element into the error.
 Rule 2: EXEC answers EXECABORT when a command was refused at queue time (and runs nothing),
-else the null array when a watched key changed (multi.py Rule 2), else the array of the
+or when a queued command is flagged `denyoom` while the server is over `maxmemory` (as
+redis-server's processCommand, with the OOM error's text; the transaction is discarded), else
+the null array when a watched key changed (multi.py Rule 2), else the array of the
 replies, a command's runtime error (syntax, WRONGTYPE, ...) being its own element.
 Rule 3: a blocking command inside EXEC does not block (dispatch Rule 7). A command whose
 handler awaits for another reason (FLUSHDB/FLUSHALL waiting for their commits, an XADD of more
@@ -35,8 +37,17 @@ import inspect
 from collections.abc import Awaitable
 from typing import Any
 
+from topicsrv.memory import oom_error
 from topicsrv.resp.batch import run_xadds
-from topicsrv.resp.commands.base import NULL_ARRAY, CommandContext, Err, Simple, command, key_name
+from topicsrv.resp.commands.base import (
+    NULL_ARRAY,
+    CommandContext,
+    Err,
+    Simple,
+    command,
+    key_name,
+    lookup,
+)
 from topicsrv.resp.dispatch import execute
 from topicsrv.resp.multi import EXECABORT, ExecReply, Tx
 
@@ -113,7 +124,23 @@ def exec_(ctx: CommandContext, args: list[bytes]) -> Any:
         raise Err(EXECABORT)
     if dirty:
         return NULL_ARRAY
+    if _over_memory(ctx, queued):
+        raise Err(f"EXECABORT Transaction discarded because of: {oom_error().resp_line()}")
     return run(ctx, queued)
+
+
+def _denyoom(argv: tuple[bytes, ...] | list[bytes]) -> bool:
+    spec = lookup(list(argv))[0]  # known: queueing checked it
+    return spec is not None and "denyoom" in spec.flags
+
+
+def _over_memory(ctx: CommandContext, queued: list[tuple[bytes, ...]]) -> bool:
+    """Rule 2: a transaction with a `denyoom` command while memory is over the limit."""
+    memory = ctx.server.memory
+    if not memory.limit:
+        return False
+    grows = [argv for argv in queued if _denyoom(argv)]
+    return bool(grows) and memory.over(sum(len(a) for argv in grows for a in argv))
 
 
 def run(ctx: CommandContext, queued: list[tuple[bytes, ...]]) -> Any:
