@@ -45,5 +45,5 @@ def test_unknown_and_syntax(differ: Any, key: str, proto: int) -> None:
     ], proto)
 
 
-def test_wrongtype_is_a_documented_difference(differ: Any, key: str) -> None:
-    differ.check([S("SET", key, "v", diff="streams-only"), S("XADD", key, "*", "f", "v", diff="streams-only")])
+def test_wrongtype_between_strings_and_streams(differ: Any, key: str) -> None:
+    differ.check([S("SET", key, "v"), S("XADD", key, "*", "f", "v"), S("LPUSH", key, "x", diff="streams-only")])

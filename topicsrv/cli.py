@@ -139,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="RESP I/O path: 'reactor' (one task serving every idle connection "
                        "through epoll; Linux) or 'tasks' (one task per connection) (default "
                        "reactor; env TOPICS_RESP_IO)")
+    serve.add_argument("--keyspace-durability", choices=("memory", "disk", "fsync"), default="disk",
+                       help="durability class of every string key and key TTL: 'fsync' acks "
+                       "after fdatasync, 'disk' on enqueue to the WAL, 'memory' writes nothing "
+                       "(default disk; docs/storage.md)")
     serve.add_argument("--proto-max-bulk-len", type=_size, default=512 << 20, metavar="BYTES",
                        help="largest RESP bulk argument accepted, as Redis's proto-max-bulk-len "
                             "(default 512mb; accepts k/kb/m/mb/g/gb suffixes)")
@@ -224,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             storage=not args.no_storage,
             resp_io=args.resp_io,
             proto_max_bulk_len=args.proto_max_bulk_len,
+            keyspace_durability=args.keyspace_durability,
             client_output_limit=args.client_output_limit,
             maxclients=args.maxclients,
             protected_mode=args.protected_mode,

@@ -76,6 +76,7 @@ class ServerConfig:
     heartbeat_s: float = 15.0
     max_body_bytes: int = 64 << 20
     proto_max_bulk_len: int = 512 << 20
+    keyspace_durability: str = "disk"  # the string keys' one class (storage/keyspacelog.py)
     client_output_limit: int = 64 << 20
     wal_shards: int = 4
     cold_dir: Path | None = None

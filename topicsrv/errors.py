@@ -24,6 +24,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "not_found": 404,
     "method_not_allowed": 405,
     "topic_exists_incompatible": 409,
+    "key_type_conflict": 409,
     "router_cycle": 409,
     "router_dest_fan_in": 409,
     "not_a_queue": 409,

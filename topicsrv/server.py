@@ -86,6 +86,7 @@ async def run(
     task_status: trio.TaskStatus[ServerContext] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     from topicsrv.http.server import serve_http
+    from topicsrv.tasks.expiry import expire_keys
 
     _check_roles(config)
     ctx = make_context(config, clock)
@@ -98,7 +99,8 @@ async def run(
 
         storage = ctx.storage = Storage(
             ctx.engine, config.data_dir, shards=config.wal_shards, cold_dir=config.cold_dir,
-            checkpoint_interval_s=config.checkpoint_interval_s)
+            checkpoint_interval_s=config.checkpoint_interval_s,
+            keyspace_class=config.keyspace_durability)
         storage.refuse_until_recovered()
     try:
         async with trio.open_nursery() as nursery:
@@ -119,6 +121,7 @@ async def run(
                 await nursery.start(storage.run)
             # routers forward once recovery has re-derived their dests (storage calls forward)
             await nursery.start(ctx.routers_service().run)
+            nursery.start_soon(expire_keys, ctx.engine)
             ctx.ready = True
             # the startup line comes once recovered, so a script may write right after it
             print("listening " + " ".join(parts), flush=True)

@@ -26,6 +26,7 @@ from topicsrv.engine.config import (
     parse_config,
 )
 from topicsrv.engine.journal import CommitToken, Journal, NullJournal
+from topicsrv.engine.keyspace import Keyspace, wrongtype
 from topicsrv.engine.reads import FMT_JSON, ReadResult, read
 from topicsrv.engine.records import MAX_RECORDS_PER_WRITE, PreparedRecord
 from topicsrv.engine.restore import fill_lost
@@ -48,6 +49,7 @@ class Engine:
         # the delivery scheduler's oldest ready waiter of a topic (the age term of P_eff)
         self.ready_since: Callable[[str], int | None] | None = None
         self.routers: dict[str, routers.Router] = {}
+        self.keyspace = Keyspace(self)  # string keys and every key's TTL (engine/keyspace)
         self.stats = {"writes": 0, "records_written": 0, "reads": 0, "records_read": 0,
                       "deletes": 0, "records_deleted": 0, "bytes_written": 0}
 
@@ -65,17 +67,26 @@ class Engine:
         self._notify(name)
 
     def get(self, name: str) -> Topic:
-        topic: Topic | None = self.topics.get(name)
+        topic = self.find(name)
         if topic is None:
             check_topic_name(name)
             raise not_found(name)
         return topic
 
     def find(self, name: str) -> Topic | None:
+        """The topic `name` (None if no key has that name; WRONGTYPE if a string has it),
+        after the key's lazy expiry (engine/keyspace/space.py Rule 3)."""
+        ks = self.keyspace
+        if ks.expiry.deadlines and ks.expire_if_due(name):
+            return None
         found: Topic | None = self.topics.get(name)
+        if found is None and name in ks.strings:
+            raise wrongtype(name)
         return found
 
     def _create(self, name: str, req: ConfigRequest) -> Topic:
+        if name in self.keyspace.strings:
+            raise wrongtype(name)
         topic_type = req.topic_type or "log"
         check_queue_fields(req, topic_type)
         if req.changes.get("dead_letter") == name:
@@ -185,6 +196,7 @@ class Engine:
         topic = self.get(name)
         self.journal.check_writable(topic)
         del self.topics[name]
+        self.keyspace.topic_dropped(name)
         routers.drop_topic(self, topic)
         token = self.journal.topic_dropped(name, topic.epoch)
         self._notify(name)
@@ -268,7 +280,7 @@ class Engine:
                 {"records": len(records), "limit": MAX_RECORDS_PER_WRITE},
             )
         req = parse_config(config, "config") if config is not None else None
-        topic: Topic | None = self.topics.get(name)
+        topic: Topic | None = self.find(name)
         now = self.clock.now_ms()
         created = False
         if topic is None:

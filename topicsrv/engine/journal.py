@@ -83,6 +83,11 @@ class Journal(Protocol):
         "source_epoch": e}` or `{"op": "del", "name": n}`; logged on its dest."""
         ...
 
+    def keyspace_changed(self, op: list[tuple[Any, ...]]) -> CommitToken | None:
+        """One keyspace operation (engine/keyspace/ops.py): string writes and key TTLs, under
+        the keyspace's one durability class."""
+        ...
+
 
 class _AllOf:
     """A token that waits for several (a router PUT that also created its topics)."""
@@ -153,4 +158,7 @@ class NullJournal:
         return None
 
     def router_logged(self, dest: Topic, op: dict[str, Any]) -> None:
+        return None
+
+    def keyspace_changed(self, op: list[tuple[Any, ...]]) -> None:
         return None

@@ -31,7 +31,9 @@ async def ready(call: Call) -> Response:
         storage = ctx.storage
         detail = None if storage is None else {"recovery": storage.progress.snapshot()}
         raise TopicsError("not_ready", "the server is still recovering; retry shortly", detail)
-    return json_response(call, {"ready": True, "build": buildinfo.describe()})
+    cfg = ctx.config
+    return json_response(call, {"ready": True, "build": buildinfo.describe(),
+                                "keyspace_durability": cfg.keyspace_durability if cfg.storage else "none"})
 
 
 async def metrics(call: Call) -> Response:

@@ -201,7 +201,7 @@ async def run_watch(ctx: ServerContext, plan: WatchPlan, send: Send) -> None:
     cursors = dict(plan.cursors)
     epochs: dict[str, int] = {}
     for name in plan.topics:
-        topic = engine.find(name)
+        topic = engine.topics.get(name)
         if topic is not None:
             epochs[name] = topic.epoch
     names_json = {name: orjson.dumps(name) for name in plan.topics}
@@ -219,10 +219,10 @@ async def run_watch(ctx: ServerContext, plan: WatchPlan, send: Send) -> None:
                         res = engine.diff(name, cursors[name], BATCH_LIMIT, max_bytes=BATCH_BYTES,
                                           nodes=plan.nodes, epoch=epochs.get(name))
                     except TopicsError as err:
-                        if err.code != "topic_not_found":
+                        if err.code not in ("topic_not_found", "key_type_conflict"):
                             raise
                         continue  # deleted: wait for it to come back (Rule 5)
-                    topic = engine.find(name)
+                    topic = engine.topics.get(name)
                     if topic is not None:
                         epochs[name] = topic.epoch
                     tomb = res.tombstone

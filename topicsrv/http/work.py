@@ -191,7 +191,7 @@ async def _claim_round(ctx: ServerContext, plan: WorkPlan, order: list[str], roo
             # storage refusing writes: the stream waits and tries again (Rule 4)
             log.debug("job stream %s: no claim on %s (%s)", plan.node, name, err.code)
             continue
-        topic = engine.find(name)
+        topic = engine.topics.get(name)
         looked[name] = engine.now()
         if not jobs or topic is None:
             continue
@@ -211,7 +211,7 @@ def _wake_in(engine: Engine, plan: WorkPlan, held: Holdings, has_room: bool) -> 
     due = [held.next_deadline + 1] if held.next_deadline is not None else []
     if has_room:
         for name in plan.topics:
-            topic = engine.find(name)
+            topic = engine.topics.get(name)
             if topic is not None and topic.type == "queue":
                 at = leases.state_of(topic).next_due(now)
                 if at is not None:

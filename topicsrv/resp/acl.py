@@ -41,7 +41,7 @@ CATEGORIES = (
     "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking",
     "dangerous", "connection", "transaction", "scripting",
 )
-GROUP_CATEGORIES = {"stream": ("@stream",), "topic": ("@stream",), "connection": ("@connection",),
+GROUP_CATEGORIES = {"stream": ("@stream",), "string": ("@string",), "topic": ("@stream",), "connection": ("@connection",),
                     "generic": ("@keyspace",), "transactions": ("@transaction",),
                     "scripting": ("@scripting",)}
 

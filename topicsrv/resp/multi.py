@@ -41,9 +41,12 @@ class ExecReply(list[Any]):
 
 
 def fingerprint(engine: Any, name: str) -> Fingerprint:
-    topic = engine.find(name)
-    if topic is None:
+    kind = engine.keyspace.kind(name)  # lazy expiry first: an expired key reads missing
+    if kind is None:
         return None
+    if kind == "string":  # every change of a string tells the listeners (Rule 2)
+        return (-1, 0, 0, 0)
+    topic = engine.topics[name]
     topic.expire(engine.now())
     return (topic.epoch, topic.next_seq, topic.front, topic.count)
 

@@ -26,7 +26,7 @@ import trio
 from topicsrv.engine import groups, leases, restore
 from topicsrv.engine.segments import SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.topic import Topic
-from topicsrv.storage import codec, recovery, routerlog, segfiles
+from topicsrv.storage import codec, keyspacelog, recovery, routerlog, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import TState, state_of
@@ -58,6 +58,7 @@ class Checkpoints:
     last_checkpoint_error: str | None
     entries: dict[str, tuple[dict[str, Any], int]]
     ckpt_gen: int
+    keyspace_class: str
 
     def _dir(self, st: TState, sf: segfiles.SegFile) -> Path:
         root = self.cold_dir if sf.cold and self.cold_dir is not None else self.data_dir
@@ -79,6 +80,7 @@ class Checkpoints:
                 sh.rotate()
             self.gen = gen
             snap = self._snapshot(final)
+            keyspace = None if self.keyspace_class == "memory" else keyspacelog.snapshot(self.engine.keyspace)
             router_specs = routerlog.specs(self.engine)
             for sh in self.shards:
                 if self.writers_running and not final:
@@ -94,7 +96,7 @@ class Checkpoints:
             for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
                 if not final and policy_of(restore.config_from_dict(meta["config"])).ceiling:
                     meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
-            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen, router_specs)
+            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen, router_specs, keyspace)
             self.checkpoints += 1
 
     def _snapshot(self, final: bool) -> Snap:
@@ -184,7 +186,8 @@ class Checkpoints:
                   "checkpointed", name, exc, start)
         return {**entry, "replay_from": start}, start
 
-    def _write_checkpoint(self, snap: Snap, gen: int, router_specs: list[dict[str, Any]] | None = None) -> None:
+    def _write_checkpoint(self, snap: Snap, gen: int, router_specs: list[dict[str, Any]] | None = None,
+                          keyspace: list[tuple[Any, ...]] | None = None) -> None:
         """Rule 4: one topic's failure (its segment files cannot be written) never stops the
         checkpoint of the others."""
         stale: list[tuple[TState, segfiles.SegFile]] = []
@@ -204,7 +207,11 @@ class Checkpoints:
         epochs = dict(self.engine.epochs)
         ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs,
               "routers": router_specs or []}
+        ks_file = ""
+        if keyspace is not None:  # keyspacelog.py Rule 3: the file first, then its name
+            ck["keyspace"] = ks_file = keyspacelog.write_snapshot(self.data_dir, self.ops, keyspace, gen)
         self.ops.write_file(self.data_dir / recovery.CHECKPOINT, codec.encode_json(ck))
+        keyspacelog.remove_old(self.data_dir, self.ops, ks_file)
         self.entries = done
         self.ckpt_gen = gen
         for _topic, st, meta, _segs in snap:

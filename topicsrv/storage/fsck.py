@@ -11,8 +11,9 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.segments import DELETED, LOST, TRIMMED
-from topicsrv.storage import codec, frames, recovery, routerlog, segfiles
+from topicsrv.storage import codec, frames, keyspacelog, recovery, routerlog, segfiles
 from topicsrv.storage.walread import wal_files
 
 
@@ -75,6 +76,12 @@ def check(data_dir: Path, cold_dir: Path | None = None) -> Report:
             if problem:
                 rep.problems.append(f"{path.name}: frame at offset {got.offset}: {problem}")
             rep.router_frames += got.ftype in (frames.T_ROUTER, frames.T_APPEND_RC)
+    ks_file = ck.get("keyspace")
+    if isinstance(ks_file, str):
+        try:
+            keyspacelog.read_snapshot(data_dir / ks_file)
+        except (OSError, ValueError, struct.error) as exc:
+            rep.problems.append(f"checkpoint.json: keyspace file {ks_file}: {exc}")
     roots = [data_dir] + ([cold_dir] if cold_dir is not None else [])
     rep.routers = len(ck.get("routers", []))
     names = {t.get("name") for t in ck.get("topics", [])}
@@ -131,6 +138,8 @@ def _check_body(fr: frames.Frame) -> str | None:
                 pass
             if fr.ftype == frames.T_APPEND_RC:
                 codec.append_rc(fr.body)
+        elif fr.ftype == frames.T_KEYSPACE:
+            ks_ops.decode(fr.body)
         else:
             d = codec.decode_json(fr.body)
             if fr.ftype == frames.T_ROUTER and d["op"].get("op") not in ("put", "del"):

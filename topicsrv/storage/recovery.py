@@ -96,6 +96,9 @@ class Recovered:
     seconds: float = 0.0
     routers: list[Any] = field(default_factory=list)  # engine.routers.Router, linked to `topics`
     rederived: int = 0  # router copies re-derived (rederive.py)
+    # the keyspace (storage/keyspacelog.py replays it): the checkpoint's file, the WAL's frames
+    keyspace_file: str | None = None
+    keyspace: list[memoryview] = field(default_factory=list)
 
 
 _TOPIC_KEYS = {"name": str, "epoch": int, "type": str, "seq_base": int, "created_ts": int,
@@ -478,7 +481,9 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
     out.notes = wal.notes
     out.next_gen = max(wal.top_gen, gen0) + 1
     dropped: dict[tuple[str, int], Image] = {}
-    images, out.epochs = build_images(ck, wal.frames, dropped)
+    out.keyspace_file = ck.get("keyspace")
+    out.keyspace = [body for g, t, body in wal.frames if t == frames.T_KEYSPACE and g >= gen0]
+    images, out.epochs = build_images(ck, [f for f in wal.frames if f[1] != frames.T_KEYSPACE], dropped)
     out.damage = apply_cuts(images, out.epochs, wal.cuts)
     progress.frames_total = sum(len(img.ops) for img in images.values()
                                 if img.policy.recovery != "after_ready")

@@ -27,10 +27,11 @@ from topicsrv.engine import queues, restore
 from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.journal import NullJournal
+from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
-from topicsrv.storage import codec, frames, recovery, routerlog
+from topicsrv.storage import codec, frames, keyspacelog, recovery, routerlog
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.progress import Progress
@@ -58,8 +59,10 @@ class Storage(routerlog.RouterJournal, SegTasks):
         checkpoint_interval_s: float = 60.0,
         relocate_interval_s: float = 5.0,
         ops: OsOps | None = None,
+        keyspace_class: str = "disk",
     ) -> None:
         self.engine = engine
+        self.keyspace_class = keyspace_class  # storage/keyspacelog.py Rule 1
         self.data_dir = Path(data_dir)
         self.cold_dir = Path(cold_dir) if cold_dir is not None else None
         self.nshards = shards
@@ -128,6 +131,9 @@ class Storage(routerlog.RouterJournal, SegTasks):
             state_of(self.engine.topics[router.spec.dest], self.nshards).router = router
         for name, epoch in rec.epochs.items():
             self.engine.epochs[name] = max(self.engine.epochs.get(name, 0), epoch)
+        kept, expired = keyspacelog.restore(self.engine.keyspace, self.data_dir,
+                                            {"keyspace": rec.keyspace_file}, rec.keyspace, now)
+        log.info("recovered %d string keys (%d had expired)", kept, expired)
         self.pending = rec.pending
         self.recovered = rec
         for note in rec.notes:
@@ -239,6 +245,13 @@ class Storage(routerlog.RouterJournal, SegTasks):
         if pol.ack == "enqueue" and last > st.ceil_durable:
             return Token(commit, False)
         return None
+
+    def keyspace_changed(self, op: list[tuple[Any, ...]]) -> Token | None:
+        """One keyspace operation under the keyspace's class (keyspacelog.py Rules 1-2)."""
+        if self.keyspace_class == "memory":
+            return None
+        commit = self.shards[keyspacelog.SHARD].enqueue(frames.encode(frames.T_KEYSPACE, ks_ops.encode(op)))
+        return Token(commit, True) if self.keyspace_class == "fsync" else None
 
     def _control(self, topic: Topic, ftype: int, obj: dict[str, Any], gated: bool) -> Token | None:
         _, sh = self._shard(topic)

@@ -136,7 +136,7 @@ class Claims:
     def _timeout(self, name: str, remaining: float) -> float:
         """How long to wait before looking again: the long poll's end, or sooner when a lease
         deadline or a nack delay passes meanwhile (no write wakes us for those)."""
-        topic = self.engine.find(name)
+        topic = self.engine.topics.get(name)
         if topic is None or topic.type != "queue":
             return min(remaining, 0.05)
         now = self.engine.now()

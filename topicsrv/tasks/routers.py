@@ -121,7 +121,7 @@ class Routers:
     def changed(self, name: str) -> None:
         """`name` changed: start workers of new routers touching it, wake the ones that wait."""
         if self._nursery is not None:
-            topic = self.engine.find(name)
+            topic = self.engine.topics.get(name)
             if topic is not None:
                 inbound = topic.ext.get("router_in")
                 for router in (*topic.ext.get("router_out", ()), *((inbound,) if inbound else ())):

@@ -21,6 +21,7 @@ from typing import Any
 
 import trio
 
+from topicsrv.engine.keyspace.values import refcount, string_usage
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     NO_REPLY,
@@ -101,7 +102,12 @@ def memory_usage(ctx: CommandContext, args: list[bytes]) -> Any:
                 raise Err(SYNTAX)
         else:
             raise Err(SYNTAX)
-    topic = ctx.engine.topics.get(key_name(args[0]))
+    name = key_name(args[0])
+    ks = ctx.engine.keyspace
+    kind = ks.kind(name)
+    if kind == "string":
+        return string_usage(name, ks.strings[name], ks.encoding(name))
+    topic = ctx.engine.topics.get(name) if kind else None
     if topic is None:
         return None
     return 256 + len(topic.name) + topic.bytes + RECORD_OVERHEAD * topic.count
@@ -127,19 +133,36 @@ def _object(name: str, summary: str) -> Any:
                    syntax="key:key")
 
 
+def _kind(ctx: CommandContext, key: bytes) -> tuple[str, str | None]:
+    name = key_name(key)
+    return name, ctx.engine.keyspace.kind(name)
+
+
 @_object("encoding", "Inspect the internal encoding of a Redis object")
 def object_encoding(ctx: CommandContext, args: list[bytes]) -> Any:
-    return b"stream" if key_name(args[0]) in ctx.engine.topics else None
+    name, kind = _kind(ctx, args[0])
+    if kind == "string":
+        return ctx.engine.keyspace.encoding(name).encode()
+    return b"stream" if kind else None
 
 
 @_object("refcount", "Get the number of references to the value of the key")
 def object_refcount(ctx: CommandContext, args: list[bytes]) -> Any:
-    return 1 if key_name(args[0]) in ctx.engine.topics else None
+    name, kind = _kind(ctx, args[0])
+    if kind == "string":
+        ks = ctx.engine.keyspace
+        return refcount(ks.strings[name], ks.encoding(name))
+    return 1 if kind else None
 
 
 @_object("idletime", "Get the time since a Redis object was last accessed")
 def object_idletime(ctx: CommandContext, args: list[bytes]) -> Any:
-    topic = ctx.engine.topics.get(key_name(args[0]))
+    name, kind = _kind(ctx, args[0])
+    if kind == "string":
+        ks = ctx.engine.keyspace
+        now = ctx.engine.now()
+        return max(0, (now - ks.access.get(name, now)) // 1000)
+    topic = ctx.engine.topics.get(name) if kind else None
     if topic is None:
         return None
     last = topic.last_write_ts
@@ -148,7 +171,7 @@ def object_idletime(ctx: CommandContext, args: list[bytes]) -> Any:
 
 @_object("freq", "Get the logarithmic access frequency counter of a Redis object")
 def object_freq(ctx: CommandContext, args: list[bytes]) -> Any:
-    if key_name(args[0]) not in ctx.engine.topics:
+    if _kind(ctx, args[0])[1] is None:
         return None
     raise Err("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please "
               "note that when switching between policies at runtime LRU and LFU data will take "

@@ -107,7 +107,13 @@ def _persistence(ctx: CommandContext) -> Section:
         ("rdb_saves", 0), ("aof_enabled", aof), ("aof_rewrite_in_progress", 0),
         ("aof_rewrite_scheduled", 0), ("aof_last_bgrewrite_status", "ok"), ("aof_rewrites", 0),
         ("aof_last_write_status", "ok"), ("module_fork_in_progress", 0),
+        ("keyspace_durability", _keyspace_class(ctx)),
     ]
+
+
+def _keyspace_class(ctx: CommandContext) -> str:
+    """The string keys' class (storage/keyspacelog.py); `none` when nothing is stored."""
+    return ctx.server.config.keyspace_durability if ctx.server.config.storage else "none"
 
 
 def _stats(ctx: CommandContext) -> Section:
@@ -161,8 +167,10 @@ def _errorstats(ctx: CommandContext) -> Section:
 
 
 def _keyspace(ctx: CommandContext) -> Section:
-    n = len(ctx.engine.topics)
-    return [("db0", f"keys={n},expires=0,avg_ttl=0")] if n else []
+    ks = ctx.engine.keyspace
+    n = ks.size()
+    avg = ks.expiry.avg_ttl(ctx.engine.now())
+    return [("db0", f"keys={n},expires={len(ks.expiry)},avg_ttl={avg}")] if n else []
 
 
 def _none(ctx: CommandContext) -> Section:

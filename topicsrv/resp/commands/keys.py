@@ -1,10 +1,11 @@
-"""Keyspace commands: TYPE EXISTS DEL UNLINK KEYS SCAN (a key is a topic; every topic is a
-`stream`).
+"""Keyspace commands: TYPE EXISTS DEL UNLINK KEYS SCAN over both kinds of key (a topic is a
+`stream`, topicsrv/engine/keyspace holds the strings); expiry and RENAME/COPY are expire.py's.
 
-Rule 1: DEL/UNLINK delete whole topics (like HTTP DELETE): readers of a recreated topic get
-the `recreated` tombstone. The reply waits for the storage commit of every delete.
+Rule 1: DEL/UNLINK delete strings and whole topics (a topic as HTTP DELETE: readers of a
+recreated topic get the `recreated` tombstone). The reply waits for the storage commit.
 Rule 2: SCAN's cursor is the last returned name encoded as an integer (`0` = start/end), so an
-iteration returns every topic that exists throughout it, even while others come and go.
+iteration returns every key that exists throughout it, even while others come and go; the
+two kinds are merged in byte order. An expired key is never returned (keyspace Rule 3).
 Rule 3: patterns are Redis globs (`*`, `?`, `[a-z]`, `[^x]`, `\\` escapes), matched by
 topicsrv/engine/glob.py in O(len(pattern) * len(name)): no pattern can stall the server.
 """
@@ -16,6 +17,7 @@ from itertools import islice
 from typing import Any
 
 from topicsrv.engine.glob import PatternTooLong, compile_glob
+from topicsrv.engine.keyspace import strings as ops
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     CommandContext,
@@ -45,33 +47,27 @@ def _matcher(pattern: bytes) -> Callable[[bytes], bool]:
 
 @_cmd("type", 2, ["readonly", "fast"], 1, 1, "Determine the type stored at key", "key:key")
 def type_(ctx: CommandContext, args: list[bytes]) -> Any:
-    return Simple("stream" if ctx.engine.find(key_name(args[0])) is not None else "none")
+    return Simple(ctx.engine.keyspace.kind(key_name(args[0])) or "none")
 
 
 @_cmd("exists", -2, ["readonly", "fast"], 1, -1, "Determine if a key exists", "key:key...")
 def exists(ctx: CommandContext, args: list[bytes]) -> Any:
-    return sum(1 for a in args if ctx.engine.find(key_name(a)) is not None)
+    ks = ctx.engine.keyspace
+    return sum(1 for a in args if ks.kind(key_name(a)) is not None)
 
 
 def _delete(ctx: CommandContext, args: list[bytes]) -> Any:
-    n = 0
-    token = None
-    for a in args:
-        name = key_name(a)
-        if ctx.engine.find(name) is not None:
-            _, t = ctx.engine.delete_topic(name)
-            token = t or token
-            n += 1
+    n, token = ops.delete(ctx.engine.keyspace, [key_name(a) for a in args])
     return committed(token, n)
 
 
-@_cmd("del", -2, ["write"], 1, -1, "Delete a key (a whole topic)", "key:key...")
+@_cmd("del", -2, ["write"], 1, -1, "Delete a key (a string, or a whole topic)", "key:key...")
 def del_(ctx: CommandContext, args: list[bytes]) -> Any:
     return _delete(ctx, args)
 
 
-@_cmd("unlink", -2, ["write", "fast"], 1, -1, "Delete a key (a whole topic)", "key:key...",
-      since="4.0.0")
+@_cmd("unlink", -2, ["write", "fast"], 1, -1, "Delete a key (a string, or a whole topic)",
+      "key:key...", since="4.0.0")
 def unlink(ctx: CommandContext, args: list[bytes]) -> Any:
     return _delete(ctx, args)
 
@@ -79,7 +75,7 @@ def unlink(ctx: CommandContext, args: list[bytes]) -> Any:
 @_cmd("keys", 2, ["readonly"], 0, 0, "Find all keys matching the given pattern", "pattern:pattern")
 def keys(ctx: CommandContext, args: list[bytes]) -> Any:
     match = _matcher(args[0])
-    return [k for k in (n.encode("latin-1") for n in ctx.engine.topics) if match(k)]
+    return [k for k in (n.encode("latin-1") for n in ctx.engine.keyspace.names()) if match(k)]
 
 
 def _cursor_name(cursor: int) -> str | None:
@@ -118,15 +114,14 @@ def scan(ctx: CommandContext, args: list[bytes]) -> Any:
         else:
             raise a.syntax_error()
     after = _cursor_name(cursor)
-    topics = ctx.engine.topics
-    it = topics.irange(minimum=after, inclusive=(False, False)) if after is not None else iter(topics)
-    names = list(islice(it, count + 1))
+    ks = ctx.engine.keyspace
+    names = list(islice(ks.names(after), count + 1))
     nxt = _name_cursor(names[count - 1]) if len(names) > count else b"0"
     names = names[:count]
     found = [n.encode("latin-1") for n in names]
     if pattern is not None:
         match = _matcher(pattern)
         found = [k for k in found if match(k)]
-    if kind is not None and kind != b"stream":
-        found = []
+    if kind is not None:
+        found = [k for k in found if ks.kind(key_name(k)) == kind.decode("latin-1")]
     return [nxt, found]

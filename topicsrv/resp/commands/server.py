@@ -285,7 +285,7 @@ def config_resetstat(ctx: CommandContext, args: list[bytes]) -> Any:
 
 @_cmd("dbsize", 1, ["readonly", "fast"], "Return the number of keys in the selected database")
 def dbsize(ctx: CommandContext, args: list[bytes]) -> Any:
-    return len(ctx.engine.topics)
+    return ctx.engine.keyspace.size()
 
 
 @_cmd("time", 1, ["loading", "stale", "fast"], "Return the current server time", since="2.6.0")
@@ -298,22 +298,24 @@ async def _flush_all(ctx: CommandContext, args: list[bytes]) -> Any:
     if len(args) > 1 or (args and args[0].lower() not in (b"async", b"sync")):
         raise Err(SYNTAX)
     engine = ctx.engine
-    tokens = []
+    engine.journal.check_writable(None)
+    tokens = [engine.keyspace.commit([("f",)])]
     for name in list(engine.topics):
         _, token = engine.delete_topic(name)
         if token is not None:
             tokens.append(token)
     for token in tokens:
-        await token.wait()
+        if token is not None:
+            await token.wait()
     return Simple("OK")
 
 
-@_cmd("flushdb", -1, ["write"], "Remove all keys (topics) from the current database",
+@_cmd("flushdb", -1, ["write"], "Remove all keys from the current database",
       "[(ASYNC|SYNC)]")
 async def flushdb(ctx: CommandContext, args: list[bytes]) -> Any:
     return await _flush_all(ctx, args)
 
 
-@_cmd("flushall", -1, ["write"], "Remove all keys (topics) from all databases", "[(ASYNC|SYNC)]")
+@_cmd("flushall", -1, ["write"], "Remove all keys from all databases", "[(ASYNC|SYNC)]")
 async def flushall(ctx: CommandContext, args: list[bytes]) -> Any:
     return await _flush_all(ctx, args)

@@ -1,0 +1,206 @@
+"""The keyspace (topicsrv/engine/keyspace): strings beside topics, one expiry index, WRONGTYPE
+both ways, one journaled operation per mutation, Redis's value rules; on a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from topicsrv.clock import FakeClock
+from topicsrv.engine import Engine
+from topicsrv.engine.journal import NullJournal
+from topicsrv.engine.keyspace import ops, values
+from topicsrv.engine.keyspace import strings as ks_ops
+from topicsrv.engine.keyspace.expiry import ExpiryIndex
+from topicsrv.engine.records import prepare_json
+from topicsrv.errors import TopicsError
+from topicsrv.resp.commands.lcs import lcs_reply
+
+
+class Recording(NullJournal):
+    def __init__(self) -> None:
+        self.ops: list[list[tuple[Any, ...]]] = []
+        self.dropped: list[str] = []
+
+    def keyspace_changed(self, op: list[tuple[Any, ...]]) -> None:  # type: ignore[override]
+        self.ops.append(list(op))
+
+    def topic_dropped(self, name: str, epoch: int) -> None:
+        self.dropped.append(name)
+
+
+def _engine() -> tuple[Engine, FakeClock, Recording]:
+    clock = FakeClock()
+    journal = Recording()
+    return Engine(clock, journal), clock, journal
+
+
+def test_set_get_and_one_operation_per_mutation() -> None:
+    e, _, j = _engine()
+    ks = e.keyspace
+    ks_ops.put(ks, [("a", b"1"), ("b", b"x")])
+    assert ks.get("a") == b"1" and ks.get("b") == b"x"
+    assert len(j.ops) == 1 and [c[0] for c in j.ops[0]] == ["s", "s"]
+    ks_ops.incr_by(ks, "a", 41)
+    assert ks.get("a") == b"42" and j.ops[-1] == [("s", "a", b"42", 0, "")]
+    assert ks_ops.delete(ks, ["a", "a", "nope"])[0] == 1
+    assert j.ops[-1] == [("d", "a")] and len(j.ops) == 3
+
+
+def test_lazy_expiry_on_the_fake_clock_journals_the_delete() -> None:
+    e, clock, j = _engine()
+    ks = e.keyspace
+    ks_ops.put(ks, [("k", b"v")], clock.now_ms() + 1000)
+    clock.advance(999)
+    assert ks.get("k") == b"v"
+    clock.advance(1)
+    assert ks.get("k") is None and ks.kind("k") is None
+    assert j.ops[-1] == [("d", "k")] and ks.stats["expired_keys"] == 1
+    assert len(ks.expiry) == 0 and ks.size() == 0
+
+
+def test_active_expiry_is_bounded_per_tick() -> None:
+    e, clock, _ = _engine()
+    ks = e.keyspace
+    for i in range(500):
+        ks_ops.put(ks, [(f"k{i}", b"v")], clock.now_ms() + 10)
+    ks_ops.put(ks, [("later", b"v")], clock.now_ms() + 10_000)
+    clock.advance(10)
+    assert ks.active_expire() == 200  # ACTIVE_BUDGET heap pops
+    assert len(ks.strings) == 301
+    assert ks.active_expire() == 200 and ks.active_expire() == 100 and ks.active_expire() == 0
+    assert list(ks.strings) == ["later"]
+
+
+def test_expiry_index_skips_stale_heap_pairs() -> None:
+    idx = ExpiryIndex()
+    idx.set("a", 5)
+    idx.set("a", 50)  # the (5, a) pair is stale now
+    idx.set("b", 7)
+    idx.clear("b")
+    assert idx.due(10, 100) == [] and idx.due(50, 100) == ["a"]
+
+
+def test_topic_expiry_deletes_it_as_del() -> None:
+    e, clock, j = _engine()
+    ks = e.keyspace
+    e.write("t", [prepare_json({"data": 1})])
+    epoch = e.topics["t"].epoch
+    assert ks_ops.set_deadline(ks, "t", clock.now_ms() + 100, False, False, False, False)[0] == 1
+    assert j.ops[-1] == [("x", "t", clock.now_ms() + 100, epoch)]
+    clock.advance(100)
+    assert ks.kind("t") is None and "t" not in e.topics and j.dropped == ["t"]
+    e.write("t", [prepare_json({"data": 2})])  # a new incarnation: no TTL, a new epoch
+    assert e.topics["t"].epoch == epoch + 1 and ks.deadline("t") is None
+
+
+def test_del_of_a_topic_clears_its_ttl() -> None:
+    e, clock, _ = _engine()
+    e.write("t", [prepare_json({"data": 1})])
+    ks_ops.set_deadline(e.keyspace, "t", clock.now_ms() + 100, False, False, False, False)
+    assert ks_ops.delete(e.keyspace, ["t"])[0] == 1
+    e.write("t", [prepare_json({"data": 1})])
+    clock.advance(1000)
+    assert e.keyspace.kind("t") == "stream"
+
+
+def test_wrongtype_both_ways() -> None:
+    e, _, _ = _engine()
+    ks = e.keyspace
+    ks_ops.put(ks, [("s", b"v")])
+    e.write("t", [prepare_json({"data": 1})])
+    with pytest.raises(TopicsError) as exc:
+        e.write("s", [prepare_json({"data": 1})])
+    assert exc.value.resp_line() == "WRONGTYPE Operation against a key holding the wrong kind of value"
+    assert exc.value.status == 409 and exc.value.code == "key_type_conflict"
+    with pytest.raises(TopicsError):
+        e.put_topic("s", {})
+    with pytest.raises(TopicsError) as exc:
+        ks.get("t")
+    assert exc.value.resp_prefix == "WRONGTYPE"
+    with pytest.raises(TopicsError):
+        ks_ops.incr_by(ks, "t", 1)
+
+
+def test_set_over_a_topic_replaces_it() -> None:
+    e, _, j = _engine()
+    e.write("t", [prepare_json({"data": 1})])
+    ks_ops.put(e.keyspace, [("t", b"now a string")])
+    assert "t" not in e.topics and e.keyspace.get("t") == b"now a string" and j.dropped == ["t"]
+
+
+def test_rename_and_copy_keep_ttl_and_refuse_topics() -> None:
+    e, clock, _ = _engine()
+    ks = e.keyspace
+    ks_ops.put(ks, [("a", b"v")], clock.now_ms() + 500)
+    assert ks_ops.rename(ks, "a", "b", False)[0] == 1
+    assert ks.get("a") is None and ks.deadline("b") == clock.now_ms() + 500
+    assert ks_ops.copy(ks, "b", "c", False)[0] == 1 and ks.deadline("c") == clock.now_ms() + 500
+    e.write("t", [prepare_json({"data": 1})])
+    with pytest.raises(TopicsError) as exc:
+        ks_ops.rename(ks, "t", "u", False)
+    assert "RENAME of a topic" in exc.value.message
+
+
+@pytest.mark.parametrize(("value", "enc"), [
+    (b"0", "int"), (b"-9223372036854775808", "int"), (b"9223372036854775808", "embstr"),
+    (b"01", "embstr"), (b"-0", "embstr"), (b"+1", "embstr"), (b" 1", "embstr"),
+    (b"x" * 44, "embstr"), (b"x" * 45, "raw"),
+])
+def test_encoding(value: bytes, enc: str) -> None:
+    assert values.encoding(value) == enc
+
+
+@pytest.mark.parametrize(("start", "incr", "out"), [
+    (b"0", b"0.1", b"0.1"), (b"0.1", b"0.2", b"0.3"), (b"10.5", b"0.1", b"10.6"),
+    (b"3.0e3", b"200", b"3200"), (b"5.0e3", b"2.0e2", b"5200"), (b"1", b"-1", b"0"),
+    (b"0", b"1.5e10", b"15000000000"),
+])
+def test_incrbyfloat_formats_as_redis(start: bytes, incr: bytes, out: bytes) -> None:
+    a, b = values.parse_ld(start), values.parse_ld(incr)
+    assert a is not None and b is not None
+    total = values.add_ld(a, b)
+    assert total is not None and values.format_ld(total) == out
+
+
+def test_floats_redis_refuses() -> None:
+    for bad in (b"", b" 1", b"1 ", b"abc", b"nan", b"1e"):
+        assert values.parse_ld(bad) is None
+    big = values.parse_ld(b"1e4932")
+    assert big is not None and values.add_ld(big, big) is None  # overflow to inf
+
+
+def test_append_setrange_limits() -> None:
+    e, _, _ = _engine()
+    ks = e.keyspace
+    assert ks_ops.append(ks, "a", b"123", 10)[0] == 3 and ks.encoding("a") == "int"
+    assert ks_ops.append(ks, "a", b"4", 10)[0] == 4 and ks.encoding("a") == "raw"
+    with pytest.raises(TopicsError) as exc:
+        ks_ops.append(ks, "a", b"x" * 7, 10)
+    assert exc.value.message == "string exceeds maximum allowed size (proto-max-bulk-len)"
+    assert ks_ops.setrange(ks, "b", 3, b"hi", 10)[0] == 5 and ks.get("b") == b"\0\0\0hi"
+    assert ks_ops.setrange(ks, "none", 0, b"", 10) == (0, None) and ks.kind("none") is None
+
+
+def test_getrange_table() -> None:
+    v = b"This is a string"
+    assert ks_ops.getrange(v, 0, 3) == b"This"
+    assert ks_ops.getrange(v, -3, -1) == b"ing"
+    assert ks_ops.getrange(v, 0, -1) == v
+    assert ks_ops.getrange(v, 10, 100) == b"string"
+    assert ks_ops.getrange(v, -1, -5) == b"" and ks_ops.getrange(b"", 0, -1) == b""
+
+
+def test_lcs_as_redis() -> None:
+    assert lcs_reply(b"ohmytext", b"mynewtext", False, False, 0, False) == b"mytext"
+    assert lcs_reply(b"ohmytext", b"mynewtext", True, False, 0, False) == 6
+    assert lcs_reply(b"ohmytext", b"mynewtext", False, True, 4, True) == {
+        b"matches": [[[4, 7], [5, 8], 4]], b"len": 6}
+
+
+def test_ops_codec_round_trip_and_damage() -> None:
+    op: ops.Op = [("f",), ("s", "k\xff", b"\x00bin", 123, "raw"), ("x", "t", 9, 2), ("d", "k\xff")]
+    assert ops.decode(ops.encode(op)) == op
+    with pytest.raises(ValueError):
+        ops.decode(ops.encode(op)[:-1])

@@ -1,0 +1,103 @@
+"""Keyspace operations: the unit the keyspace journals, and their binary codec (sans-IO).
+
+One command's mutation of the keyspace is ONE operation, a list of changes applied in order:
+
+    ("s", key, value, deadline, enc)  put a string (deadline 0 = none; enc "" = derived)
+    ("d", key)                         delete a string key
+    ("x", key, deadline, epoch)        set (deadline > 0) or remove (0) the TTL of a key; for a
+                                       topic `epoch` names the incarnation it applies to, 0 for
+                                       a string
+    ("f",)                             flush every string key and TTL
+
+Rule 1: replaying an operation's changes in order from a state reproduces the state after the
+command (the changes are results, never commands: INCR journals the new value, EXPIRE the
+absolute deadline), so replay needs no clock and is idempotent over a prefix it already has.
+Rule 2: the codec is length-prefixed and binary-safe; `decode` raises ValueError on any
+malformed body (storage checks checksums first; `topicsrv check` reports the error).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+Change = tuple[Any, ...]
+Op = list[Change]
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_ENC = {"": 0, "raw": 1, "embstr": 2}
+_ENC_NAMES = {v: k for k, v in _ENC.items()}
+
+
+def _key(k: str) -> bytes:
+    raw = k.encode("latin-1")
+    return _U32.pack(len(raw)) + raw
+
+
+def encode(op: Op) -> bytes:
+    out: list[bytes] = []
+    for ch in op:
+        kind = ch[0]
+        if kind == "s":
+            value = ch[2]
+            out += [b"s", _key(ch[1]), _U64.pack(ch[3]), bytes((_ENC[ch[4]],)),
+                    _U32.pack(len(value)), value]
+        elif kind == "d":
+            out += [b"d", _key(ch[1])]
+        elif kind == "x":
+            out += [b"x", _key(ch[1]), _U64.pack(ch[2]), _U64.pack(ch[3])]
+        elif kind == "f":
+            out.append(b"f")
+        else:
+            raise ValueError(f"unknown keyspace change {kind!r}")
+    return b"".join(out)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes | memoryview) -> None:
+        self.buf = bytes(buf)
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        end = self.pos + n
+        if end > len(self.buf):
+            raise ValueError("truncated keyspace operation")
+        out = self.buf[self.pos:end]
+        self.pos = end
+        return out
+
+    def u32(self) -> int:
+        return int(_U32.unpack(self.take(4))[0])
+
+    def u64(self) -> int:
+        return int(_U64.unpack(self.take(8))[0])
+
+    def key(self) -> str:
+        return self.take(self.u32()).decode("latin-1")
+
+
+def decode(body: bytes | memoryview) -> Op:
+    r = _Reader(body)
+    op: Op = []
+    while r.pos < len(r.buf):
+        kind = r.take(1)
+        if kind == b"s":
+            key = r.key()
+            deadline = r.u64()
+            enc_code = r.take(1)[0]
+            if enc_code not in _ENC_NAMES:
+                raise ValueError(f"unknown string encoding {enc_code}")
+            op.append(("s", key, r.take(r.u32()), deadline, _ENC_NAMES[enc_code]))
+        elif kind == b"d":
+            op.append(("d", r.key()))
+        elif kind == b"x":
+            key = r.key()
+            op.append(("x", key, r.u64(), r.u64()))
+        elif kind == b"f":
+            op.append(("f",))
+        else:
+            raise ValueError(f"unknown keyspace change {kind!r}")
+    return op

@@ -1,0 +1,224 @@
+"""The keyspace: string keys beside the engine's topics, one expiry index for both kinds.
+
+Rule 1 (one keyspace): a name is a topic (in `host.topics`) or a string (in `strings`), never
+both; `kind` is the only type test and `wrongtype()` the only WRONGTYPE error (RESP prefix
+WRONGTYPE, HTTP 409 `key_type_conflict`).
+Rule 2 (one write path): every mutation of strings or TTLs is ONE operation (engine/keyspace/
+ops.py) passed to `commit`, which checks that storage accepts writes, applies it, journals it
+once (`journal.keyspace_changed`) and tells the engine's listeners each key it touched (WATCH,
+waiters). Recovery replays the same operations through `apply`.
+Rule 3 (expiry): an expired key is never visible: every lookup first runs `expire_if_due` on
+its name (lazy expiry), and `active_expire` reclaims at most `budget` due keys per tick
+(engine/keyspace/expiry.py Rule 2). Expiring a string journals its delete; expiring a topic
+deletes it exactly as DEL (`host.delete_topic`: readers of a recreated name get `recreated`).
+Counts (DBSIZE, INFO keyspace, KEYS, SCAN, RANDOMKEY) reap every due key first: work
+proportional to the keys that expired, never a scan of the map.
+Rule 4: sans-IO and synchronous like the rest of the engine; time comes from `host.now()`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sortedcontainers import SortedDict
+
+from topicsrv.engine.keyspace.expiry import ExpiryIndex
+from topicsrv.engine.keyspace.ops import Op
+from topicsrv.errors import TopicsError
+
+if TYPE_CHECKING:
+    from topicsrv.engine.journal import CommitToken, Journal
+
+WRONGTYPE_TEXT = "Operation against a key holding the wrong kind of value"
+ACTIVE_BUDGET = 200  # heap pops per active-expiry tick (Rule 3)
+STRING, STREAM = "string", "stream"
+
+
+def wrongtype(name: str | None = None) -> TopicsError:
+    """The one type error (Rule 1)."""
+    detail = {"key": name} if name is not None else None
+    return TopicsError("key_type_conflict", WRONGTYPE_TEXT, detail, resp_prefix="WRONGTYPE")
+
+
+class Host(Protocol):
+    """What the keyspace needs of the engine (a narrow view of engine/core.py's Engine)."""
+
+    topics: SortedDict
+    journal: Journal
+
+    def now(self) -> int: ...
+
+    def notify(self, name: str) -> None: ...
+
+    def delete_topic(self, name: str) -> tuple[Any, CommitToken | None]: ...
+
+
+class Keyspace:
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.strings: SortedDict = SortedDict()  # name -> bytes
+        self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
+        self.access: dict[str, int] = {}  # name -> last access ms (OBJECT IDLETIME)
+        self.expiry = ExpiryIndex()
+        self.stats = {"expired_keys": 0, "expired_topics": 0, "string_writes": 0}
+
+    # ---- lookups (Rule 3: each runs lazy expiry first) -------------------------------------
+
+    def expire_if_due(self, name: str, now: int | None = None) -> bool:
+        """Delete `name` if its deadline passed; True when it did (the key is gone)."""
+        deadline = self.expiry.deadlines.get(name)
+        if deadline is None:
+            return False
+        if now is None:
+            now = self.host.now()
+        if deadline > now:
+            return False
+        return self._expire(name)
+
+    def _expire(self, name: str) -> bool:
+        if name in self.strings:
+            try:
+                self.commit([("d", name)])
+            except TopicsError:  # storage refuses writes: hide it anyway; replay drops it too
+                self.apply([("d", name)])
+                self.host.notify(name)
+            self.stats["expired_keys"] += 1
+            return True
+        if name in self.host.topics:
+            deadline = self.expiry.deadlines.pop(name)  # delete_topic looks the name up
+            try:
+                self.host.delete_topic(name)
+            except TopicsError:
+                self.expiry.set(name, deadline)
+                return False  # storage refuses writes: retried on the next tick
+            self.stats["expired_keys"] += 1
+            self.stats["expired_topics"] += 1
+            return True
+        self.expiry.clear(name)
+        return False
+
+    def kind(self, name: str) -> str | None:
+        """"string", "stream" or None (after lazy expiry)."""
+        if self.expiry.deadlines and self.expire_if_due(name):
+            return None
+        if name in self.strings:
+            return STRING
+        return STREAM if name in self.host.topics else None
+
+    def get(self, name: str) -> bytes | None:
+        """A string's value; None when the key does not exist; WRONGTYPE for a topic."""
+        if self.expiry.deadlines and self.expire_if_due(name):
+            return None
+        value: bytes | None = self.strings.get(name)
+        if value is None:
+            if name in self.host.topics:
+                raise wrongtype(name)
+            return None
+        self.access[name] = self.host.now()
+        return value
+
+    def deadline(self, name: str) -> int | None:
+        return self.expiry.get(name)
+
+    def encoding(self, name: str) -> str:
+        from topicsrv.engine.keyspace.values import encoding
+
+        override = self.enc.get(name)
+        return override if override is not None else encoding(self.strings[name])
+
+    def reap(self, limit: int | None = None) -> int:
+        """Delete due keys: all of them (`limit` None: before a count) or at most `limit` heap
+        pops (the active tick). Returns how many keys expired."""
+        now = self.host.now()
+        budget = limit if limit is not None else len(self.expiry.heap) + 1
+        n = 0
+        for name in self.expiry.due(now, budget):
+            if self._expire(name):
+                n += 1
+        return n
+
+    def active_expire(self) -> int:
+        return self.reap(ACTIVE_BUDGET) if self.expiry.deadlines else 0
+
+    def size(self) -> int:
+        """DBSIZE: live keys of both kinds (due keys reaped first, Rule 3)."""
+        if self.expiry.deadlines:
+            self.reap()
+        return len(self.strings) + len(self.host.topics)
+
+    def names(self, after: str | None = None) -> Any:
+        """Every key name (strings and topics) in byte order, after `after` (exclusive)."""
+        from heapq import merge
+
+        if self.expiry.deadlines:
+            self.reap()
+        a = self.strings.irange(minimum=after, inclusive=(False, False)) if after is not None \
+            else iter(self.strings)
+        topics = self.host.topics
+        b = topics.irange(minimum=after, inclusive=(False, False)) if after is not None \
+            else iter(topics)
+        return merge(a, b)
+
+    # ---- the write path (Rule 2) -----------------------------------------------------------
+
+    def commit(self, op: Op) -> CommitToken | None:
+        journal = self.host.journal
+        journal.check_writable(None)
+        self.apply(op)
+        token = journal.keyspace_changed(op)
+        self.stats["string_writes"] += 1
+        for ch in op:
+            if ch[0] != "f":
+                self.host.notify(ch[1])
+        return token
+
+    def apply(self, op: Op) -> None:
+        """Apply an operation's changes in memory (the live path and recovery's replay)."""
+        strings, expiry = self.strings, self.expiry
+        for ch in op:
+            kind = ch[0]
+            if kind == "s":
+                name = ch[1]
+                strings[name] = ch[2]
+                if ch[4]:
+                    self.enc[name] = ch[4]
+                else:
+                    self.enc.pop(name, None)
+                if ch[3]:
+                    expiry.set(name, ch[3])
+                else:
+                    expiry.clear(name)
+            elif kind == "d":
+                name = ch[1]
+                if strings.pop(name, None) is not None:
+                    self.enc.pop(name, None)
+                    self.access.pop(name, None)
+                    expiry.clear(name)
+            elif kind == "x":
+                name, deadline, epoch = ch[1], ch[2], ch[3]
+                topic = self.host.topics.get(name)
+                if topic is not None and topic.epoch != epoch:
+                    continue  # a TTL of an earlier incarnation of the topic (ops.py)
+                if topic is None and name not in strings:
+                    continue
+                if deadline:
+                    expiry.set(name, deadline)
+                else:
+                    expiry.clear(name)
+            elif kind == "f":
+                strings.clear()
+                self.enc.clear()
+                self.access.clear()
+                expiry.reset()
+            else:
+                raise ValueError(f"unknown keyspace change {kind!r}")
+
+    def topic_dropped(self, name: str) -> None:
+        """A topic left the keyspace (DEL, expiry, FLUSHDB): its TTL goes with it (as Redis's
+        DEL), in memory; its frames carry the epoch, so replay never applies it to a new one."""
+        self.expiry.clear(name)
+
+    def ttl_change(self, name: str, deadline: int) -> Op:
+        """The change that sets (deadline > 0) or removes (0) the TTL of an existing key."""
+        topic = self.host.topics.get(name)
+        return [("x", name, deadline, 0 if topic is None else topic.epoch)]
