@@ -16,6 +16,7 @@ from typing import Any
 from topicsrv.resp.commands.admin import DUMP_REFUSED
 from topicsrv.resp.commands.base import CommandContext, Err, Simple, command, container
 from topicsrv.resp.commands.scripts import kill, make_caller, run_script, split_keys, work
+from topicsrv.scripting.functions import FLAGS
 from topicsrv.scripting.lua import Run, ScriptError
 from topicsrv.scripting.service import scripting_of
 
@@ -145,6 +146,12 @@ def function_flush(ctx: CommandContext, args: list[bytes]) -> Any:
     return OK
 
 
+def _flags(ctx: CommandContext, flags: tuple[str, ...]) -> Any:
+    """Redis's flag order (its flag table's) under RESP2; a set under RESP3."""
+    ordered = [Simple(x) for x in FLAGS if x in flags]
+    return set(ordered) if ctx.resp3 else ordered
+
+
 def _glob(pattern: bytes, text: bytes) -> bool:
     from fnmatch import fnmatchcase
 
@@ -176,7 +183,7 @@ def function_list(ctx: CommandContext, args: list[bytes]) -> Any:
         entry: dict[str, Any] = {
             "library_name": lib.name, "engine": "LUA",
             "functions": [{"name": f.name, "description": f.description,
-                           "flags": set(f.flags)} for f in lib.functions.values()],
+                           "flags": _flags(ctx, f.flags)} for f in lib.functions.values()],
         }
         if withcode:
             entry["library_code"] = lib.code
