@@ -82,6 +82,11 @@ def test_errors(differ: Any, key: str, proto: int) -> None:
         S("EVAL", "return 1", "-1"), S("EVAL", "return 1", "2", "a"), S("EVAL", "return 1", "x"),
         S("EVAL", "return 1"), S("EVALSHA", "abc", "0"),
         S("EVAL", "return (", "0"),
+        S("EVAL", "return redis.call()", "0"),
+        S("EVAL", "return {redis.acl_check_cmd('set', 'a', 'b'), redis.acl_check_cmd('get')}",
+          "0"),
+        S("EVAL", "return redis.acl_check_cmd('nosuch')", "0"),
+        S("EVAL", "return redis.acl_check_cmd()", "0"),
         S("SCRIPT", "KILL"), S("FUNCTION", "KILL"), S("SCRIPT", "NOSUCH"),
         S("PING"),
     ], proto)

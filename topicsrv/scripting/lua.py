@@ -64,6 +64,8 @@ class Run:
     wrote: bool = False  # a write command ran: SCRIPT KILL refuses (UNKILLABLE)
     kill: bool = False
     tokens: list[Any] = field(default_factory=list)  # commit tokens of its writes
+    # redis.acl_check_cmd: True/False for the calling user, None for an unknown command
+    acl_check: Callable[[list[bytes]], bool | None] = lambda argv: True
 
 
 def sha1hex(code: bytes) -> str:
@@ -97,7 +99,6 @@ class LuaState:
         self.scripts: dict[str, Any] = {}  # sha -> compiled function (SCRIPT LOAD / EVAL)
         self.bodies: dict[str, bytes] = {}
         self.register: Callable[..., Any] = _no_register
-        self.acl_check: Callable[[list[bytes]], bool] = lambda argv: True
         null = rt.eval("newproxy(false)")
         helpers = {
             "call": self._call, "sha1hex": lambda s: sha1hex(s).encode(),
@@ -151,9 +152,13 @@ class LuaState:
 
     def _acl_check(self, *args: Any) -> bool:
         argv = _argv(args)
-        if isinstance(argv, str):
-            raise libs.LibError(argv)
-        return self.acl_check(argv)
+        if isinstance(argv, str):  # a raised string error gets its "ERR " back (Rule 4)
+            raise libs.LibError(argv.removeprefix("ERR "))
+        run = self.run
+        allowed = run.acl_check(argv) if run is not None else True
+        if allowed is None:
+            raise libs.LibError("Invalid command passed to redis.acl_check_cmd()")
+        return allowed
 
     # ---- scripts -------------------------------------------------------------------------
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from topicsrv.resp.commands.admin import DUMP_REFUSED
 from topicsrv.resp.commands.base import CommandContext, Err, Simple, command, container
-from topicsrv.resp.commands.scripts import kill, make_caller, run_script, split_keys, work
+from topicsrv.resp.commands.scripts import kill, new_run, run_script, split_keys, work
 from topicsrv.scripting.functions import FLAGS
-from topicsrv.scripting.lua import Run, ScriptError
+from topicsrv.scripting.lua import ScriptError
 from topicsrv.scripting.service import scripting_of
 
 OK = Simple("OK")
@@ -81,7 +81,7 @@ def _fcall(ctx: CommandContext, args: list[bytes], read_only: bool, name: str) -
     if read_only and not no_writes:
         raise Err("ERR Can not execute a script with write flag using *_ro command.")
     keys, argv = split_keys(args[1:])
-    run = Run(fn.name, True, read_only or no_writes, make_caller(ctx))
+    run = new_run(ctx, fn.name, True, read_only or no_writes)
     return run_script(ctx, run, name, work(ctx, libs.state, run, fn.callback, keys, argv, True))
 
 

@@ -7,7 +7,8 @@ Rule 1 (one dispatch): `redis.call` goes through `dispatch.execute`, the fronts'
 as a client of its own with the caller's ACL user and the script's `setresp` protocol, with
 `nowait` (a blocking command answers at once, as Redis runs them from scripts). Before it,
 the script rules, in Redis's order and texts: unknown command, arity, `noscript` commands
-(MULTI/EXEC/WATCH/SUBSCRIBE/EVAL...), writes from a read-only script, the user's permission.
+(MULTI/EXEC/WATCH/SUBSCRIBE/EVAL...), the calling user's permission (acl.py Rule 5), writes
+from a read-only script.
 Rule 2 (atomic, topicsrv/scripting/runner.py): the script runs on the worker thread and
 every command it calls runs on the loop thread while nothing else runs; past
 busy-reply-threshold others read -BUSY and SCRIPT KILL may stop it if it wrote nothing.
@@ -46,6 +47,8 @@ from topicsrv.scripting.service import scripting_of
 
 OK = Simple("OK")
 NO_WRITES = "ERR Write commands are not allowed from read-only scripts."
+# Redis 7.0's text (script.c scriptVerifyACL): ERR, not NOPERM, inside a script.
+SCRIPT_NOPERM = b"ERR The user executing the script can't run this command or subcommand"
 EVAL_FLAGS = ["noscript", "skip_monitor", "may_replicate", "no_mandatory_keys", "stale"]
 SCRIPT_HELP = [
     "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -100,12 +103,11 @@ def make_caller(ctx: CommandContext) -> Callable[[list[bytes], Run], tuple[bool,
         flags = spec.flags
         if "noscript" in flags:
             return False, b"ERR This Redis command is not allowed from script"
+        if client.user != acl.DEFAULT and not acl.permitted(client.user, spec):
+            return False, SCRIPT_NOPERM
         write = "write" in flags
         if write and run.read_only:
             return False, NO_WRITES.encode()
-        if client.user != acl.DEFAULT and not acl.permitted(client.user, spec):
-            return False, (b"NOPERM The user executing the script can't run this command "
-                           b"or subcommand")
         client.protocol = run.resp
         reply = execute(sctx, argv, nowait=True)
         if inspect.isawaitable(reply):
@@ -126,6 +128,25 @@ def make_caller(ctx: CommandContext) -> Callable[[list[bytes], Run], tuple[bool,
         return True, bytes(out)
 
     return call
+
+
+def make_acl_check(ctx: CommandContext) -> Callable[[list[bytes]], bool | None]:
+    """`redis.acl_check_cmd` for a script run by `ctx`'s client: may that user run argv?
+    None for an unknown command (the script gets Redis's error)."""
+    user = ctx.client.user
+
+    def check(argv: list[bytes]) -> bool | None:
+        spec, _ = lookup(argv)
+        if spec is None:
+            return None
+        return acl.permitted(user, spec)
+
+    return check
+
+
+def new_run(ctx: CommandContext, name: str, function: bool, read_only: bool) -> Run:
+    """The Run of a script or function called by `ctx`'s client (Rule 1: its user)."""
+    return Run(name, function, read_only, make_caller(ctx), acl_check=make_acl_check(ctx))
 
 
 def run_script(ctx: CommandContext, run: Run, command_name: str,
@@ -198,7 +219,7 @@ def _eval(ctx: CommandContext, args: list[bytes], by_sha: bool, read_only: bool,
             raise Err(e.text) from None
         f = state.scripts[sha]
     keys, argv = split_keys(args[1:])
-    run = Run(sha, False, read_only, make_caller(ctx))
+    run = new_run(ctx, sha, False, read_only)
     return run_script(ctx, run, name, work(ctx, state, run, f, keys, argv, False))
 
 
