@@ -31,7 +31,7 @@ from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
-from topicsrv.storage import codec, frames, keyspacelog, recovery, routerlog
+from topicsrv.storage import codec, frames, keyspacelog, recovery, routerlog, txgroup
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.progress import Progress
@@ -246,6 +246,30 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return Token(commit, False)
         return None
 
+    def begin_group(self) -> None:
+        """Open a commit group (txgroup.py Rule 1); nested calls join the open one."""
+        shards = self.shards
+        group = shards[0].group if shards else None
+        if group is not None:
+            group.depth += 1
+            return
+        group = txgroup.Group()
+        for sh in shards:
+            sh.group = group
+
+    def end_group(self) -> None:
+        """Close the group opened by the matching `begin_group`; the outermost writes it."""
+        shards = self.shards
+        group = shards[0].group if shards else None
+        if group is None:
+            return
+        group.depth -= 1
+        if group.depth:
+            return
+        for sh in shards:
+            sh.group = None
+        group.flush(shards)
+
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> Token | None:
         """One keyspace operation under the keyspace's class (keyspacelog.py Rules 1-2)."""
         if self.keyspace_class == "memory":
@@ -356,7 +380,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         if not policy_of(topic.config).wal:
             return None
         _, sh = self._shard(topic)
-        if not sh.batch.frames:
+        if not sh.batch.frames and not (sh.group is not None and sh.group.owns(sh.index)):
             return None
         return Token(sh.batch.commit, False)
 

@@ -20,6 +20,9 @@ frames after it to the next one; `rotated` fires when the old file is complete a
 Rule 7 (I/O path): the shard's blocking calls run on its own IoThread; env
 TOPICS_WAL_IO=to_thread selects `trio.to_thread.run_sync` per call instead (the path before
 issue 16, kept for A/B measurements: bench/walbench.py).
+Rule 8 (commit groups, txgroup.py): while `group` is set, `enqueue` captures the frame into
+it instead of the batch; `enqueue_group` takes a group's one frame for this shard as a
+control frame (retried after a failed batch) that also carries the shard's record ranges.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from topicsrv.latency import SYNC_BUCKETS_S, Histogram
 from topicsrv.storage import frames
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.iothread import IoThread
+from topicsrv.storage.txgroup import Group
 
 log = logging.getLogger("topicsrv.storage")
 
@@ -132,6 +136,7 @@ class Shard:
         self.rotated = trio.Event()
         self.rotated.set()
         self.retry: list[bytes] = []
+        self.group: Group | None = None  # an open commit group captures enqueues (Rule 8)
         self.ceil_topics: dict[int, Any] = {}  # id(topic) -> topic: ceilings to check
         self.wake = trio.Event()
         self.unwritable: str | None = None
@@ -167,6 +172,24 @@ class Shard:
         self.offset = path.stat().st_size
 
     def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
+        if self.group is not None:  # Rule 8: the group's frame joins this same batch
+            self.group.parts.append((self.index, frame, rng))
+            return self.batch.commit
+        b = self._add(frame)
+        if rng is None:
+            b.control.append(frame)
+        else:
+            b.ranges.append(rng)
+        return b.commit
+
+    def enqueue_group(self, frame: bytes, ranges: list[tuple[Any, int, int, int, int | None]]) -> Commit:
+        """A commit group's frame (Rule 8; txgroup.py Rule 5)."""
+        b = self._add(frame)
+        b.control.append(frame)
+        b.ranges.extend(ranges)
+        return b.commit
+
+    def _add(self, frame: bytes) -> Batch:
         b = self.batch
         if not b.frames:
             b.since = trio.current_time()
@@ -174,12 +197,8 @@ class Shard:
         b.nbytes += len(frame)
         if b.nbytes >= LINGER_BYTES:
             b.commit.hurry.set()
-        if rng is None:
-            b.control.append(frame)
-        else:
-            b.ranges.append(rng)
         self.wake.set()
-        return b.commit
+        return b
 
     def want_ceiling(self, topic: Any) -> Commit:
         self.ceil_topics[id(topic)] = topic

@@ -18,6 +18,9 @@ than 4096 fields encoded off the loop) is awaited in its turn: the commands afte
 it is done, so such a transaction is atomic only up to that command.
 Rule 4: EXEC and DISCARD always end the transaction and forget every watch; UNWATCH inside
 MULTI is queued (as Redis) and so changes nothing before EXEC.
+Rule 5 (crash): the writes of that step are one commit group (engine/journal.py Rule 4,
+storage/txgroup.py): after a crash all of them are back or none, whichever topics' WAL shards
+and the keyspace's shard they were written to.
 """
 
 from __future__ import annotations
@@ -107,13 +110,19 @@ def exec_(ctx: CommandContext, args: list[bytes]) -> Any:
 
 
 def run(ctx: CommandContext, queued: list[list[bytes]]) -> Any:
-    """Rule 1: every queued command in one synchronous step (Rule 3 for an awaiting one)."""
+    """Rule 1: every queued command in one synchronous step and one commit group (Rule 3 for
+    an awaiting one: the group closes before it)."""
     replies = ExecReply()
-    for i, argv in enumerate(queued):
-        reply = execute(ctx, argv, nowait=True)
-        if inspect.isawaitable(reply):
-            return _rest(ctx, replies, reply, queued[i + 1:])
-        replies.append(reply)
+    journal = ctx.engine.journal
+    journal.begin_group()
+    try:
+        for i, argv in enumerate(queued):
+            reply = execute(ctx, argv, nowait=True)
+            if inspect.isawaitable(reply):
+                return _rest(ctx, replies, reply, queued[i + 1:])
+            replies.append(reply)
+    finally:
+        journal.end_group()
     return replies
 
 
