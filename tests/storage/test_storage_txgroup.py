@@ -132,3 +132,26 @@ def test_group_codec_round_trip_and_malformed_bodies() -> None:
     for bad in (body[:-1], body + b"\x00", body[:5]):
         with pytest.raises(ValueError):
             txgroup.decode(memoryview(bad))
+
+
+async def test_a_group_spanning_turns_is_acknowledged_with_its_own_frame_only(tmp_path: Path) -> None:
+    """txgroup.py Rule 7 (a Lua script past busy-reply-threshold): the shards' writers run
+    while the group is open and write the batch that was open when a captured write ran; that
+    write's token must still wait for the batch holding the group's frame."""
+    async with running(tmp_path, shards=SHARDS, keyspace_class="fsync") as (e, st):
+        e.put_topic(TOPIC, {"durability": "fsync"})
+        before = e.write(TOPIC, [prepare_json({"data": "before"}, 0)])[1]
+        e.journal.begin_group(spans_turns=True)
+        in_group = [kstrings.put(e.keyspace, [("k", b"v")]),
+                    e.write(TOPIC, [prepare_json({"data": "in-group"}, 0)])[1]]
+        assert before is not None and all(t is not None for t in in_group)
+        await before.wait()  # the writer wrote the batch open when the group's writes ran
+        for sh in st.shards:
+            await sh.drain()
+        assert not any(t.commit.event.is_set() for t in in_group if t is not None)
+        assert _group_frames(tmp_path, OTHER) == []
+        e.journal.end_group()
+        for t in in_group:
+            if t is not None:
+                await t.wait()
+        assert [len(_group_frames(tmp_path, s)) for s in (0, OTHER)] == [1, 1]

@@ -12,6 +12,9 @@ dest (`router_logged`), like a topic create.
 Rule 4 (commit groups): `begin_group` .. `end_group` bracket one synchronous step whose
 journal calls must survive a crash all or none (a MULTI/EXEC, a string write replacing a
 topic); groups nest (the outermost decides). A journal without storage ignores them.
+`begin_group(spans_turns=True)` (a Lua script, whose commands may run across scheduler turns
+once it is past busy-reply-threshold) opens a group whose writes wait on the group's own
+commits rather than on the shards' open batches (storage/txgroup.py Rule 7).
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ class Journal(Protocol):
         the keyspace's one durability class."""
         ...
 
-    def begin_group(self) -> None:
+    def begin_group(self, spans_turns: bool = False) -> None:
         """Rule 4: the calls until the matching `end_group` are one commit group."""
         ...
 
@@ -172,7 +175,7 @@ class NullJournal:
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> None:
         return None
 
-    def begin_group(self) -> None:
+    def begin_group(self, spans_turns: bool = False) -> None:
         return None
 
     def end_group(self) -> None:

@@ -5,10 +5,16 @@ Rule 1: one per server (`scripting_of`), made on first use; the libraries stored
 dir (storage/functions.py) are loaded then, so functions survive a restart.
 Rule 2: `server.busy` holds the BUSY text while a script runs past the threshold (runner.py
 Rule 2); the dispatcher reads it.
+Rule 3 (one commit group): a script's writes are one commit group (engine/journal.py Rule 4,
+storage/txgroup.py): opened before the script starts, closed on the loop thread when it ends,
+whether it ends inside the EVAL step or past the threshold (then also when its client went
+away meanwhile). After a crash all of its writes are back or none. The group spans turns
+(txgroup.py Rule 7): past the threshold other tasks run while it is open.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -42,6 +48,7 @@ class Scripting:
         self.threshold_s = THRESHOLD_S
         self.running: Run | None = None
         self.running_command = ""
+        self.group_open = False  # the running script's commit group (Rule 3)
         if server.config.storage:
             for code in stored.load(server.config.data_dir):
                 try:
@@ -59,6 +66,13 @@ class Scripting:
 
     def _busy(self, text: str | None) -> None:
         self.server.busy = text
+        if text is None:  # a detached script ended (runner.py `_finish`, loop thread)
+            self._end_group()
+
+    def _end_group(self) -> None:
+        if self.group_open:
+            self.group_open = False
+            self.server.engine.journal.end_group()
 
     def execute(self, run: Run, command: str, work: Callable[[], Any]) -> Any:
         """Run `work` (which runs the script) on the worker: its result or an awaitable. The
@@ -80,8 +94,17 @@ class Scripting:
             finally:
                 self.running = None
 
-        return self.runner.execute(job, self.threshold_s, self._busy,
-                                   BUSY_FUNCTION if run.function else BUSY_SCRIPT)
+        self.server.engine.journal.begin_group(spans_turns=True)
+        self.group_open = True
+        try:
+            result = self.runner.execute(job, self.threshold_s, self._busy,
+                                         BUSY_FUNCTION if run.function else BUSY_SCRIPT)
+        except BaseException:
+            self._end_group()
+            raise
+        if not inspect.isawaitable(result):
+            self._end_group()
+        return result
 
 
 def scripting_of(server: ServerContext) -> Scripting:

@@ -246,14 +246,20 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return Token(commit, False)
         return None
 
-    def begin_group(self) -> None:
-        """Open a commit group (txgroup.py Rule 1); nested calls join the open one."""
+    def begin_group(self, spans_turns: bool = False) -> None:
+        """Open a commit group (txgroup.py Rules 1, 7); nested calls join the open one (an
+        inner `spans_turns` makes it span turns from then on: writes captured before it were
+        made inside one synchronous step)."""
         shards = self.shards
         group = shards[0].group if shards else None
         if group is not None:
             group.depth += 1
+            if spans_turns:
+                group.own_commits()
             return
         group = txgroup.Group()
+        if spans_turns:
+            group.own_commits()
         for sh in shards:
             sh.group = group
 
@@ -380,7 +386,9 @@ class Storage(routerlog.RouterJournal, SegTasks):
         if not policy_of(topic.config).wal:
             return None
         _, sh = self._shard(topic)
-        if not sh.batch.frames and not (sh.group is not None and sh.group.owns(sh.index)):
+        if sh.group is not None and sh.group.owns(sh.index):
+            return Token(sh.group.commit_for(sh.index, sh.batch.commit), False)
+        if not sh.batch.frames:
             return None
         return Token(sh.batch.commit, False)
 

@@ -29,6 +29,12 @@ in memory.
 Rule 6 (damage): a shard whose WAL was cut by damage other than a torn tail receives no
 spliced frames (what lay between the damage and the group is unknown): the group then
 applies in its other shards only, and recovery says so.
+Rule 7 (spanning turns: a Lua script past busy-reply-threshold, scripting/runner.py Rule 2):
+writers and checkpoints may run while such a group is open, so a captured write cannot wait
+on its shard's open batch (that batch may be written before the group's frame). The group
+then hands out its OWN Commit per shard (`commit_for`); at `flush` each is attached to the
+batch the group's frame joins and released with it (wal.py Rule 8). What Rules 2-5 say holds
+unchanged: only the moment the frames are enqueued moves to the group's end.
 """
 
 from __future__ import annotations
@@ -87,11 +93,27 @@ def own(body: memoryview, shard: int) -> Iterator[tuple[int, memoryview]]:
 class Group:
     """The frames captured while a group is open (Rule 1)."""
 
-    __slots__ = ("parts", "depth")
+    __slots__ = ("parts", "depth", "commits")
 
     def __init__(self) -> None:
         self.parts: list[tuple[int, bytes, Rng | None]] = []
         self.depth = 1
+        self.commits: dict[int, Any] | None = None  # shard -> own Commit (Rule 7)
+
+    def own_commits(self) -> None:
+        """Rule 7: from now on captured writes wait on the group's own commits."""
+        if self.commits is None:
+            self.commits = {}
+
+    def commit_for(self, shard: int, batch_commit: Any) -> Any:
+        """The commit a write captured for `shard` waits on (Rules 1, 7)."""
+        commits = self.commits
+        if commits is None:
+            return batch_commit
+        c = commits.get(shard)
+        if c is None:
+            c = commits[shard] = type(batch_commit)()
+        return c
 
     def owns(self, shard: int) -> bool:
         return any(p[0] == shard for p in self.parts)
@@ -101,14 +123,19 @@ class Group:
         parts = self.parts
         if not parts:
             return
+        own = self.commits or {}
         if len(parts) == 1:
             shard, frame, rng = parts[0]
-            shards[shard].enqueue(frame, rng)
+            sh = shards[shard]
+            sh.enqueue(frame, rng)
+            if shard in own:
+                sh.follow(sh.batch, own[shard])
             return
         body = encode(random.getrandbits(64), [(s, f) for s, f, _ in parts])
         frame = frames.encode(frames.T_GROUP, body)
         for shard in sorted({p[0] for p in parts}):
-            shards[shard].enqueue_group(frame, [r for s, _, r in parts if s == shard and r is not None])
+            shards[shard].enqueue_group(frame, [r for s, _, r in parts if s == shard and r is not None],
+                                        own.get(shard))
 
 
 class Splicer:

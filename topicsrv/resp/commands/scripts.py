@@ -12,7 +12,8 @@ from a read-only script.
 Rule 2 (atomic, topicsrv/scripting/runner.py): the script runs on the worker thread and
 every command it calls runs on the loop thread while nothing else runs; past
 busy-reply-threshold others read -BUSY and SCRIPT KILL may stop it if it wrote nothing.
-Rule 3 (durable as a reply): the commit tokens of every write of a script are gathered; the
+Rule 3 (durable as a reply, one commit group): the commit tokens of every write of a script are
+gathered (the writes are one commit group, topicsrv/scripting/service.py Rule 3); the
 script's reply goes out only once all of them are durable (an fsync-class write inside a
 script is acknowledged only on disk), and a failed commit turns the reply into its error.
 Rule 4: a script's reply is encoded for the caller's protocol by the Lua side, bounded by the
