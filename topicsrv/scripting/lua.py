@@ -10,7 +10,8 @@ Rule 2: one script runs at a time (`Run` is the running one); the caller holds t
 (scripting/runner.py), this module does not lock.
 Rule 3: a script's memory is bounded by lupa's `max_memory` (MEMORY_LIMIT, or less under
 --max-memory); past it the allocation fails inside Lua ("not enough memory") and the script
-ends with that error, the server going on.
+ends with that error, the server going on; a failed script is followed by a full collection
+so the next one has the memory back.
 Rule 4: script errors are Redis 7's texts: an error raised as a table {err=...} keeps its text,
 a string error is prefixed by "ERR ", and both get " script: <sha or function>, on
 @user_script:<line>." appended.
@@ -192,12 +193,21 @@ class LuaState:
             else:
                 ok, value = self._run(k, a, f)
         except MemoryError:
+            self._collect()
             raise ScriptError("ERR Error running script: not enough memory") from None
         finally:
             self.run = None
         if not ok:
-            raise ScriptError(self._error(run, value))
+            text = self._error(run, value)
+            self._collect()
+            raise ScriptError(text)
         return value
+
+    def _collect(self) -> None:
+        """A full collection after a failed script (Rule 3): what a script that ran out of
+        memory allocated is garbage, but would fail the next script's compile until the
+        collector's next cycle."""
+        self.rt.globals()[b"collectgarbage"](b"collect")
 
     def _error(self, run: Run, info: Any) -> str:
         if lua_type(info) != "table":

@@ -10,6 +10,11 @@ storage/txgroup.py): opened before the script starts, closed on the loop thread 
 whether it ends inside the EVAL step or past the threshold (then also when its client went
 away meanwhile). After a crash all of its writes are back or none. The group spans turns
 (txgroup.py Rule 7): past the threshold other tasks run while it is open.
+Rule 4 (no partial state seen): while a script runs the engine holds its change
+notifications (engine/core.py Rule 3): a blocked XREAD, an SSE watch or a long poll woken by
+the script's first write would otherwise read the state between two of its writes once the
+script is past the threshold; they wake when it ends. Other RESP commands answer BUSY
+(dispatch Rule 9) and HTTP requests 503 `busy` (topicsrv/http/app.py Rule 5).
 """
 
 from __future__ import annotations
@@ -72,7 +77,9 @@ class Scripting:
     def _end_group(self) -> None:
         if self.group_open:
             self.group_open = False
-            self.server.engine.journal.end_group()
+            engine = self.server.engine
+            engine.journal.end_group()
+            engine.release_changes()
 
     def execute(self, run: Run, command: str, work: Callable[[], Any]) -> Any:
         """Run `work` (which runs the script) on the worker: its result or an awaitable. The
@@ -94,7 +101,9 @@ class Scripting:
             finally:
                 self.running = None
 
-        self.server.engine.journal.begin_group(spans_turns=True)
+        engine = self.server.engine
+        engine.journal.begin_group(spans_turns=True)
+        engine.hold_changes()
         self.group_open = True
         try:
             result = self.runner.execute(job, self.threshold_s, self._busy,

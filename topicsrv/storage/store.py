@@ -397,8 +397,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         # router copies appended behind a hidden write are revealed with it (routerlog.py)
         upto = routerlog.reveal_upto(topic, upto)
         if topic.reveal(upto if policy_of(topic.config).readable == "durable" else topic.next_seq):
-            for listener in self.engine.listeners:
-                listener(topic.name)
+            self.engine.notify(topic.name)  # held while a script runs (engine/core.py Rule 3)
 
     def _durable(self, batch: Batch) -> None:
         """A batch is durable: its hidden (fsync-class) records become readable."""
@@ -429,8 +428,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
                 continue
             log.error("topic %s: seqs %d..%d could not be made durable; %d records marked lost",
                       topic.name, first, first + count - 1, n)
-            for listener in self.engine.listeners:
-                listener(topic.name)
+            self.engine.notify(topic.name)
 
     # ---- background tasks ----------------------------------------------------------------------
 

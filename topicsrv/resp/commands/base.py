@@ -206,6 +206,7 @@ class Client:
     kill: Callable[[], None] = field(default=lambda: None, repr=False)
     fd: int = -1
     tx: Any = None  # MULTI/WATCH state (topicsrv/resp/multi.py); None when neither is used
+    script: bool = False  # the client a script's redis.call runs as: never answered BUSY
 
     @property
     def resp3(self) -> bool:

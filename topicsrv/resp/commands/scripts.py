@@ -89,7 +89,8 @@ class Tokens:
 def make_caller(ctx: CommandContext) -> Callable[[list[bytes], Run], tuple[bool, bytes]]:
     """The `redis.call` bridge for a script run by `ctx`'s client (Rule 1)."""
     me = ctx.client
-    client = Client(id=0, addr=me.addr, laddr=me.laddr, user=me.user, authenticated=True)
+    client = Client(id=0, addr=me.addr, laddr=me.laddr, user=me.user, authenticated=True,
+                    script=True)
     sctx = CommandContext(ctx.server, client, ctx.front)
     limit = ctx.server.config.client_output_limit
 
