@@ -16,8 +16,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,26 @@ def run_in_thread(config: Any, clock: Any = None) -> tuple[Any, Any]:
         thread.join(10)
 
     return box["ctx"], stop
+
+def kill_under_load(srv: Any, loop: Callable[[int, int, threading.Event, list[int]], None],
+                    clients: int, at_least: int) -> list[list[int]]:
+    """Run `loop(port, client, stop, acked)` in `clients` threads until each acknowledged
+    `at_least` operations, SIGKILL the server while they run, and return what each had
+    acknowledged (a loop returns on a connection error)."""
+    stop = threading.Event()
+    acked: list[list[int]] = [[] for _ in range(clients)]
+    threads = [threading.Thread(target=loop, args=(srv.resp_port, c, stop, acked[c]))
+               for c in range(clients)]
+    for t in threads:
+        t.start()
+    while min(len(a) for a in acked) < at_least:
+        time.sleep(0.01)
+    srv.kill()
+    stop.set()
+    for t in threads:
+        t.join()
+    return acked
+
 
 class JsonClient:
     """A minimal HTTP/JSON client over one keep-alive connection (real-process tests)."""

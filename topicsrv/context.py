@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from topicsrv.activity import Activity
 from topicsrv.admission import Admission
@@ -114,6 +114,8 @@ class ServerContext:
     drain: Drain = field(default_factory=Drain)  # requests in flight, for a graceful stop
     tls: ssl.SSLContext | None = None  # --tls-cert/--tls-key (topicsrv/tls.py); None: no TLS
     bus: Bus = field(default_factory=Bus)  # pub/sub, both fronts (topicsrv/bus/)
+    scripting: Any = None  # topicsrv/scripting/service.py, made on first use
+    busy: str | None = None  # the BUSY text while a script runs past its threshold
 
     def claims_service(self) -> Claims:
         if self.claims is None:

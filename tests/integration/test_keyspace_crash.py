@@ -1,15 +1,19 @@
 """Real processes: kill -9 under string writes, for each keyspace class. `fsync`: every
 acknowledged write is back; `disk`/`memory`: what comes back is a prefix of the acknowledged
 writes (memory: nothing). In every class a key whose absolute deadline passed before the
-restart stays gone."""
+restart stays gone. MULTI/EXEC of a string and a stream write (WAL shard 0 and the stream's
+shard) comes back whole or not at all (storage/txgroup.py)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
 import redis
+
+from conftest import JsonClient
 
 
 @pytest.mark.parametrize("cls", ["fsync", "disk", "memory"])
@@ -36,3 +40,53 @@ def test_kill9_under_string_writes(server_factory: Any, tmp_path: Any, cls: str)
         assert counter == 0 and present == []
     else:  # a prefix of what was acknowledged
         assert present == list(range(len(present))) and counter in (len(present), len(present) - 1)
+
+
+CLIENTS = 4
+
+
+def _tx_loop(port: int, c: int, stop: threading.Event, acked: list[int]) -> None:
+    """MULTI {SET k:c:j j, XADD s<c> * j j} EXEC in a loop; `acked` gets each j EXEC answered."""
+    r = redis.Redis(port=port, socket_timeout=10)
+    j = 0
+    try:
+        while not stop.is_set():
+            pipe = r.pipeline(transaction=True)
+            pipe.set(f"k:{c}:{j}", j)
+            pipe.xadd(f"s{c}", {"j": j})
+            pipe.execute()
+            acked.append(j)
+            j += 1
+    except (redis.ConnectionError, redis.TimeoutError):
+        return
+
+
+def test_kill9_under_multi_of_strings_and_streams(server_factory: Any, tmp_path: Any) -> None:
+    """Every transaction comes back whole or not at all, and every acknowledged one comes
+    back (fsync class for the keyspace and the streams, which live in other WAL shards)."""
+    data = tmp_path / "data"
+    srv = server_factory("--keyspace-durability", "fsync", data_dir=data)
+    http = JsonClient(srv.http_port)
+    for c in range(CLIENTS):
+        http.ok("PUT", f"/v0/topics/s{c}", {"durability": "fsync"})
+    stop = threading.Event()
+    acked: list[list[int]] = [[] for _ in range(CLIENTS)]
+    threads = [threading.Thread(target=_tx_loop, args=(srv.resp_port, c, stop, acked[c]))
+               for c in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    while min(len(a) for a in acked) < 200:
+        time.sleep(0.01)
+    srv.kill()  # SIGKILL while every client is inside its loop
+    stop.set()
+    for t in threads:
+        t.join()
+    srv2 = server_factory("--keyspace-durability", "fsync", data_dir=data)
+    r2 = redis.Redis(port=srv2.resp_port, socket_timeout=10)
+    for c in range(CLIENTS):
+        strings = {int(k.split(b":")[2]) for k in r2.scan_iter(match=f"k:{c}:*", count=1000)}
+        streams = [int(fields[b"j"]) for _, fields in r2.xrange(f"s{c}")]
+        assert streams == sorted(set(streams))  # each transaction's XADD once, in order
+        assert strings == set(streams), f"client {c}: a transaction came back in part"
+        assert set(acked[c]) <= strings, f"client {c}: an acknowledged transaction is missing"
+        assert strings == set(range(len(strings)))  # a prefix of the client's transactions

@@ -121,7 +121,9 @@ def test_acl_commands_tell_what_exists(srv: InProc) -> None:
     assert admin.acl_users() == ["default", "reader"]
     assert admin.acl_list() == [
         f"user default on #{sha(PW.encode()).hexdigest()} ~* &* +@all",
-        f"user reader on #{sha(RT.encode()).hexdigest()} ~* &* +@all -@write -@admin -publish -spublish",
+        f"user reader on #{sha(RT.encode()).hexdigest()} ~* &* +@all -@write -@admin "
+        "-publish -spublish -@scripting +eval_ro +evalsha_ro +fcall_ro +script|exists "
+        "+script|help +function|list +function|stats +function|help",
     ]
     user = admin.acl_getuser("reader")
     assert user["flags"] == ["on"] and user["passwords"] == [sha(RT.encode()).hexdigest()]
@@ -133,6 +135,15 @@ def test_acl_commands_tell_what_exists(srv: InProc) -> None:
     assert "xrange" in reads and "xinfo|stream" in reads and "xadd" not in reads
     assert "xreadgroup" in admin.acl_cat("write")
     assert "stream" in admin.acl_cat()
+    # redis-server 7.0's `ACL CAT scripting` but SCRIPT DEBUG (not implemented)
+    assert sorted(admin.acl_cat("scripting")) == [
+        "eval", "eval_ro", "evalsha", "evalsha_ro", "fcall", "fcall_ro", "function|delete",
+        "function|dump", "function|flush", "function|help", "function|kill", "function|list",
+        "function|load", "function|restore", "function|stats", "script|exists",
+        "script|flush", "script|help", "script|kill", "script|load"]
+    assert admin.acl_dryrun("reader", "EVAL", "return 1", "0") == (
+        b"This user has no permissions to run the 'eval' command")
+    assert admin.acl_dryrun("reader", "EVAL_RO", "return 1", "0") == b"OK"
     with pytest.raises(redis.ResponseError, match="Unknown category 'nope'"):
         admin.acl_cat("nope")
     for argv in (("ACL", "SETUSER", "bob", "on"), ("ACL", "DELUSER", "reader"),
@@ -157,3 +168,66 @@ def test_without_read_token_there_is_no_reader_and_default_is_nopass() -> None:
         assert client(s, "default", "anything").acl_whoami() == "default"  # nopass
     finally:
         stop()
+
+
+def test_reader_runs_read_only_scripts_only(srv: InProc) -> None:
+    """The reader may run EVAL_RO, EVALSHA_RO and FCALL_RO (and look at the caches); every
+    other scripting command is refused with Redis's NOPERM text before it runs."""
+    admin = client(srv, None, PW)
+    admin.set("acl:s", "v")
+    admin.function_load("#!lua name=acl_lib\n"
+                        "redis.register_function{function_name='acl_ro', callback="
+                        "function(keys) return redis.call('get', keys[1]) end, "
+                        "flags={'no-writes'}}\n"
+                        "redis.register_function('acl_rw', function(keys) "
+                        "return redis.call('set', keys[1], 'w') end)", replace=True)
+    sha = admin.script_load("return redis.call('get', KEYS[1])")
+    r = client(srv, "reader", RT)
+    assert r.execute_command("EVAL_RO", "return redis.call('get', KEYS[1])", 1, "acl:s") == b"v"
+    assert r.execute_command("EVALSHA_RO", sha, 1, "acl:s") == b"v"
+    assert r.execute_command("FCALL_RO", "acl_ro", 1, "acl:s") == b"v"
+    assert r.script_exists(sha) == [True]
+    assert [lib[1] for lib in r.function_list()] == [b"acl_lib"]
+    refused = [
+        (["EVAL", "return 1", "0"], "eval"), (["EVALSHA", sha, "0"], "evalsha"),
+        (["FCALL", "acl_ro", "0"], "fcall"), (["FCALL", "acl_rw", "1", "acl:s"], "fcall"),
+        (["SCRIPT", "LOAD", "return 2"], "script|load"), (["SCRIPT", "FLUSH"], "script|flush"),
+        (["SCRIPT", "KILL"], "script|kill"), (["FUNCTION", "KILL"], "function|kill"),
+        (["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('x', function() end)"],
+         "function|load"),
+        (["FUNCTION", "DELETE", "acl_lib"], "function|delete"),
+        (["FUNCTION", "FLUSH"], "function|flush"),
+    ]
+    out = raw(srv, [b"AUTH", b"reader", RT.encode()], *[[a.encode() for a in argv]
+                                                        for argv, _ in refused])
+    assert out == b"+OK\r\n" + b"".join(b"-" + noperm(name).encode() + b"\r\n"
+                                        for _, name in refused)
+    assert admin.get("acl:s") == b"v"  # nothing ran
+    assert admin.script_exists(sha) == [True]
+    assert [lib[1] for lib in admin.function_list()] == [b"acl_lib"]
+    assert admin.execute_command("EVALSHA", admin.script_load("return 2"), 0) == 2
+
+
+def test_commands_a_script_calls_are_checked_against_the_calling_user(srv: InProc) -> None:
+    """`redis.call` runs with the caller's permissions: the reader's read-only script calling
+    SET gets Redis's ACL error (checked before the read-only rule, as redis-server does), the
+    default user's the read-only error; redis.acl_check_cmd answers for the caller too."""
+    admin = client(srv, None, PW)
+    r = client(srv, "reader", RT)
+    body = b"return redis.pcall('set', KEYS[1], 'x')"
+    out = raw(srv, [b"AUTH", b"reader", RT.encode()], [b"EVAL_RO", body, b"1", b"acl:w"],
+              [b"AUTH", PW.encode()], [b"EVAL_RO", body, b"1", b"acl:w"])
+    assert out == (b"+OK\r\n-ERR The user executing the script can't run this command or "
+                   b"subcommand\r\n+OK\r\n-ERR Write commands are not allowed from read-only "
+                   b"scripts.\r\n")
+    with pytest.raises(redis.ResponseError, match=r"^The user executing the script can't run "
+                       r"this command or subcommand script: [0-9a-f]{40}, on @user_script:1\.$"):
+        r.execute_command("EVAL_RO", "return redis.call('xadd', KEYS[1], '*', 'a', '1')",
+                          1, "acl:w")
+    check = ("return {redis.acl_check_cmd('set', 'k', 'v') and 1 or 0, "
+             "redis.acl_check_cmd('xadd', 'k', '*', 'a', 'b') and 1 or 0, "
+             "redis.acl_check_cmd('get', 'k') and 1 or 0, "
+             "redis.acl_check_cmd('eval', 'return 1', '0') and 1 or 0}")
+    assert r.execute_command("EVAL_RO", check, 0) == [0, 0, 1, 0]
+    assert admin.execute_command("EVAL_RO", check, 0) == [1, 1, 1, 1]
+    assert admin.exists("acl:w") == 0

@@ -3,7 +3,9 @@
 Rule 1: pure and synchronous: no I/O, no awaits, so every operation is atomic.
 Rule 2: every operation validates its whole request before it mutates anything.
 Rule 3: after a mutation the engine tells its listeners the topic name (the fronts wake
-waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal.
+waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal. Between
+`hold_changes` and `release_changes` (a Lua script running: its writes are one step to other
+clients) the names are gathered and told once each at the release, in first-change order.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Engine:
         self.topics: SortedDict = SortedDict()
         self.epochs: dict[str, int] = {}  # last epoch per name, kept after a topic is deleted
         self.listeners: list[Callable[[str], None]] = []
+        self.held: dict[str, None] | None = None  # names changed while held (Rule 3)
         # the delivery scheduler's oldest ready waiter of a topic (the age term of P_eff)
         self.ready_since: Callable[[str], int | None] | None = None
         self.routers: dict[str, routers.Router] = {}
@@ -59,8 +62,23 @@ class Engine:
         return self.clock.now_ms()
 
     def _notify(self, name: str) -> None:
+        held = self.held
+        if held is not None:
+            held[name] = None
+            return
         for listener in self.listeners:
             listener(name)
+
+    def hold_changes(self) -> None:
+        """Rule 3: gather the changed names instead of telling the listeners."""
+        if self.held is None:
+            self.held = {}
+
+    def release_changes(self) -> None:
+        """Rule 3: tell the listeners every name changed since `hold_changes`."""
+        held, self.held = self.held, None
+        for name in held or ():
+            self._notify(name)
 
     def notify(self, name: str) -> None:
         """Wake the waiters of `name` (a nack made jobs claimable again)."""
@@ -342,8 +360,7 @@ class Engine:
         stats["writes"] += 1
         stats["records_written"] += n
         stats["bytes_written"] += sum(r.size for r in records)
-        for listener in self.listeners:
-            listener(name)
+        self._notify(name)
         return result, token
 
     # ---- reads -------------------------------------------------------------------------

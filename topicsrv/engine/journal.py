@@ -9,6 +9,12 @@ Rule 3 (routers): a router's copies are derived, never logged as records: `deriv
 `derived_gap` tell storage that seqs were taken (it writes no frame for WAL classes; the
 copies are re-derived from the source on recovery). Router definitions are logged on the
 dest (`router_logged`), like a topic create.
+Rule 4 (commit groups): `begin_group` .. `end_group` bracket one synchronous step whose
+journal calls must survive a crash all or none (a MULTI/EXEC, a string write replacing a
+topic); groups nest (the outermost decides). A journal without storage ignores them.
+`begin_group(spans_turns=True)` (a Lua script, whose commands may run across scheduler turns
+once it is past busy-reply-threshold) opens a group whose writes wait on the group's own
+commits rather than on the shards' open batches (storage/txgroup.py Rule 7).
 """
 
 from __future__ import annotations
@@ -88,6 +94,12 @@ class Journal(Protocol):
         the keyspace's one durability class."""
         ...
 
+    def begin_group(self, spans_turns: bool = False) -> None:
+        """Rule 4: the calls until the matching `end_group` are one commit group."""
+        ...
+
+    def end_group(self) -> None: ...
+
 
 class _AllOf:
     """A token that waits for several (a router PUT that also created its topics)."""
@@ -162,3 +174,24 @@ class NullJournal:
 
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> None:
         return None
+
+    def begin_group(self, spans_turns: bool = False) -> None:
+        return None
+
+    def end_group(self) -> None:
+        return None
+
+
+class Group:
+    """`with Group(journal):` one commit group (Rule 4), closed even when the body raises."""
+
+    __slots__ = ("journal",)
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def __enter__(self) -> None:
+        self.journal.begin_group()
+
+    def __exit__(self, *exc: object) -> None:
+        self.journal.end_group()

@@ -13,6 +13,12 @@ its status and code; any other exception is logged with its traceback and answer
 Rule 3: no I/O here; handlers may await only engine-provided waits (commit tokens, notifier).
 Rule 4: every answered request's latency is observed in `ctx.metrics.http_latency` by route
 label (bounded: the routes of the table plus "other"), SSE streams excepted.
+Rule 5 (busy script, as RESP's BUSY): while a Lua script runs past busy-reply-threshold
+(`ctx.busy`, topicsrv/scripting/runner.py Rule 2), every request but health and metrics is
+answered 503 `busy` with `Retry-After: 1`, after the guards (a bad token is still 401), reads
+included (the script's writes are not all made yet); a stream is refused before it starts.
+Before the threshold the loop thread runs the script and the request simply waits, as a
+Redis client does.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ HANDLERS: dict[str, Handler] = {
 }
 
 ROUTE_LABELS = route_labels()
+BUSY_EXEMPT = frozenset({"health", "metrics"})  # Rule 5
 STREAMS = frozenset({"watch_topic", "watch_many", "work", "status_stream", "subscribe_channel",
                      "subscribe_patterns"})
 
@@ -97,6 +104,9 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
             raise invalid(f"query parameter '{req.repeated}' is given more than once",
                           field=req.repeated)
         guards.check_content_type(req, raw_ok=match.handler == "publish")
+        busy = ctx.busy
+        if busy is not None and match.handler not in BUSY_EXEMPT:
+            raise TopicsError("busy", busy.removeprefix("BUSY "), {"retry_after_s": 1})
         if match.handler in STREAMS:
             plan = _plan(ctx, match.handler, match.params, req)
             label = None
@@ -111,6 +121,8 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
             headers.append((b"allow", ", ".join(err.detail["allow"]).encode()))
         if err.code == "unauthorized":
             headers.append((b"www-authenticate", b'Bearer realm="topicsrv"'))
+        if err.code == "busy":
+            headers.append((b"retry-after", b"1"))
         return error_response(err, headers)
     except MemoryError:
         log.error("out of memory serving %s %s", req.method, req.path)

@@ -6,9 +6,12 @@ render it, the dispatcher (topicsrv/resp/dispatch.py) enforces it.
 Rule 1: at most two users exist, fixed by the command line: `default` (password
 `--requirepass`; without it `nopass`: any password, and every connection starts as it), which
 may run every command; and `reader` (password `--read-token`; the user exists only when the
-flag is set), which may run every command that is neither `write` nor `admin`, nor PUBLISH/SPUBLISH (Redis's rule
-`+@all -@write -@admin -publish -spublish`: it may subscribe, not publish). Both users have
-every channel (`&*`, Redis's `allchannels`): with fixed users there is no `resetchannels`. There is no way to add, change or remove a user at run time.
+flag is set), which may run every command that is neither `write` nor `admin`, nor
+PUBLISH/SPUBLISH (it may subscribe, not publish), and of the `@scripting` commands only the
+read-only runs and the inspecting subcommands (READER_RULE, in Redis's ACL syntax): EVAL,
+EVALSHA, FCALL and SCRIPT LOAD could run writes or fill the script cache. Both users have every
+channel (`&*`, Redis's `allchannels`): with fixed users there is no `resetchannels`. There is no
+way to add, change or remove a user at run time.
 Rule 2: a command's ACL categories derive from its flags and its group (`categories`), as
 redis-server derives @read/@write/@admin/@fast/@slow/@blocking from command flags; the same
 function feeds COMMAND INFO, ACL CAT and the permission check, so they never disagree.
@@ -17,6 +20,8 @@ Redis 7.0's exact text: `NOPERM this user has no permissions to run the '<name>'
 (`<name>` is `parent|sub` for a subcommand).
 Rule 4: passwords are compared in constant time and shown only as SHA-256 hex (ACL LIST /
 GETUSER), as Redis does; never logged.
+Rule 5: a command called from a script (`redis.call`) is checked against the permissions of
+the user who runs the script, as Redis does (topicsrv/resp/commands/scripts.py Rule 1).
 """
 
 from __future__ import annotations
@@ -34,8 +39,13 @@ DEFAULT = "default"
 READER = "reader"
 READER_DENIES = frozenset({"@write", "@admin"})
 ALL_RULE = "+@all"
-READER_RULE = "+@all -@write -@admin -publish -spublish"
 READER_DENIED_COMMANDS = frozenset({"publish", "spublish"})  # subscribe: yes; publish: no
+# The scripting commands a reader may run; every other @scripting command is refused.
+READER_SCRIPTING = ("eval_ro", "evalsha_ro", "fcall_ro", "script|exists", "script|help",
+                    "function|list", "function|stats", "function|help")
+READER_RULE = ("+@all -@write -@admin -publish -spublish -@scripting "
+               + " ".join(f"+{c}" for c in READER_SCRIPTING))
+_READER_SCRIPTING = frozenset(READER_SCRIPTING)
 
 # Redis 7.0's categories, in ACL CAT's order; those no topicsrv command has list nothing.
 CATEGORIES = (
@@ -111,8 +121,12 @@ def permitted(user: str, spec: CommandSpec) -> bool:
     """Whether `user` may run the command `spec` (Rule 1)."""
     if user == DEFAULT:
         return True
-    return spec.name not in READER_DENIED_COMMANDS and not READER_DENIES.intersection(
-        categories(spec))
+    if spec.name in READER_DENIED_COMMANDS:
+        return False
+    cats = categories(spec)
+    if READER_DENIES.intersection(cats):
+        return False
+    return "@scripting" not in cats or spec.name in _READER_SCRIPTING
 
 
 def noperm(spec: CommandSpec) -> str:

@@ -28,6 +28,9 @@ of Rule 1 and Rule 6 is queued (`+QUEUED`) instead of run, and one refused by th
 transaction; inside EXEC (`nowait`) a blocking command that would wait is closed unstarted
 and answers the null array, its timeout reply (Redis runs blocking commands in MULTI as
 non-blocking).
+Rule 9 (busy script, topicsrv/scripting/runner.py Rule 2): while a script runs past
+busy-reply-threshold, every command not flagged `allow_busy` answers the BUSY text, but the
+script's own (`client.script`).
 Rule 8: a command that reaches its handler has its latency observed in
 `ctx.server.metrics.resp_latency` under its spec name (`xadd`, `xinfo|stream`): the handler's
 time, and for an async handler (a blocking read, a commit wait) until its reply is ready. Commands
@@ -190,6 +193,9 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
         return _refuse(tx, wrong_args(spec.name))
     if client.user != acl.DEFAULT and not acl.permitted(client.user, spec):
         return _refuse(tx, Err(acl.noperm(spec)))
+    busy = ctx.server.busy
+    if busy is not None and "allow_busy" not in spec.flags and not client.script:
+        return _refuse(tx, Err(busy))
     client.last_cmd = spec.name
     handler = spec.handler
     assert handler is not None

@@ -44,6 +44,7 @@ T_ROUTER = 13  # a router definition change, in its dest's shard: {name, epoch, 
 T_XSETID = 14  # XSETID: the stream's last ID (engine/xids.py): {name, epoch, last_id: [ms, seq]}
 T_IDMP = 15  # idempotency table (engine/idempotency.py): {name, epoch, add: hit} or {.., cfg: {..}}
 T_KEYSPACE = 19  # one keyspace operation (engine/keyspace/ops.py, binary), always in shard 0
+T_GROUP = 20  # a commit group's frames, one copy per owning shard (storage/txgroup.py, binary)
 # segment frame types
 T_REC = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST = 17  # binary: a LOST slot (seq, ts)

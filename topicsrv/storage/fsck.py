@@ -13,7 +13,7 @@ from pathlib import Path
 
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.segments import DELETED, LOST, TRIMMED
-from topicsrv.storage import codec, frames, images, keyspacelog, routerlog, segfiles
+from topicsrv.storage import codec, frames, images, keyspacelog, routerlog, segfiles, txgroup
 from topicsrv.storage.walread import wal_files
 
 
@@ -130,24 +130,34 @@ def check(data_dir: Path, cold_dir: Path | None = None) -> Report:
 
 
 def _check_body(fr: frames.Frame) -> str | None:
-    """What is wrong with a frame whose checksum holds but whose body recovery cannot read."""
+    """What is wrong with a frame whose checksum holds but whose body recovery cannot read
+    (a commit group's: each of its parts, storage/txgroup.py)."""
+    return _check(fr.ftype, fr.body)
+
+
+def _check(ftype: int, body: memoryview) -> str | None:
     try:
-        if fr.ftype in frames.RECORD_FRAMES:
-            _, _, _, _, n, pos = codec.append_header(fr.body)
-            for _ in codec.append_items(fr.body, pos, n):
+        if ftype == frames.T_GROUP:
+            for _, t, b in txgroup.decode(body)[1]:
+                problem = _check(t, b)
+                if problem:
+                    return f"in a commit group: {problem}"
+        elif ftype in frames.RECORD_FRAMES:
+            _, _, _, _, n, pos = codec.append_header(body)
+            for _ in codec.append_items(body, pos, n):
                 pass
-            if fr.ftype == frames.T_APPEND_RC:
-                codec.append_rc(fr.body)
-        elif fr.ftype == frames.T_KEYSPACE:
-            ks_ops.decode(fr.body)
+            if ftype == frames.T_APPEND_RC:
+                codec.append_rc(body)
+        elif ftype == frames.T_KEYSPACE:
+            ks_ops.decode(body)
         else:
-            d = codec.decode_json(fr.body)
-            if fr.ftype == frames.T_ROUTER and d["op"].get("op") not in ("put", "del"):
+            d = codec.decode_json(body)
+            if ftype == frames.T_ROUTER and d["op"].get("op") not in ("put", "del"):
                 return f"router frame with an unknown op {d['op'].get('op')!r}"
-            if fr.ftype in (frames.T_DELETE, frames.T_TRIM) and "oc" in d and not routerlog.valid_oc(d["oc"]):
+            if ftype in (frames.T_DELETE, frames.T_TRIM) and "oc" in d and not routerlog.valid_oc(d["oc"]):
                 return "malformed `oc` (its routers' cursors) in a delete/trim frame"
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, struct.error) as exc:
-        return f"unreadable body of a type {fr.ftype} frame ({exc})"
+        return f"unreadable body of a type {ftype} frame ({exc})"
     return None
 
 

@@ -31,7 +31,7 @@ from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
-from topicsrv.storage import codec, frames, images, keyspacelog, recovery, routerlog
+from topicsrv.storage import codec, frames, images, keyspacelog, recovery, routerlog, txgroup
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import DISK, policy_of
 from topicsrv.storage.progress import Progress
@@ -251,6 +251,36 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return Token(commit, False)
         return None
 
+    def begin_group(self, spans_turns: bool = False) -> None:
+        """Open a commit group (txgroup.py Rules 1, 7); nested calls join the open one (an
+        inner `spans_turns` makes it span turns from then on: writes captured before it were
+        made inside one synchronous step)."""
+        shards = self.shards
+        group = shards[0].group if shards else None
+        if group is not None:
+            group.depth += 1
+            if spans_turns:
+                group.own_commits()
+            return
+        group = txgroup.Group()
+        if spans_turns:
+            group.own_commits()
+        for sh in shards:
+            sh.group = group
+
+    def end_group(self) -> None:
+        """Close the group opened by the matching `begin_group`; the outermost writes it."""
+        shards = self.shards
+        group = shards[0].group if shards else None
+        if group is None:
+            return
+        group.depth -= 1
+        if group.depth:
+            return
+        for sh in shards:
+            sh.group = None
+        group.flush(shards)
+
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> Token | None:
         """One keyspace operation under the keyspace's class (keyspacelog.py Rules 1-2)."""
         if self.keyspace_class == "memory":
@@ -361,6 +391,8 @@ class Storage(routerlog.RouterJournal, SegTasks):
         if not policy_of(topic.config).wal:
             return None
         _, sh = self._shard(topic)
+        if sh.group is not None and sh.group.owns(sh.index):
+            return Token(sh.group.commit_for(sh.index, sh.batch.commit), False)
         if not sh.batch.frames:
             return None
         return Token(sh.batch.commit, False)
@@ -374,8 +406,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         # router copies appended behind a hidden write are revealed with it (routerlog.py)
         upto = routerlog.reveal_upto(topic, upto)
         if topic.reveal(upto if policy_of(topic.config).readable == "durable" else topic.next_seq):
-            for listener in self.engine.listeners:
-                listener(topic.name)
+            self.engine.notify(topic.name)  # held while a script runs (engine/core.py Rule 3)
 
     def _durable(self, batch: Batch) -> None:
         """A batch is durable: its hidden (fsync-class) records become readable."""
@@ -410,8 +441,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
                 continue
             log.error("topic %s: seqs %d..%d could not be made durable; %d records marked lost",
                       topic.name, first, first + count - 1, n)
-            for listener in self.engine.listeners:
-                listener(topic.name)
+            self.engine.notify(topic.name)
 
     # ---- background tasks ----------------------------------------------------------------------
 

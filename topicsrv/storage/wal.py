@@ -20,6 +20,11 @@ frames after it to the next one; `rotated` fires when the old file is complete a
 Rule 7 (I/O path): the shard's blocking calls run on its own IoThread; env
 TOPICS_WAL_IO=to_thread selects `trio.to_thread.run_sync` per call instead (the path before
 issue 16, kept for A/B measurements: bench/walbench.py).
+Rule 8 (commit groups, txgroup.py): while `group` is set, `enqueue` captures the frame into
+it instead of the batch; `enqueue_group` takes a group's one frame for this shard as a
+control frame (retried after a failed batch) that also carries the shard's record ranges. A
+group spanning turns (txgroup.py Rule 7) hands out its own Commit per shard, released with
+the batch its frame joins (`Batch.followers`): same error, same ms.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from topicsrv.latency import SYNC_BUCKETS_S, Histogram
 from topicsrv.storage import frames
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.iothread import IoThread
+from topicsrv.storage.txgroup import Group
 
 log = logging.getLogger("topicsrv.storage")
 
@@ -59,7 +65,7 @@ def storage_error(reason: str) -> TopicsError:
 class Commit:
     """One group-commit batch; every write in it waits on the same event."""
 
-    __slots__ = ("event", "ms", "error", "urgent", "hurry")
+    __slots__ = ("event", "ms", "error", "urgent", "hurry", "leader")
 
     def __init__(self) -> None:
         self.event = trio.Event()
@@ -67,11 +73,19 @@ class Commit:
         self.error: TopicsError | None = None
         self.urgent = False  # someone waits on this batch: do not linger (Rule 4)
         self.hurry = trio.Event()  # set when the batch turns urgent or big
+        # a commit group's own commit, once its frame is in a batch: that batch (Rule 8)
+        self.leader: Commit | None = None
 
     def wanted(self) -> None:
         if not self.urgent:
             self.urgent = True
             self.hurry.set()
+        if self.leader is not None:
+            self.leader.wanted()
+
+    def release(self, error: TopicsError | None, ms: float) -> None:
+        self.error, self.ms = error, ms
+        self.event.set()
 
 
 class Token:
@@ -99,6 +113,8 @@ class Batch:
     ranges: list[tuple[Any, int, int, int, int | None]] = field(default_factory=list)
     control: list[bytes] = field(default_factory=list)  # non-record frames (retried on failure)
     commit: Commit = field(default_factory=Commit)
+    # commit groups' own commits released with this batch (txgroup.py Rule 7)
+    followers: list[Commit] = field(default_factory=list)
     nbytes: int = 0
     since: float = 0.0  # trio time of the first frame
 
@@ -132,6 +148,7 @@ class Shard:
         self.rotated = trio.Event()
         self.rotated.set()
         self.retry: list[bytes] = []
+        self.group: Group | None = None  # an open commit group captures enqueues (Rule 8)
         self.ceil_topics: dict[int, Any] = {}  # id(topic) -> topic: ceilings to check
         self.wake = trio.Event()
         self.unwritable: str | None = None
@@ -167,6 +184,34 @@ class Shard:
         self.offset = path.stat().st_size
 
     def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
+        if self.group is not None:  # Rule 8: the group's frame joins this same batch
+            self.group.parts.append((self.index, frame, rng))
+            return self.group.commit_for(self.index, self.batch.commit)
+        b = self._add(frame)
+        if rng is None:
+            b.control.append(frame)
+        else:
+            b.ranges.append(rng)
+        return b.commit
+
+    def enqueue_group(self, frame: bytes, ranges: list[tuple[Any, int, int, int, int | None]],
+                      own: Commit | None = None) -> Commit:
+        """A commit group's frame (Rule 8; txgroup.py Rule 5); `own`: the group's own commit
+        for this shard (txgroup.py Rule 7), released with this batch."""
+        b = self._add(frame)
+        b.control.append(frame)
+        b.ranges.extend(ranges)
+        if own is not None:
+            self.follow(b, own)
+        return b.commit
+
+    def follow(self, b: Batch, own: Commit) -> None:
+        b.followers.append(own)
+        own.leader = b.commit
+        if own.urgent:
+            b.commit.wanted()
+
+    def _add(self, frame: bytes) -> Batch:
         b = self.batch
         if not b.frames:
             b.since = trio.current_time()
@@ -174,12 +219,8 @@ class Shard:
         b.nbytes += len(frame)
         if b.nbytes >= LINGER_BYTES:
             b.commit.hurry.set()
-        if rng is None:
-            b.control.append(frame)
-        else:
-            b.ranges.append(rng)
         self.wake.set()
-        return b.commit
+        return b
 
     def want_ceiling(self, topic: Any) -> Commit:
         self.ceil_topics[id(topic)] = topic
@@ -226,7 +267,7 @@ class Shard:
         pending = self.ceilings(self)
         bufs = self.retry + batch.frames + [f for f, _ in pending]
         if not bufs and self.unwritable is None:
-            batch.commit.event.set()
+            self._release(batch, None, 0.0)
             return
         try:
             ms = await self._blocking(self._write, bufs)
@@ -236,9 +277,8 @@ class Shard:
             await self._blocking(self._truncate)
             self.unwritable = reason
             self.retry = self.retry + batch.control
-            batch.commit.error = storage_error(reason)
             self.on_failed(batch)
-            batch.commit.event.set()
+            self._release(batch, storage_error(reason), 0.0)
             return
         if self.unwritable is not None:
             log.warning("wal shard %d: writes are durable again", self.index)
@@ -252,10 +292,15 @@ class Shard:
         self.records += sum(r[3] for r in batch.ranges)
         self.sync_ms_total += ms
         self.sync_latency.observe(ms / 1000.0)
-        batch.commit.ms = ms
-        batch.commit.event.set()
+        self._release(batch, None, ms)
         if self.on_durable is not None and batch.ranges:
             self.on_durable(batch)
+
+    @staticmethod
+    def _release(batch: Batch, error: TopicsError | None, ms: float) -> None:
+        batch.commit.release(error, ms)
+        for c in batch.followers:
+            c.release(error, ms)
 
     def _switch_sync(self) -> None:
         old_fd, old_gen, old_offset = self.fd, self.gen, self.offset

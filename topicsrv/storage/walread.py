@@ -11,6 +11,9 @@ again (`Cut`).
 Rule 3: a torn tail (a frame running past the end of the last file, nothing after it) is an
 unfinished write: no batch whose sync returned can be in it, so it hides nothing that was
 acknowledged beyond the durable ceilings recovery already applies.
+Rule 4: a commit group's frame (T_GROUP) is replaced by the parts its shard owns; a group
+with a copy in some shard but not in another gets the missing shard's parts spliced in at
+the end of that shard's generation (txgroup.py Rule 3), so recovery sees plain frames.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topicsrv.storage import codec, frames
+from topicsrv.storage import codec, frames, txgroup
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.state import shard_of
 
@@ -35,7 +38,7 @@ RESERVE_MAX = 1 << 16
 # N unreadable bytes can hide at most N // MIN_SEQ_BYTES seqs.
 MIN_SEQ_BYTES = 13
 # Frame header candidates: a known WAL type at +4 and a zero flag byte at +13.
-_CANDIDATE = re.compile(rb"(?s)(?=.{4}[\x01-\x0f].{8}\x00)")
+_CANDIDATE = re.compile(rb"(?s)(?=.{4}[\x01-\x0f\x13\x14].{8}\x00)")
 
 
 def wal_files(wal_dir: Path) -> list[tuple[int, int, Path]]:
@@ -114,19 +117,31 @@ def _harvest(cut: Cut, buf: memoryview, offset: int) -> None:
             continue
         cut.good_after += 1
         try:
-            if got.ftype in frames.RECORD_FRAMES:
-                name, epoch, first, _, n, _ = codec.append_header(got.body)
-                top = first + n - 1
-            else:
-                d = codec.decode_json(got.body)
-                name, epoch = str(d["name"]), int(d["epoch"])
-                top = int(d.get("ceiling", 0)) if got.ftype == frames.T_CEIL else 0
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            parts = list(txgroup.own(got.body, cut.shard)) if got.ftype == frames.T_GROUP \
+                else [(got.ftype, got.body)]
+        except ValueError:
             continue
-        cut.names.add(name)
-        cut.epochs[name] = max(cut.epochs.get(name, 0), epoch)
-        if top:
-            cut.hwm[(name, epoch)] = max(cut.hwm.get((name, epoch), 0), top)
+        for ftype, body in parts:
+            _harvest_one(cut, ftype, body)
+
+
+def _harvest_one(cut: Cut, ftype: int, body: memoryview) -> None:
+    try:
+        if ftype in frames.RECORD_FRAMES:
+            name, epoch, first, _, n, _ = codec.append_header(body)
+            top = first + n - 1
+        elif ftype == frames.T_KEYSPACE:
+            return
+        else:
+            d = codec.decode_json(body)
+            name, epoch = str(d["name"]), int(d["epoch"])
+            top = int(d.get("ceiling", 0)) if ftype == frames.T_CEIL else 0
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return
+    cut.names.add(name)
+    cut.epochs[name] = max(cut.epochs.get(name, 0), epoch)
+    if top:
+        cut.hwm[(name, epoch)] = max(cut.hwm.get((name, epoch), 0), top)
 
 
 def _set_aside(ops: OsOps, path: Path, raw: bytes, offset: int) -> str:
@@ -150,6 +165,7 @@ def read_wal(wal_dir: Path, from_gen: int, ops: OsOps, repair: bool) -> WalRead:
         per_gen[gen] = max(per_gen.get(gen, 0), shard + 1)
     last_of_shard = {shard: path for gen, shard, path in files if gen >= from_gen}
     stopped: dict[int, Cut] = {}
+    splice = txgroup.Splicer()  # Rule 4
     for gen, shard, path in files:
         out.top_gen = max(out.top_gen, gen)
         if gen < from_gen:
@@ -183,11 +199,19 @@ def read_wal(wal_dir: Path, from_gen: int, ops: OsOps, repair: bool) -> WalRead:
                     _harvest(cut, buf, got.offset)
                     stopped[shard] = cut
                     break
-                out.frames.append((gen, got.ftype, got.body))
+                kept = splice.kept.setdefault((gen, shard), [])
+                before = len(kept)
                 try:
-                    names.add(_owner(got))
-                except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-                    pass
+                    splice.add(gen, shard, got.ftype, got.body)
+                except ValueError as exc:
+                    log.error("%s: unreadable commit group at offset %d: %s; skipped",
+                              path.name, got.offset, exc)
+                    continue
+                for ftype, body in kept[before:]:
+                    try:
+                        names.add(_owner(ftype, body))
+                    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                        pass
             else:
                 continue
         if repair:
@@ -196,10 +220,12 @@ def read_wal(wal_dir: Path, from_gen: int, ops: OsOps, repair: bool) -> WalRead:
         log.error("%s: %s at offset %d: replay of WAL shard %d stops there (%d bytes after it%s; "
                   "%d good frames found past it)", path.name, cut.reason, cut.offset, shard,
                   len(raw) - cut.offset, f", kept in {cut.aside}" if cut.aside else "", cut.good_after)
+    out.frames = splice.finish({c.shard for c in out.cuts if not (c.torn_tail and not c.good_after)})
+    out.notes += splice.notes
     return out
 
 
-def _owner(fr: frames.Frame) -> str:
-    if fr.ftype in frames.RECORD_FRAMES:
-        return codec.append_header(fr.body)[0]
-    return str(codec.decode_json(fr.body)["name"])
+def _owner(ftype: int, body: memoryview) -> str:
+    if ftype in frames.RECORD_FRAMES:
+        return codec.append_header(body)[0]
+    return str(codec.decode_json(body)["name"])

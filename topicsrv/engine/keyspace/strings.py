@@ -2,7 +2,9 @@
 values and commits ONE keyspace operation (space.py Rule 2); both fronts call these.
 
 Rule 1: a string write over a topic replaces it, as Redis's SET replaces a key of any type:
-the topic is deleted first exactly as DEL (its own drop frame), then the string is committed.
+the topic is deleted first exactly as DEL (its own drop frame), then the string is committed;
+both in one commit group (engine/journal.py Rule 4), so a crash keeps both or neither. A DEL
+of several keys of both kinds is one group too.
 Rule 2: errors carry Redis's own text (`TopicsError.resp_line()` is what redis-server
 answers); nothing changes when one is raised.
 Rule 3: TTLs are absolute deadlines (Unix ms); KEEP keeps a key's current deadline.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from topicsrv.engine.journal import all_of
+from topicsrv.engine.journal import Group, all_of
 from topicsrv.engine.keyspace import values
 from topicsrv.engine.keyspace.ops import Op
 from topicsrv.engine.keyspace.space import STREAM, Keyspace, wrongtype
@@ -42,19 +44,32 @@ def _replace_topics(ks: Keyspace, names: list[str]) -> list[CommitToken | None]:
 def put(ks: Keyspace, pairs: list[tuple[str, bytes]], deadline: int = 0,
         enc: str = "") -> CommitToken | None:
     """SET/MSET/...: store each value; `deadline` 0 = no TTL, KEEP = keep the current one."""
-    tokens = _replace_topics(ks, [n for n, _ in pairs])
     op: Op = []
     for name, value in pairs:
         d = (ks.expiry.get(name) or 0) if deadline == KEEP else deadline
         op.append(("s", name, value, d, enc))
-    tokens.append(ks.commit(op))
+    topics = ks.host.topics
+    if not any(n in topics for n, _ in pairs):
+        tokens = [ks.commit(op)]
+    else:
+        with Group(ks.host.journal):  # Rule 1
+            tokens = _replace_topics(ks, [n for n, _ in pairs])
+            tokens.append(ks.commit(op))
     for name, _ in pairs:  # a write is an access (OBJECT IDLETIME counts from it, as Redis)
         ks.touch(name)
     return all_of(tokens)
 
 
 def delete(ks: Keyspace, names: list[str]) -> tuple[int, CommitToken | None]:
-    """DEL/UNLINK over both kinds: how many keys existed."""
+    """DEL/UNLINK over both kinds: how many keys existed; several keys are one commit group
+    (Rule 1)."""
+    if len(names) == 1:
+        return _delete(ks, names)
+    with Group(ks.host.journal):
+        return _delete(ks, names)
+
+
+def _delete(ks: Keyspace, names: list[str]) -> tuple[int, CommitToken | None]:
     tokens: list[CommitToken | None] = []
     gone: Op = []
     n = 0
@@ -190,8 +205,9 @@ def rename(ks: Keyspace, src: str, dst: str, nx: bool) -> tuple[int, CommitToken
         return 1, None
     value = ks.strings[src]
     deadline = ks.expiry.get(src) or 0
-    tokens = _replace_topics(ks, [dst])
-    tokens.append(ks.commit([("d", src), ("s", dst, value, deadline, ks.enc.get(src, ""))]))
+    with Group(ks.host.journal):
+        tokens = _replace_topics(ks, [dst])
+        tokens.append(ks.commit([("d", src), ("s", dst, value, deadline, ks.enc.get(src, ""))]))
     return 1, all_of(tokens)
 
 
@@ -204,8 +220,9 @@ def copy(ks: Keyspace, src: str, dst: str, replace: bool) -> tuple[int, CommitTo
     if ks.kind(dst) is not None and not replace:
         return 0, None
     value = ks.strings[src]
-    tokens = _replace_topics(ks, [dst])
-    tokens.append(ks.commit([("s", dst, value, ks.expiry.get(src) or 0, ks.enc.get(src, ""))]))
+    with Group(ks.host.journal):
+        tokens = _replace_topics(ks, [dst])
+        tokens.append(ks.commit([("s", dst, value, ks.expiry.get(src) or 0, ks.enc.get(src, ""))]))
     return 1, all_of(tokens)
 
 

@@ -1,8 +1,8 @@
 """Server commands that clients, tools and test harnesses send: SHUTDOWN, MEMORY, OBJECT, WAIT,
-WAITAOF, LATENCY, SLOWLOG, DEBUG, FUNCTION, DUMP/RESTORE, and the CLIENT switches.
+WAITAOF, LATENCY, SLOWLOG, DEBUG, DUMP/RESTORE, and the CLIENT switches.
 
 Rule 1: each answer is true for one node without replicas, scripts or eviction: WAIT counts 0
-replicas, FUNCTION LIST is empty, OBJECT ENCODING says `stream`; a command whose purpose we do
+replicas, OBJECT ENCODING says `stream`; a command whose purpose we do
 not have is refused with an error that says so, never acknowledged with a fake OK that would
 mislead (CLIENT REPLY OFF, CLIENT TRACKING on, DUMP, RESTORE).
 Rule 2: SHUTDOWN stops the server cleanly (as SIGTERM does: fronts stop, the storage flushes
@@ -77,6 +77,9 @@ def shutdown(ctx: CommandContext, args: list[bytes]) -> Any:
     if stop is None:
         raise Err("ERR Errors trying to SHUTDOWN. Check logs.")
     log.warning("SHUTDOWN by client %d (%s): stopping cleanly", ctx.client.id, ctx.client.addr)
+    scripting = ctx.server.scripting
+    if scripting is not None and scripting.running is not None:
+        scripting.running.kill = True  # a busy script ends, even one that wrote (as Redis)
     ctx.client.close_after_reply = True
     stop()
     return NO_REPLY
@@ -340,55 +343,6 @@ def debug(ctx: CommandContext, args: list[bytes]) -> Any:
     if sub == b"sleep" and len(args) == 2 and args[1] in (b"0", b"0.0"):
         return Simple("OK")
     raise Err(DEBUG_REFUSED)
-
-
-# ---- FUNCTION (no scripting: always no libraries) -----------------------------------------
-
-container("function", "scripting", "A container for function commands", "7.0.0")
-
-
-def _fn(name: str, arity: int, flags: list[str], summary: str, syntax: str = "") -> Any:
-    return command(f"function|{name}", arity, flags, 0, 0, 0, "scripting", summary, "7.0.0",
-                   syntax=syntax)
-
-
-@_fn("flush", -2, ["write", "noscript"], "Deleting all functions", "[(ASYNC|SYNC)]")
-def function_flush(ctx: CommandContext, args: list[bytes]) -> Any:
-    if len(args) > 1 or (args and args[0].lower() not in (b"async", b"sync")):
-        raise Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
-    return Simple("OK")
-
-
-@_fn("list", -2, ["noscript"], "List information about all the functions",
-     "[LIBRARYNAME:library-name-pattern:string] [WITHCODE]")
-def function_list(ctx: CommandContext, args: list[bytes]) -> Any:
-    a = Args(args)
-    while a:
-        if a.flag(b"withcode"):
-            continue
-        if a.option(b"libraryname"):
-            a.next()
-            continue
-        raise Err(f"ERR Unknown argument {a.peek().decode('utf-8', 'replace')}")
-    return []
-
-
-@_fn("stats", 2, ["noscript", "allow_busy"], "Return information about the function currently "
-     "running (name, description, duration)")
-def function_stats(ctx: CommandContext, args: list[bytes]) -> Any:
-    return {"running_script": None,
-            "engines": {"LUA": {"libraries_count": 0, "functions_count": 0}}}
-
-
-@_fn("delete", 3, ["write", "noscript"], "Delete a function by name", "library-name:string")
-def function_delete(ctx: CommandContext, args: list[bytes]) -> Any:
-    raise Err("ERR Library not found")
-
-
-@_fn("load", -3, ["write", "denyoom", "noscript"], "Create a function with the given arguments "
-     "(name, code, description)", "[REPLACE] function-code:string")
-def function_load(ctx: CommandContext, args: list[bytes]) -> Any:
-    raise Err("ERR topicsrv has no scripting engine: functions cannot be loaded")
 
 
 # ---- DUMP / RESTORE (refused) ------------------------------------------------------------

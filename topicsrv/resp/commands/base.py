@@ -208,6 +208,7 @@ class Client:
     tx: Any = None  # MULTI/WATCH state (topicsrv/resp/multi.py); None when neither is used
     pubsub: Any = None  # its RespSubscriber (topicsrv/resp/pubsub.py) once it subscribed
     session: Any = field(default=None, repr=False)  # the Session serving it (its output)
+    script: bool = False  # the client a script's redis.call runs as: never answered BUSY
 
     def subscribed(self) -> bool:
         """In Redis's subscribed mode: at least one channel, pattern or shard channel."""

@@ -28,6 +28,9 @@ outside MULTI. The cyclic GC is paused for that synchronous step: the step alloc
 objects per command, which would otherwise trigger full collections over the whole heap in
 the middle of the freeze (most of the stall, measured: bench/execstall.py); reference
 counting still frees everything, and what the step leaves for the GC is collected after.
+Rule 6 (crash): the writes of that step are one commit group (engine/journal.py Rule 4,
+storage/txgroup.py): after a crash all of them are back or none, whichever topics' WAL shards
+and the keyspace's shard they were written to.
 """
 
 from __future__ import annotations
@@ -144,15 +147,18 @@ def _over_memory(ctx: CommandContext, queued: list[tuple[bytes, ...]]) -> bool:
 
 
 def run(ctx: CommandContext, queued: list[tuple[bytes, ...]]) -> Any:
-    """Rule 1: every queued command in one synchronous step (Rule 3 for an awaiting one); a
-    run of plain XADDs to one key is one engine write per batch.MAX_RUN, with the cyclic GC
-    paused (Rule 5)."""
+    """Rule 1: every queued command in one synchronous step and one commit group (Rule 6;
+    Rule 3 for an awaiting one: the group closes before it); a run of plain XADDs to one key
+    is one engine write per batch.MAX_RUN, with the cyclic GC paused (Rule 5)."""
     paused = gc.isenabled()
     if paused:
         gc.disable()
+    journal = ctx.engine.journal
+    journal.begin_group()
     try:
         return _run([list(argv) for argv in queued], ctx)
     finally:
+        journal.end_group()
         if paused:
             gc.enable()
 

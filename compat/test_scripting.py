@@ -1,0 +1,173 @@
+"""Scripting, differential (redis-server vs topicsrv): EVAL replies and conversions both ways
+(RESP2 and RESP3, setresp), the sandbox's errors, redis.call/pcall errors, EVAL_RO, SCRIPT
+LOAD/EXISTS/FLUSH, FUNCTION LOAD/LIST/DELETE/STATS and FCALL/FCALL_RO; redis-py's Lock
+(acquire, extend, reacquire, release, token mismatch) and register_script on topicsrv."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+from compat_harness import S, Target  # type: ignore[import-not-found]
+
+LIB = ("#!lua name=lib_{p}\n"
+       "redis.register_function('f_{p}', function(keys, args) return error('bad') end)\n"
+       "redis.register_function{{function_name='g_{p}', callback=function(keys, args) "
+       "return redis.call('get', keys[1]) end, flags={{'no-writes'}}}}\n")
+
+LONE = ("#!lua name=lone_{p}\n"
+        "redis.register_function{{function_name='h_{p}', callback=function(keys, args) "
+        "return 1 end, flags={{'no-writes'}}, description='one'}}\n")
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_conversions(differ: Any, key: str, proto: int) -> None:
+    k = f"{key}:{proto}"
+    differ.check([
+        S("EVAL", "return {1,2,3.7,'a',nil,5}", "0"),
+        S("EVAL", "return {err='My err'}", "0"),
+        S("EVAL", "return redis.error_reply('x y')", "0"),
+        S("EVAL", "return redis.status_reply('FINE')", "0"),
+        S("EVAL", "return true", "0"), S("EVAL", "return false", "0"),
+        S("EVAL", "return nil", "0"), S("EVAL", "return 3.99", "0"),
+        S("EVAL", "return -3.99", "0"), S("EVAL", "return 'x'", "0"),
+        S("EVAL", "return {1, {2, {'x', {ok='s'}}}}", "0"),
+        S("EVAL", "return KEYS[1] .. ARGV[1] .. #KEYS .. #ARGV", "1", k, "a", "b"),
+        S("EVAL", "redis.setresp(3); return {double=3.5}", "0"),
+        S("EVAL", "redis.setresp(3); return {map={a=1}}", "0"),
+        S("EVAL", "redis.setresp(3); return {set={a=true}}", "0"),
+        S("EVAL", "redis.setresp(3); return true", "0"),
+        S("EVAL", "redis.setresp(3); return false", "0"),
+        S("EVAL", "return redis.call('set', KEYS[1], 'v')", "1", k),
+        S("EVAL", "return redis.call('get', KEYS[1])", "1", k),
+        S("EVAL", "return redis.call('get', KEYS[1] .. 'none')", "1", k),
+        S("EVAL", "return type(redis.call('get', KEYS[1] .. 'none'))", "1", k),
+        S("EVAL", "redis.setresp(3); return type(redis.call('get', KEYS[1] .. 'none'))", "1", k),
+        S("EVAL", "return redis.call('incr', KEYS[1] .. 'n')", "1", k),
+        S("EVAL", "return redis.pcall('incr', KEYS[1])", "1", k),
+        S("EVAL", "return redis.call('exists', KEYS[1], KEYS[1] .. 'n')", "1", k),
+        S("EVAL", "return redis.call('ping')", "0"),
+        S("EVAL", "return redis.call('xadd', KEYS[1] .. 's', '1-1', 'f', 'v')", "1", k),
+        S("EVAL", "return redis.call('xrange', KEYS[1] .. 's', '-', '+')", "1", k),
+        S("EVAL", "return redis.call('xlen', KEYS[1] .. 's')", "1", k),
+        S("EVAL", "return redis.call('type', KEYS[1] .. 's')", "1", k),
+        S("EVAL", "return cjson.encode({1,2,{a=1}})", "0"),
+        S("EVAL", "return cjson.decode('[1,null]')[2] == cjson.null", "0"),
+        S("EVAL", "return cmsgpack.unpack(cmsgpack.pack({1,2,3}))", "0"),
+        S("EVAL", "return {bit.tohex(65535), bit.band(-1, 255), bit.bor(1, 2), bit.lshift(1, 4)}",
+          "0"),
+        S("EVAL", "return struct.pack('>I2', 258)", "0"),
+        S("EVAL", "return {struct.unpack('>I2', ARGV[1])}", "0", "\x01\x02"),
+        S("EVAL", "return redis.sha1hex('')", "0"),
+        S("EVAL", "return string.format('%d-%s', 3, 'x')", "0"),
+        S("EVAL", "return redis.REDIS_VERSION_NUM > 0", "0"),
+    ], proto)
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_errors(differ: Any, key: str, proto: int) -> None:
+    differ.check([
+        S("EVAL", "x=1", "0"), S("EVAL", "return os", "0"), S("EVAL", "local t = string; t.x = 1", "0"),
+        S("EVAL", "function f() end", "0"),
+        S("EVAL", "error('boom')", "0"), S("EVAL", "error({err='X boom'})", "0"),
+        S("EVAL", "return redis.call('set', 'a')", "0"),
+        S("EVAL", "return redis.pcall('set', 'a')", "0"),
+        S("EVAL", "return redis.call('nosuch')", "0"),
+        S("EVAL", "return redis.call('multi')", "0"),
+        S("EVAL", "return redis.call('eval', 'return 1', '0')", "0"),
+        S("EVAL_RO", "return redis.call('set', KEYS[1], 'b')", "1", key),
+        S("EVAL_RO", "return redis.call('get', KEYS[1])", "1", key),
+        S("EVAL", "local x = redis.call('incr', KEYS[1])", "1", f"{key}:s"),
+        S("EVAL", "return 1", "-1"), S("EVAL", "return 1", "2", "a"), S("EVAL", "return 1", "x"),
+        S("EVAL", "return 1"), S("EVALSHA", "abc", "0"),
+        S("EVAL", "return (", "0"),
+        S("EVAL", "return redis.call()", "0"),
+        S("EVAL", "return {redis.acl_check_cmd('set', 'a', 'b'), redis.acl_check_cmd('get')}",
+          "0"),
+        S("EVAL", "return redis.acl_check_cmd('nosuch')", "0"),
+        S("EVAL", "return redis.acl_check_cmd()", "0"),
+        S("SCRIPT", "KILL"), S("FUNCTION", "KILL"), S("SCRIPT", "NOSUCH"),
+        S("PING"),
+    ], proto)
+
+
+def test_script_cache(differ: Any) -> None:
+    differ.check([
+        S("SCRIPT", "FLUSH"),
+        S("SCRIPT", "LOAD", "return 'cached'"),
+        S("SCRIPT", "EXISTS", "b534286061d4b9e4026607613b95c06c06015ae8",
+          "0000000000000000000000000000000000000000"),
+        S("EVALSHA", "b534286061d4b9e4026607613b95c06c06015ae8", "0"),
+        S("EVALSHA_RO", "B534286061D4B9E4026607613B95C06C06015AE8", "0"),
+        S("SCRIPT", "FLUSH", "SYNC"),
+        S("EVALSHA", "b534286061d4b9e4026607613b95c06c06015ae8", "0"),
+        S("SCRIPT", "FLUSH", "BAD"),
+    ])
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_functions(differ: Any, key: str, proto: int) -> None:
+    p = str(proto)
+    differ.check([
+        S("FUNCTION", "FLUSH"),
+        S("FUNCTION", "LOAD", LIB.format(p=p)),
+        S("FUNCTION", "LOAD", LIB.format(p=p)),
+        S("FUNCTION", "LOAD", "REPLACE", LIB.format(p=p)),
+        S("SET", key, "val"),
+        S("FCALL", f"f_{p}", "0"), S("FCALL", f"g_{p}", "1", key),
+        S("FCALL_RO", f"g_{p}", "1", key), S("FCALL_RO", f"f_{p}", "0"),
+        S("FCALL", "nosuch", "0"),
+        # one function per listed library: Redis lists a library's functions in hash order
+        S("FUNCTION", "LOAD", LONE.format(p=p)),
+        S("FUNCTION", "LIST", "LIBRARYNAME", "lone*"),
+        S("FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "lone*"),
+        S("FUNCTION", "LIST", "LIBRARYNAME", "nomatch*"),
+        S("FUNCTION", "STATS"),
+        S("FUNCTION", "LOAD", "x"), S("FUNCTION", "LOAD", "#!lua\nreturn 1"),
+        S("FUNCTION", "LOAD", "#!lua name=l2\nreturn 1"),
+        S("FUNCTION", "LOAD", "#!nosuch name=l2\nreturn 1"),
+        S("FUNCTION", "LOAD", "#!lua name=l3\nredis.register_function('f_" + p + "', "
+          "function() end)"),
+        S("FUNCTION", "DELETE", "nosuch"), S("FUNCTION", "DELETE", f"lib_{p}"),
+        S("FCALL", f"f_{p}", "0"),
+        S("FUNCTION", "FLUSH"),
+    ], proto)
+
+
+def _client(t: Target) -> redis.Redis:
+    return redis.Redis(port=t.port)
+
+
+def test_lock_and_register_script(targets: list[Target], key: str) -> None:
+    """redis-py's Lock on each server: the same outcomes step by step."""
+    for t in targets:
+        r = _client(t)
+        try:
+            name = f"{key}:lock"
+            a = r.lock(name, timeout=10)
+            b = r.lock(name, timeout=10, blocking=False)
+            assert a.acquire(blocking=False) is True, t.name
+            assert b.acquire(blocking=False) is False, t.name
+            assert a.extend(5) is True, t.name
+            assert 10000 < r.pttl(name) <= 15000, t.name
+            assert a.reacquire() is True, t.name
+            assert 5000 < r.pttl(name) <= 10000, t.name
+            b.local.token = b"not-the-token"
+            with pytest.raises(redis.exceptions.LockNotOwnedError):
+                b.release()
+            b.local.token = b"not-the-token"
+            with pytest.raises(redis.exceptions.LockNotOwnedError):
+                b.extend(5)
+            token = a.local.token
+            a.release()
+            assert r.exists(name) == 0, t.name
+            a.local.token = token
+            with pytest.raises(redis.exceptions.LockNotOwnedError):
+                a.release()  # released already: the token owns nothing
+            incr_by = r.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+            r.script_flush()
+            assert incr_by(keys=[f"{key}:n"], args=[5]) == 5, t.name  # reloads after NOSCRIPT
+            assert incr_by(keys=[f"{key}:n"], args=[2]) == 7, t.name
+        finally:
+            r.close()

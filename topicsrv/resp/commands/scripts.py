@@ -1,0 +1,352 @@
+"""Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP, and
+the bridge every script (and function: functions.py) uses to call commands.
+
+The Lua side (sandbox, conversions, the worker thread) is topicsrv/scripting/.
+
+Rule 1 (one dispatch): `redis.call` goes through `dispatch.execute`, the fronts' own path,
+as a client of its own with the caller's ACL user and the script's `setresp` protocol, with
+`nowait` (a blocking command answers at once, as Redis runs them from scripts). Before it,
+the script rules, in Redis's order and texts: unknown command, arity, `noscript` commands
+(MULTI/EXEC/WATCH/SUBSCRIBE/EVAL...), the calling user's permission (acl.py Rule 5), writes
+from a read-only script.
+Rule 2 (atomic, topicsrv/scripting/runner.py): the script runs on the worker thread and
+every command it calls runs on the loop thread while nothing else runs; past
+busy-reply-threshold others read -BUSY and SCRIPT KILL may stop it if it wrote nothing.
+Rule 3 (durable as a reply, one commit group): the commit tokens of every write of a script are
+gathered (the writes are one commit group, topicsrv/scripting/service.py Rule 3); the
+script's reply goes out only once all of them are durable (an fsync-class write inside a
+script is acknowledged only on disk), and a failed commit turns the reply into its error.
+Rule 4: a script's reply is encoded for the caller's protocol by the Lua side, bounded by the
+client output limit; a top-level error reply stays an error (INFO errorstats counts it).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from topicsrv.resp import acl
+from topicsrv.resp.commands.base import (
+    Client,
+    CommandContext,
+    Err,
+    Pending,
+    Raw,
+    Simple,
+    command,
+    container,
+    lookup,
+    parse_int,
+)
+from topicsrv.resp.commands.server import SETTERS
+from topicsrv.resp.dispatch import execute
+from topicsrv.resp.encoder import encode
+from topicsrv.scripting.convert import ReplyTooBig
+from topicsrv.scripting.lua import Run, ScriptError
+from topicsrv.scripting.service import scripting_of
+
+OK = Simple("OK")
+NO_WRITES = "ERR Write commands are not allowed from read-only scripts."
+# Redis 7.0's text (script.c scriptVerifyACL): ERR, not NOPERM, inside a script.
+SCRIPT_NOPERM = b"ERR The user executing the script can't run this command or subcommand"
+EVAL_FLAGS = ["noscript", "skip_monitor", "may_replicate", "no_mandatory_keys", "stale"]
+SCRIPT_HELP = [
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+]
+
+
+class Tokens:
+    """The commit tokens of one script's writes, awaited as one (Rule 3)."""
+
+    __slots__ = ("tokens",)
+
+    def __init__(self, tokens: list[Any]) -> None:
+        self.tokens = tokens
+
+    async def wait(self) -> float:
+        for t in self.tokens:
+            await t.wait()
+        return 0.0
+
+
+def make_caller(ctx: CommandContext) -> Callable[[list[bytes], Run], tuple[bool, bytes]]:
+    """The `redis.call` bridge for a script run by `ctx`'s client (Rule 1)."""
+    me = ctx.client
+    client = Client(id=0, addr=me.addr, laddr=me.laddr, user=me.user, authenticated=True,
+                    script=True)
+    sctx = CommandContext(ctx.server, client, ctx.front)
+    limit = ctx.server.config.client_output_limit
+
+    def call(argv: list[bytes], run: Run) -> tuple[bool, bytes]:
+        spec, used = lookup(argv)
+        if spec is None:
+            return False, b"ERR Unknown Redis command called from script"
+        n = len(argv)
+        if (spec.arity > 0 and n != spec.arity) or n < -spec.arity or \
+                (spec.subcommands and used == 1):
+            return False, b"ERR Wrong number of args calling Redis command from script"
+        flags = spec.flags
+        if "noscript" in flags:
+            return False, b"ERR This Redis command is not allowed from script"
+        if client.user != acl.DEFAULT and not acl.permitted(client.user, spec):
+            return False, SCRIPT_NOPERM
+        write = "write" in flags
+        if write and run.read_only:
+            return False, NO_WRITES.encode()
+        client.protocol = run.resp
+        reply = execute(sctx, argv, nowait=True)
+        if inspect.isawaitable(reply):
+            if inspect.iscoroutine(reply):
+                reply.close()
+            return False, b"ERR this command cannot run inside a script (it would wait)"
+        if type(reply) is Pending:
+            run.tokens.append(reply.token)
+            reply = reply.reply
+        if write:
+            run.wrote = True
+        if isinstance(reply, Err):
+            return False, reply.text.encode("utf-8", "surrogateescape")
+        out = bytearray()
+        encode(out, reply, run.resp == 3)
+        if len(out) > limit:
+            return False, b"ERR reply of the command is over the client output limit"
+        return True, bytes(out)
+
+    return call
+
+
+def make_acl_check(ctx: CommandContext) -> Callable[[list[bytes]], bool | None]:
+    """`redis.acl_check_cmd` for a script run by `ctx`'s client: may that user run argv?
+    None for an unknown command (the script gets Redis's error)."""
+    user = ctx.client.user
+
+    def check(argv: list[bytes]) -> bool | None:
+        spec, _ = lookup(argv)
+        if spec is None:
+            return None
+        return acl.permitted(user, spec)
+
+    return check
+
+
+def new_run(ctx: CommandContext, name: str, function: bool, read_only: bool) -> Run:
+    """The Run of a script or function called by `ctx`'s client (Rule 1: its user)."""
+    return Run(name, function, read_only, make_caller(ctx), acl_check=make_acl_check(ctx))
+
+
+def run_script(ctx: CommandContext, run: Run, command_name: str,
+               work: Callable[[], Any]) -> Any:
+    """Run `work` (the Lua call) as the running script; the reply value (Rules 2-4)."""
+    sc = scripting_of(ctx.server)
+    result = sc.execute(run, command_name, work)
+    if inspect.isawaitable(result):
+        return _finish_later(result, run)
+    return _reply(result, run)
+
+
+async def _finish_later(aw: Any, run: Run) -> Any:
+    return _reply(await aw, run)
+
+
+def _reply(result: Any, run: Run) -> Any:
+    if isinstance(result, Err):
+        return result  # an error reply need not wait for the writes before it
+    data: bytes = result
+    if data[:1] == b"-":
+        reply: Any = Err(data[1:-2].decode("utf-8", "surrogateescape"))
+    else:
+        reply = Raw(data)
+    if run.tokens:
+        return Pending(Tokens(run.tokens), reply)
+    return reply
+
+
+def work(ctx: CommandContext, state: Any, run: Run, f: Any, keys: list[bytes],
+          args: list[bytes], function_args: bool) -> Callable[[], Any]:
+    resp3 = ctx.client.protocol == 3
+    limit = ctx.server.config.client_output_limit
+
+    def job() -> Any:
+        try:
+            value = state.call(run, f, keys, args, function_args)
+            return state.reply(value, resp3, run.resp, limit)
+        except ScriptError as e:
+            return Err(e.text)
+        except ReplyTooBig as e:
+            return Err(f"ERR the script's reply is over the client output limit ({e})")
+
+    return job
+
+
+def split_keys(args: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """numkeys key... arg... as Redis parses them."""
+    n = parse_int(args[0])
+    if n < 0:
+        raise Err("ERR Number of keys can't be negative")
+    if n > len(args) - 1:
+        raise Err("ERR Number of keys can't be greater than number of args")
+    return args[1:1 + n], args[1 + n:]
+
+
+def _eval(ctx: CommandContext, args: list[bytes], by_sha: bool, read_only: bool,
+          name: str) -> Any:
+    sc = scripting_of(ctx.server)
+    state = sc.scripts
+    if by_sha:
+        sha = args[0].decode("latin-1").lower()
+        f = state.scripts.get(sha)
+        if f is None:
+            raise Err("NOSCRIPT No matching script. Please use EVAL.")
+    else:
+        try:
+            sha = state.load(_body(args[0]))
+        except ScriptError as e:
+            raise Err(e.text) from None
+        f = state.scripts[sha]
+    keys, argv = split_keys(args[1:])
+    run = new_run(ctx, sha, False, read_only)
+    return run_script(ctx, run, name, work(ctx, state, run, f, keys, argv, False))
+
+
+def _body(code: bytes) -> bytes:
+    """An EVAL body; a `#!lua` shebang line (Redis 7 script flags) is blanked."""
+    if not code.startswith(b"#!"):
+        return code
+    first, nl, rest = code.partition(b"\n")
+    words = first[2:].split()
+    if not words or words[0] != b"lua":
+        raise Err("ERR Unexpected engine in script shebang: " +
+                  (words[0].decode("latin-1") if words else ""))
+    for w in words[1:]:
+        if not w.startswith(b"flags="):
+            raise Err(f"ERR Unknown lua shebang option: {w.decode('latin-1')}")
+    return nl + rest
+
+
+def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str,
+         first: int = 0) -> Any:
+    return command(name, arity, flags, first, 0, 0, "scripting", summary, "2.6.0",
+                   syntax=syntax)
+
+
+@_cmd("eval", -3, EVAL_FLAGS, "Executes a server-side Lua script.",
+      "script:string numkeys:integer [key:key...] [arg:string...]")
+def eval_(ctx: CommandContext, args: list[bytes]) -> Any:
+    return _eval(ctx, args, False, False, "eval")
+
+
+@_cmd("evalsha", -3, EVAL_FLAGS, "Executes a server-side Lua script by SHA1 digest.",
+      "sha1:string numkeys:integer [key:key...] [arg:string...]")
+def evalsha(ctx: CommandContext, args: list[bytes]) -> Any:
+    return _eval(ctx, args, True, False, "evalsha")
+
+
+@_cmd("eval_ro", -3, [*EVAL_FLAGS, "readonly"], "Executes a read-only server-side Lua script.",
+      "script:string numkeys:integer [key:key...] [arg:string...]")
+def eval_ro(ctx: CommandContext, args: list[bytes]) -> Any:
+    return _eval(ctx, args, False, True, "eval_ro")
+
+
+@_cmd("evalsha_ro", -3, [*EVAL_FLAGS, "readonly"],
+      "Executes a read-only server-side Lua script by SHA1 digest.",
+      "sha1:string numkeys:integer [key:key...] [arg:string...]")
+def evalsha_ro(ctx: CommandContext, args: list[bytes]) -> Any:
+    return _eval(ctx, args, True, True, "evalsha_ro")
+
+
+container("script", "scripting", "A container for Lua scripts management commands", "2.6.0")
+
+
+def _sub(name: str, arity: int, flags: list[str], summary: str, syntax: str = "") -> Any:
+    return command(f"script|{name}", arity, flags, 0, 0, 0, "scripting", summary, "2.6.0",
+                   syntax=syntax)
+
+
+@_sub("load", 3, ["noscript", "stale"], "Loads a server-side Lua script to the script cache.",
+      "script:string")
+def script_load(ctx: CommandContext, args: list[bytes]) -> Any:
+    try:
+        return scripting_of(ctx.server).scripts.load(_body(args[0]))
+    except ScriptError as e:
+        raise Err(e.text) from None
+
+
+@_sub("exists", -3, ["noscript"], "Determines whether server-side Lua scripts exist in the "
+      "script cache.", "sha1:string...")
+def script_exists(ctx: CommandContext, args: list[bytes]) -> Any:
+    scripts = scripting_of(ctx.server).scripts.scripts
+    return [int(a.decode("latin-1").lower() in scripts) for a in args]
+
+
+@_sub("flush", -2, ["noscript"], "Removes all server-side Lua scripts from the script cache.",
+      "[(ASYNC|SYNC)]")
+def script_flush(ctx: CommandContext, args: list[bytes]) -> Any:
+    if len(args) > 1 or (args and args[0].lower() not in (b"async", b"sync")):
+        raise Err("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+    scripting_of(ctx.server).flush_scripts()
+    return OK
+
+
+def kill(ctx: CommandContext, function: bool) -> Any:
+    run = scripting_of(ctx.server).running
+    if run is None or ctx.server.busy is None:
+        raise Err("NOTBUSY No scripts in execution right now.")
+    if run.function != function:
+        raise Err("ERR No scripts in execution right now." if not function else
+                  "NOTBUSY No scripts in execution right now.")
+    if run.wrote:
+        raise Err("UNKILLABLE Sorry the script already executed write commands against the "
+                  "dataset. You can either wait the script termination or kill the server in "
+                  "a hard way using the SHUTDOWN NOSAVE command.")
+    run.kill = True
+    return OK
+
+
+@_sub("kill", 2, ["noscript", "allow_busy"], "Terminates a server-side Lua script during "
+      "execution.")
+def script_kill(ctx: CommandContext, args: list[bytes]) -> Any:
+    return kill(ctx, False)
+
+
+@_sub("help", 2, ["loading", "stale"], "Returns helpful text about the different subcommands.")
+def script_help(ctx: CommandContext, args: list[bytes]) -> Any:
+    return [Simple(line) for line in SCRIPT_HELP]
+
+
+def _parse_ms(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError("argument couldn't be parsed into an integer") from None
+    if not 0 <= n < 1 << 63:
+        raise ValueError("argument must be between 0 and 9223372036854775807 inclusive")
+    return n
+
+
+def _set_threshold(name: str) -> Callable[[CommandContext, int], None]:
+    def apply(ctx: CommandContext, ms: int) -> None:
+        scripting_of(ctx.server).threshold_s = ms / 1000 if ms else float("inf")
+        ctx.front.settings["busy-reply-threshold"] = str(ms)
+        ctx.front.settings["lua-time-limit"] = str(ms)
+    return apply
+
+
+SETTERS["busy-reply-threshold"] = (_parse_ms, _set_threshold("busy-reply-threshold"))
+SETTERS["lua-time-limit"] = (_parse_ms, _set_threshold("lua-time-limit"))

@@ -1,0 +1,237 @@
+"""The Lua state: one lupa Lua 5.1 runtime with Redis's sandbox (sandbox.lua), the compiled
+EVAL scripts by SHA1, and the bridge through which `redis.call` reaches the server.
+
+Sans-IO: what a command does is a `Caller` the RESP front supplies (one call: argv in, the
+reply's RESP bytes or an error text out); this module never sees the engine or a socket.
+
+Rule 1: one state per server, made on first use; SCRIPT FLUSH (and FUNCTION FLUSH/DELETE,
+functions.py) replaces it with a fresh one, so nothing a script did survives a flush.
+Rule 2: one script runs at a time (`Run` is the running one); the caller holds that guarantee
+(scripting/runner.py), this module does not lock.
+Rule 3: a script's memory is bounded by lupa's `max_memory` (MEMORY_LIMIT, or less under
+--max-memory); past it the allocation fails inside Lua ("not enough memory") and the script
+ends with that error, the server going on; a failed script is followed by a full collection
+so the next one has the memory back.
+Rule 4: script errors are Redis 7's texts: an error raised as a table {err=...} keeps its text,
+a string error is prefixed by "ERR ", and both get " script: <sha or function>, on
+@user_script:<line>." appended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from lupa import lua51
+from lupa.lua51 import lua_type
+
+from topicsrv.scripting import convert, libs
+
+log = logging.getLogger("topicsrv.scripting")
+
+MEMORY_LIMIT = 256 << 20
+REDIS_VERSION = "7.0.15"
+REDIS_VERSION_NUM = 0x07000F
+LOG_LEVELS = (logging.DEBUG, logging.DEBUG, logging.INFO, logging.WARNING)
+KILLED = b"ERR Script killed by user with SCRIPT KILL..."
+KILLED_FUNCTION = b"ERR Script killed by user with FUNCTION KILL..."
+
+
+class ScriptError(Exception):
+    """A script failed; `text` is the whole error line (prefix included)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+# argv -> (True, RESP bytes of the reply) | (False, error text)
+Caller = Callable[[list[bytes], "Run"], tuple[bool, bytes]]
+
+
+@dataclass(slots=True)
+class Run:
+    """The script running now: what `redis.call` and the kill hook consult."""
+
+    name: str  # the SHA1 (EVAL) or the function name (FCALL)
+    function: bool  # FCALL: errors say @user_function, kill says FUNCTION KILL
+    read_only: bool  # EVAL_RO / FCALL_RO / a no-writes function
+    caller: Caller
+    resp: int = 2  # redis.setresp
+    wrote: bool = False  # a write command ran: SCRIPT KILL refuses (UNKILLABLE)
+    kill: bool = False
+    tokens: list[Any] = field(default_factory=list)  # commit tokens of its writes
+    # redis.acl_check_cmd: True/False for the calling user, None for an unknown command
+    acl_check: Callable[[list[bytes]], bool | None] = lambda argv: True
+
+
+def sha1hex(code: bytes) -> str:
+    return hashlib.sha1(code).hexdigest()
+
+
+def _argv(args: tuple[Any, ...]) -> list[bytes] | str:
+    if not args:
+        return "ERR Please specify at least one argument for this redis lib call"
+    out = []
+    for a in args:
+        if isinstance(a, bytes):
+            out.append(a)
+        elif isinstance(a, bool) or not isinstance(a, (int, float)):
+            return "ERR Lua redis lib command arguments must be strings or integers"
+        elif isinstance(a, float) and not a.is_integer():
+            out.append(b"%.17g" % a)
+        else:
+            out.append(b"%d" % int(a))
+    return out
+
+
+class LuaState:
+    """One Lua runtime and the scripts compiled in it (Rules 1-4)."""
+
+    def __init__(self, memory_limit: int = MEMORY_LIMIT) -> None:
+        self.rt = rt = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True,
+                                        register_eval=False, register_builtins=False,
+                                        max_memory=memory_limit)
+        self.run: Run | None = None
+        self.scripts: dict[str, Any] = {}  # sha -> compiled function (SCRIPT LOAD / EVAL)
+        self.bodies: dict[str, bytes] = {}
+        self.register: Callable[..., Any] = _no_register
+        null = rt.eval("newproxy(false)")
+        helpers = {
+            "call": self._call, "sha1hex": lambda s: sha1hex(s).encode(),
+            "log": self._log, "setresp": self._setresp, "killed": self._killed,
+            "acl_check": self._acl_check, "register": lambda *a: self.register(*a),
+            "version": REDIS_VERSION.encode(), "version_num": REDIS_VERSION_NUM,
+            "cjson": _table(rt, libs.make_cjson(rt, null)),
+            "cmsgpack": _table(rt, libs.make_cmsgpack(rt, null)),
+            "bit": _table(rt, libs.make_bit()),
+            "struct": _table(rt, libs.make_struct()),
+        }
+        code = resources.files("topicsrv.scripting").joinpath("sandbox.lua").read_bytes()
+        self.runner = rt.execute(code, _table(rt, helpers))
+        self._compile, self._run, self._run_with = (self.runner[b"compile"], self.runner[b"run"],
+                                                    self.runner[b"run_with"])
+
+    # ---- helpers called from Lua ---------------------------------------------------------
+
+    def _call(self, *args: Any) -> tuple[bool, Any]:
+        run = self.run
+        rt = self.rt
+        if run is None:
+            return False, rt.table_from({b"err": b"ERR redis.call is not allowed here"})
+        argv = _argv(args)
+        if isinstance(argv, str):
+            return False, rt.table_from({b"err": argv.encode()})
+        try:
+            ok, data = run.caller(argv, run)
+            if not ok:
+                return False, rt.table_from({b"err": data})
+            return True, convert.resp_to_lua(rt, data)
+        except MemoryError:
+            return False, rt.table_from({b"err": b"ERR reply too large for the script memory"})
+        except Exception:
+            log.exception("redis.call failed")
+            return False, rt.table_from({b"err": b"ERR internal error (logged)"})
+
+    def _log(self, level: Any, text: bytes) -> None:
+        lvl = LOG_LEVELS[min(max(int(level), 0), 3)]
+        log.log(lvl, "script: %s", text.decode("utf-8", "replace"))
+
+    def _setresp(self, v: Any) -> None:
+        if self.run is not None:
+            self.run.resp = int(v)
+
+    def _killed(self) -> bytes | None:
+        run = self.run
+        if run is None or not run.kill:
+            return None
+        return KILLED_FUNCTION if run.function else KILLED
+
+    def _acl_check(self, *args: Any) -> bool:
+        argv = _argv(args)
+        if isinstance(argv, str):  # a raised string error gets its "ERR " back (Rule 4)
+            raise libs.LibError(argv.removeprefix("ERR "))
+        run = self.run
+        allowed = run.acl_check(argv) if run is not None else True
+        if allowed is None:
+            raise libs.LibError("Invalid command passed to redis.acl_check_cmd()")
+        return allowed
+
+    # ---- scripts -------------------------------------------------------------------------
+
+    def compile(self, code: bytes, chunk: str) -> Any:
+        """A compiled chunk; ScriptError with Redis's text on a syntax error."""
+        res = self._compile(code, chunk.encode())
+        f, err = res if isinstance(res, tuple) else (res, None)
+        if f is None:
+            raise ScriptError(f"ERR Error compiling script (new function): {_text(err)}")
+        return f
+
+    def load(self, code: bytes) -> str:
+        """SCRIPT LOAD / EVAL: compile once per body; its SHA1."""
+        sha = sha1hex(code)
+        if sha not in self.scripts:
+            f = self.compile(code, "@user_script")
+            self.scripts[sha] = f
+            self.bodies[sha] = code
+        return sha
+
+    def call(self, run: Run, f: Any, keys: list[bytes], argv: list[bytes],
+             function_args: bool = False) -> Any:
+        """Run `f` (a compiled script, or a function's callback with (keys, args)); its Lua
+        return value. ScriptError on failure (Rule 4)."""
+        rt = self.rt
+        self.run = run
+        try:
+            k, a = rt.table_from(keys), rt.table_from(argv)
+            if function_args:
+                ok, value = self._run_with(f, k, a)
+            else:
+                ok, value = self._run(k, a, f)
+        except MemoryError:
+            self._collect()
+            raise ScriptError("ERR Error running script: not enough memory") from None
+        finally:
+            self.run = None
+        if not ok:
+            text = self._error(run, value)
+            self._collect()
+            raise ScriptError(text)
+        return value
+
+    def _collect(self) -> None:
+        """A full collection after a failed script (Rule 3): what a script that ran out of
+        memory allocated is garbage, but would fail the next script's compile until the
+        collector's next cycle."""
+        self.rt.globals()[b"collectgarbage"](b"collect")
+
+    def _error(self, run: Run, info: Any) -> str:
+        if lua_type(info) != "table":
+            return f"ERR {_text(info)}"
+        e, source, line = info[1], info[2], info[3]
+        err = convert.error_text(self.rt, e)
+        text = _text(err) if err is not None else f"ERR {_text(e)}"
+        where = (f" script: {run.name}, on {_text(source)}:{int(line or 0)}." if source
+                 else "")
+        return text + where
+
+    def reply(self, value: Any, resp3: bool, script_resp: int, limit: int) -> bytes:
+        return convert.lua_to_resp(self.rt, value, resp3, script_resp == 3, limit)
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace").replace("\r", " ").replace("\n", " ")
+    return str(v)
+
+
+def _table(rt: Any, d: dict[str, Any]) -> Any:
+    return rt.table_from({k.encode(): v for k, v in d.items()})
+
+
+def _no_register(*args: Any) -> None:
+    raise libs.LibError("redis.register_function can only be called on FUNCTION LOAD command")

@@ -1,0 +1,152 @@
+-- The sandbox every script and function runs in (topicsrv/scripting/lua.py loads this once
+-- per Lua state). Called with one table of Python helpers; returns the runner functions.
+--
+-- Rule 1: scripts see only what Redis 7 gives them: the base functions below, string, table,
+-- math, cjson, cmsgpack, bit, struct and redis; never io, os, debug, require, loadfile,
+-- dofile, load, loadstring, print or coroutine.
+-- Rule 2: globals and library tables are read-only ("Attempt to modify a readonly table");
+-- reading a global that does not exist is an error, as in Redis 7.
+-- Rule 3: every run installs a count hook that asks Python whether SCRIPT KILL / FUNCTION
+-- KILL asked the script to stop (the only way Lua code stops without returning).
+local py = ...
+local debug_sethook, debug_getinfo = debug.sethook, debug.getinfo
+local setmetatable, error, pcall, xpcall, type, tostring = setmetatable, error, pcall, xpcall, type, tostring
+local loadstring, setfenv, rawget = loadstring, setfenv, rawget
+
+local function readonly_error()
+  error("Attempt to modify a readonly table", 2)
+end
+
+local function readonly(t)
+  return setmetatable({}, {__index = t, __newindex = readonly_error, __metatable = false})
+end
+
+local base = {}
+for _, name in ipairs({"assert", "error", "getmetatable", "ipairs", "next", "pairs", "pcall",
+                       "rawequal", "rawget", "select", "setmetatable", "tonumber", "tostring",
+                       "type", "unpack", "xpcall", "gcinfo", "_VERSION"}) do
+  base[name] = _G[name]
+end
+-- rawset is allowed only on tables the script made (a proxy has no raw keys to protect)
+base.rawset = function(t, k, v)
+  if getmetatable(t) == false then error("Attempt to modify a readonly table", 2) end
+  return rawset(t, k, v)
+end
+
+local function lib(t)
+  local copy = {}
+  for k, v in pairs(t) do copy[k] = v end
+  return readonly(copy)
+end
+base.string, base.table, base.math = lib(string), lib(table), lib(math)
+base.cjson, base.cmsgpack = readonly(py.cjson), readonly(py.cmsgpack)
+base.bit, base.struct = readonly(py.bit), readonly(py.struct)
+
+local redis = {}
+local pycall = py.call
+redis.call = function(...)
+  local ok, v = pycall(...)
+  if not ok then error(v, 0) end
+  return v
+end
+redis.pcall = function(...)
+  local ok, v = pycall(...)
+  return v
+end
+redis.error_reply = function(msg)
+  if type(msg) ~= "string" then error("wrong number or type of arguments", 2) end
+  return {err = msg}
+end
+redis.status_reply = function(msg)
+  if type(msg) ~= "string" then error("wrong number or type of arguments", 2) end
+  return {ok = msg}
+end
+redis.sha1hex = function(s)
+  if type(s) ~= "string" and type(s) ~= "number" then error("wrong number of arguments", 2) end
+  return py.sha1hex(tostring(s))
+end
+redis.log = function(level, ...)
+  if select("#", ...) == 0 then error("redis.log() requires two arguments or more.", 2) end
+  if type(level) ~= "number" then error("First argument must be a number (log level).", 2) end
+  local parts = {}
+  for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
+  py.log(level, table.concat(parts, " "))
+end
+redis.setresp = function(v)
+  if v ~= 2 and v ~= 3 then error("RESP version must be 2 or 3.", 2) end
+  py.setresp(v)
+end
+redis.set_repl = function(v)
+  if type(v) ~= "number" then error("redis.set_repl() requires one argument.", 2) end
+  if v < 0 or v > 3 then error("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.", 2) end
+end
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+redis.acl_check_cmd = function(...) return py.acl_check(...) end
+redis.register_function = function(...) return py.register(...) end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = py.version, py.version_num
+base.redis = readonly(redis)
+
+local env_meta = {__newindex = readonly_error, __metatable = false}
+env_meta.__index = function(t, name)
+  local v = base[name]
+  if v == nil then
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end
+  return v
+end
+local env = setmetatable({}, env_meta)
+base._G = env
+
+local chunk = "@user_script"
+local function where(e)
+  -- the error and the line of the innermost user code running when it was raised; a
+  -- `return redis.call(...)` is a Lua tail call that leaves no frame: its line is unknown
+  -- and reported as 1 (docs/redis-compatibility.md)
+  local tail = false
+  for level = 2, 40 do
+    local info = debug_getinfo(level, "Sl")
+    if info == nil then break end
+    if info.source == "@user_script" or info.source == "@user_function" then
+      return {e, info.source, info.currentline}
+    end
+    tail = tail or info.source == "=(tail call)"
+  end
+  if tail then return {e, chunk, 1} end
+  return {e, "", 0}
+end
+
+local function hook()
+  if py.killed() then error({err = py.killed()}, 0) end
+end
+
+local runner = {}
+-- compile a script body (EVAL) or a library (FUNCTION LOAD); nil + message on a syntax error
+runner.compile = function(code, chunk)
+  local f, err = loadstring(code, chunk)
+  if f == nil then return nil, err end
+  setfenv(f, env)
+  return f
+end
+-- run f(...) under the kill hook: true, value | false, {error, source, line}
+runner.run = function(keys, argv, f)
+  chunk = "@user_script"
+  base.KEYS, base.ARGV = keys, argv
+  debug_sethook(hook, "", 100000)
+  local ok, v = xpcall(f, where)
+  debug_sethook()
+  base.KEYS, base.ARGV = nil, nil
+  return ok, v
+end
+runner.run_with = function(f, a, b)
+  chunk = "@user_function"
+  debug_sethook(hook, "", 100000)
+  local ok, v = xpcall(function() return f(a, b) end, where)
+  debug_sethook()
+  return ok, v
+end
+runner.is_table = function(v) return type(v) == "table" end
+return runner

@@ -1,0 +1,124 @@
+"""The server's scripting state: the EVAL scripts' Lua state, the function libraries, the
+worker thread, the running script, and the settings (busy-reply-threshold).
+
+Rule 1: one per server (`scripting_of`), made on first use; the libraries stored in the data
+dir (storage/functions.py) are loaded then, so functions survive a restart.
+Rule 2: `server.busy` holds the BUSY text while a script runs past the threshold (runner.py
+Rule 2); the dispatcher reads it.
+Rule 3 (one commit group): a script's writes are one commit group (engine/journal.py Rule 4,
+storage/txgroup.py): opened before the script starts, closed on the loop thread when it ends,
+whether it ends inside the EVAL step or past the threshold (then also when its client went
+away meanwhile). After a crash all of its writes are back or none. The group spans turns
+(txgroup.py Rule 7): past the threshold other tasks run while it is open.
+Rule 4 (no partial state seen): while a script runs the engine holds its change
+notifications (engine/core.py Rule 3): a blocked XREAD, an SSE watch or a long poll woken by
+the script's first write would otherwise read the state between two of its writes once the
+script is past the threshold; they wake when it ends. Other RESP commands answer BUSY
+(dispatch Rule 9) and HTTP requests 503 `busy` (topicsrv/http/app.py Rule 5).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from topicsrv.scripting.functions import Libraries
+from topicsrv.scripting.lua import MEMORY_LIMIT, LuaState, Run, ScriptError
+from topicsrv.scripting.runner import Runner
+from topicsrv.storage import functions as stored
+
+if TYPE_CHECKING:
+    from topicsrv.context import ServerContext
+
+log = logging.getLogger("topicsrv.scripting")
+
+BUSY_SCRIPT = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+BUSY_FUNCTION = ("BUSY Redis is busy running a script. You can only call FUNCTION KILL or "
+                 "SHUTDOWN NOSAVE.")
+THRESHOLD_S = 5.0
+
+
+class Scripting:
+    def __init__(self, server: ServerContext) -> None:
+        self.server = server
+        limit = MEMORY_LIMIT
+        if server.config.max_memory:
+            limit = max(16 << 20, min(limit, server.config.max_memory // 4))
+        self.memory_limit = limit
+        self.scripts = LuaState(limit)
+        self.libraries = Libraries(limit)
+        self.runner = Runner()
+        self.threshold_s = THRESHOLD_S
+        self.running: Run | None = None
+        self.running_command = ""
+        self.group_open = False  # the running script's commit group (Rule 3)
+        if server.config.storage:
+            for code in stored.load(server.config.data_dir):
+                try:
+                    self.libraries.load(code, replace=True)
+                except ScriptError as e:  # a library that loaded once loads again
+                    log.error("stored function library not loaded: %s", e.text)
+
+    def flush_scripts(self) -> None:
+        self.scripts = LuaState(self.memory_limit)
+
+    def persist(self) -> None:
+        if self.server.config.storage:
+            stored.save(self.server.config.data_dir,
+                        [lib.code for lib in self.libraries.libraries.values()])
+
+    def _busy(self, text: str | None) -> None:
+        self.server.busy = text
+        if text is None:  # a detached script ended (runner.py `_finish`, loop thread)
+            self._end_group()
+
+    def _end_group(self) -> None:
+        if self.group_open:
+            self.group_open = False
+            engine = self.server.engine
+            engine.journal.end_group()
+            engine.release_changes()
+
+    def execute(self, run: Run, command: str, work: Callable[[], Any]) -> Any:
+        """Run `work` (which runs the script) on the worker: its result or an awaitable. The
+        script's commands run on the loop thread (runner.py Rule 3)."""
+        self.running, self.running_command = run, command
+        inner, runner = run.caller, self.runner
+
+        def on_loop(argv: list[bytes], r: Run) -> tuple[bool, bytes]:
+            job = runner.current
+            assert job is not None
+            result: tuple[bool, bytes] = job.call(lambda: inner(argv, r))
+            return result
+
+        run.caller = on_loop
+
+        def job() -> Any:
+            try:
+                return work()
+            finally:
+                self.running = None
+
+        engine = self.server.engine
+        engine.journal.begin_group(spans_turns=True)
+        engine.hold_changes()
+        self.group_open = True
+        try:
+            result = self.runner.execute(job, self.threshold_s, self._busy,
+                                         BUSY_FUNCTION if run.function else BUSY_SCRIPT)
+        except BaseException:
+            self._end_group()
+            raise
+        if not inspect.isawaitable(result):
+            self._end_group()
+        return result
+
+
+def scripting_of(server: ServerContext) -> Scripting:
+    s = server.scripting
+    if s is None:
+        s = server.scripting = Scripting(server)
+    assert isinstance(s, Scripting)
+    return s
