@@ -123,6 +123,7 @@ def run(ctx: CommandContext, queued: list[list[bytes]]) -> Any:
             replies.append(reply)
     finally:
         journal.end_group()
+        ctx.client.last_cmd = "exec"  # CLIENT LIST shows cmd=exec after it, as Redis
     return replies
 
 
@@ -134,4 +135,5 @@ async def _rest(ctx: CommandContext, replies: ExecReply, waiting: Awaitable[Any]
         if inspect.isawaitable(reply):
             reply = await reply
         replies.append(reply)
+    ctx.client.last_cmd = "exec"
     return replies
