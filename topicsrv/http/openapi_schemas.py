@@ -215,6 +215,10 @@ def schemas() -> dict[str, Schema]:
         "Ready": obj({"ready": {"const": True},
                       "build": {"type": "string", "description": "whether the hot path runs "
                                 "compiled or as pure Python (docs/performance.md)"},
+                      "keyspace_durability": {"enum": ["fsync", "disk", "memory", "none"],
+                                              "description": "the class of every string key "
+                                              "and key TTL (serve --keyspace-durability; none: "
+                                              "no storage)"},
                       "performance": ref("Performance")}),
         # the status page's data (http/status.py): its inner shape is documented in
         # http-api.md and may grow, so only the top-level parts are fixed here
