@@ -131,3 +131,53 @@ def test_config_set_maxmemory_applies_all_or_nothing(server_factory) -> None:
     with pytest.raises(redis.exceptions.ResponseError, match="can't set immutable config"):
         r.execute_command("CONFIG", "SET", "maxmemory", "1mb", "bind", "0.0.0.0")
     assert r.config_get("maxmemory") == {"maxmemory": str(100 << 20)}
+
+
+def test_max_memory_counts_strings_refuses_set_and_keeps_get_and_del(server_factory) -> None:
+    """String values count toward --max-memory like records: past the limit SET answers
+    Redis's -OOM and writes nothing (also queued in MULTI: EXECABORT); GET and DEL work, and
+    deleting the strings lifts the refusal."""
+    srv = server_factory("--max-memory", "0")
+    r = redis.Redis(port=srv.resp_port)
+    r.set("first", "v")
+    rss = int(r.info("memory")["used_memory_rss"])
+    assert r.config_set("maxmemory", str(rss + (32 << 20)))
+    value = b"x" * (2 << 20)
+    stored = []
+    for i in range(64):  # 128 MB at most; the limit stops it long before
+        try:
+            r.set(f"big{i}", value)
+        except redis.exceptions.ResponseError as exc:
+            assert str(exc) == OOM
+            break
+        stored.append(i)
+    else:
+        pytest.fail("SET was never refused")
+    refused = f"big{len(stored)}"
+    assert r.exists(refused) == 0 and len(stored) >= 8
+    assert int(r.info("memory")["used_memory"]) >= len(stored) * len(value)  # strings counted
+    # a limit half-way to what the strings hold keeps every write refused while transient
+    # buffers come and go (as the records test above)
+    assert r.config_set("maxmemory", str(rss + len(stored) * len(value) // 2))
+    with socket.create_connection(("127.0.0.1", srv.resp_port), timeout=10) as raw:
+        raw.sendall(b"SET other v\r\n")  # Redis's exact wire text, prefix included
+        assert raw.recv(1000) == b"-OOM " + OOM.encode() + b"\r\n"
+        raw.sendall(b"MULTI\r\nSET other v\r\nEXEC\r\n")
+        want = b"+OK\r\n-OOM " + OOM.encode() + b"\r\n-EXECABORT Transaction discarded because of previous errors.\r\n"
+        got = b""
+        while len(got) < len(want):
+            got += raw.recv(1000)
+        assert got == want
+    assert r.exists("other") == 0
+    assert r.get("first") == b"v" and r.get(f"big{stored[-1]}") == value
+    assert r.delete(*[f"big{i}" for i in stored]) == len(stored)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert r.set("after", "v") is True
+            break
+        except redis.exceptions.ResponseError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    assert r.get("after") == b"v"

@@ -53,6 +53,12 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.leases",  # the lease projection
     "topicsrv.engine.queues",  # claim / ack / nack / extend
     "topicsrv.resp.commands.queues",  # TOPIC.CLAIM / ACK / NACK / EXTEND
+    "topicsrv.engine.keyspace.values",  # string values: integers, floats, encodings
+    "topicsrv.engine.keyspace.expiry",  # the expiry index
+    "topicsrv.engine.keyspace.space",  # GET / the keyspace write path
+    "topicsrv.engine.keyspace.strings",  # SET / INCR / ... operations
+    "topicsrv.resp.commands.string_args",  # SET / GETEX option parsing
+    "topicsrv.resp.commands.strings",  # GET / SET / INCR / ... commands
 )
 
 _stale: list[str] = []

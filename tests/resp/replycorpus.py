@@ -8,6 +8,9 @@ requires identical output. A fake clock makes every stream ID the same in both r
 Rule 1: every reply shape is covered: simple, error (ours and Redis's wording), integer,
 bulk, null, arrays, RESP3 maps/sets/doubles/booleans/null, pre-encoded entries, pipelines
 (with coalesced XADD runs), inline commands, and a protocol error that ends the session.
+Rule 2: string commands (GET/SET/INCR/... and key TTLs) are covered too, with the fake clock
+moved between batches (an int in BATCHES advances it that many ms; it prints nothing), so
+expiry is exercised the same way in both runs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,27 @@ def xadd(key: bytes, *fv: bytes) -> bytes:
     return frame(b"XADD", key, b"*", *fv)
 
 
-BATCHES: list[bytes] = [
+STRINGS: list[bytes | int] = [
+    frame(b"SET", b"k", b"v") + frame(b"GET", b"k") + frame(b"GET", b"nokey"),
+    frame(b"SET", b"k", b"w", b"NX") + frame(b"SET", b"k", b"w", b"XX", b"GET") + frame(b"GETSET", b"k", b"x"),
+    frame(b"INCR", b"n") * 3 + frame(b"INCRBY", b"n", b"10") + frame(b"DECR", b"n"),
+    frame(b"INCRBYFLOAT", b"f", b"0.1") + frame(b"INCRBYFLOAT", b"f", b"1.5e3") + frame(b"GET", b"f"),
+    frame(b"INCR", b"k") + frame(b"DECRBY", b"n", b"-9223372036854775808") + frame(b"INCRBY", b"n", b"x"),
+    frame(b"APPEND", b"k", b"yz") + frame(b"STRLEN", b"k") + frame(b"GETRANGE", b"k", b"0", b"-2"),
+    frame(b"SETRANGE", b"k", b"5", b"!") + frame(b"GET", b"k") + frame(b"OBJECT", b"ENCODING", b"n"),
+    frame(b"MSET", b"a", b"1", b"b", b"2") + frame(b"MGET", b"a", b"b", b"nokey", b"s"),
+    frame(b"GET", b"s") + frame(b"INCR", b"s") + frame(b"SET", b"k", b"v", b"EX", b"0"),
+    frame(b"SET", b"e", b"v", b"PX", b"100") + frame(b"PTTL", b"e") + frame(b"TTL", b"e"),
+    50,
+    frame(b"PTTL", b"e") + frame(b"GET", b"e") + frame(b"EXPIRE", b"k", b"10") + frame(b"TTL", b"k"),
+    50,
+    frame(b"GET", b"e") + frame(b"EXISTS", b"e") + frame(b"PTTL", b"e") + frame(b"PERSIST", b"k"),
+    frame(b"GETEX", b"k", b"PX", b"5") + frame(b"SET", b"t2", b"v", b"KEEPTTL"),
+    5,
+    frame(b"GET", b"k") + frame(b"DBSIZE") + frame(b"DEL", b"a", b"b", b"nokey"),
+    frame(b"MULTI") + frame(b"SET", b"m", b"1") + frame(b"INCR", b"m") + frame(b"GET", b"m") + frame(b"EXEC"),
+]
+BATCHES: list[bytes | int] = [
     frame(b"PING"),
     frame(b"PING", b"hello"),
     frame(b"ECHO", b"\x00\xff binary \r\n"),
@@ -61,6 +84,10 @@ BATCHES: list[bytes] = [
     frame(b"CLIENT", b"NOSUCH"),
     frame(b"CONFIG", b"GET", b"maxmemory*"),
     frame(b"HELLO", b"3"),
+    frame(b"SET", b"r3", b"1") + frame(b"MGET", b"r3", b"nokey") + frame(b"INCRBYFLOAT", b"r3", b"2.5"),
+    frame(b"SET", b"r3e", b"v", b"PX", b"10") + frame(b"PTTL", b"r3e") + frame(b"EXISTS", b"r3e"),
+    10,
+    frame(b"GET", b"r3e") + frame(b"TTL", b"r3e"),
     frame(b"XRANGE", b"s", b"-", b"+", b"COUNT", b"2"),
     frame(b"XREAD", b"COUNT", b"1", b"STREAMS", b"s", b"missing", b"0", b"0"),
     frame(b"XINFO", b"GROUPS", b"s"),
@@ -68,6 +95,8 @@ BATCHES: list[bytes] = [
     frame(b"CONFIG", b"GET", b"maxclients"),
     xadd(b"q", b"f", b"v") * 3,
     frame(b"HELLO", b"2"),
+    *STRINGS,
+    frame(b"SET", b"q", b"replaces the stream") + frame(b"TYPE", b"q") + frame(b"GET", b"q"),
     b"PING\r\nECHO \"quoted \\x41 \\n\" 'single'\r\nECHO \"q \\x41\\t\"\r\n",
     b"ECHO \"unbalanced\r\n",
 ]
@@ -82,13 +111,16 @@ def run() -> list[bytes]:
     from topicsrv.resp.session import FLUSH, WAIT_COMMIT, Session
 
     load_all()
-    ctx = make_context(ServerConfig(storage=False, http_port=None, resp_port=None),
-                       FakeClock())
+    clock = FakeClock()
+    ctx = make_context(ServerConfig(storage=False, http_port=None, resp_port=None), clock)
     front = Front()
     ctx.metrics.resp = front
     out: list[bytes] = []
     s = Session(ctx, front, "127.0.0.1:50000", "127.0.0.1:6379", 9)
     for data in [*BATCHES, FINAL]:
+        if isinstance(data, int):  # Rule 2
+            clock.advance(data)
+            continue
         if s.closing:  # the last batch closed the session: the client reconnects
             s.close()
             s = Session(ctx, front, "127.0.0.1:50000", "127.0.0.1:6379", 9)

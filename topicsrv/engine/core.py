@@ -193,6 +193,9 @@ class Engine:
         self, prefix: str = "", limit: int = 1000, after: str | None = None
     ) -> tuple[list[dict[str, Any]], str | None]:
         now = self.now()
+        deadlines = self.keyspace.expiry.deadlines
+        if deadlines:  # lazy expiry of the listed keys: due keys are deleted before the walk
+            self.keyspace.reap()
         items: list[dict[str, Any]] = []
         keys: Iterator[str] = self.topics.irange(minimum=after or prefix or None, inclusive=(after is None, True))
         last = None
@@ -201,6 +204,8 @@ class Engine:
                 if name > prefix:
                     break
                 continue
+            if deadlines and deadlines.get(name, now + 1) <= now:
+                continue  # its delete was refused (storage not writable): hidden all the same
             if len(items) >= limit:
                 return items, last
             topic: Topic = self.topics[name]

@@ -134,6 +134,7 @@ class ServerCollector(Collector):
         yield from http_families(ctx)
         yield from resp_families(ctx)
         yield from storage_families(ctx)
+        yield from keyspace_families(ctx)
         yield delivery_family(ctx)
         yield from queue_families(ctx, top)
         yield from router_families(ctx)
@@ -266,6 +267,27 @@ def storage_families(ctx: ServerContext) -> Iterator[Metric]:
                 int(all(sh.unwritable is None for sh in storage.shards)))
     yield counter("topicsrv_checkpoints_total", "Checkpoints written since start.",
                   storage.checkpoints)
+
+
+def keyspace_families(ctx: ServerContext) -> Iterator[Metric]:
+    """The one keyspace (engine/keyspace): keys of both kinds, TTLs, expiries; as of the last
+    expiry tick (a scrape never expires anything)."""
+    ks = ctx.engine.keyspace
+    fam = GaugeMetricFamily("topicsrv_keyspace_keys", "Keys in the keyspace (DBSIZE), by kind: "
+                            "string keys and topics (streams).", labels=["kind"])
+    fam.add_metric(["string"], len(ks.strings))
+    fam.add_metric(["stream"], len(ctx.engine.topics))
+    yield fam
+    yield gauge("topicsrv_keyspace_expires", "Keys with a TTL (INFO keyspace `expires`).", len(ks.expiry))
+    yield gauge("topicsrv_keyspace_string_bytes", "Bytes of string keys: names plus values "
+                "(counted in INFO used_memory).", ks.nbytes)
+    yield counter("topicsrv_keyspace_expired_keys_total", "Keys deleted because their TTL passed "
+                  "(INFO stats `expired_keys`), strings and topics.", ks.stats["expired_keys"])
+    yield counter("topicsrv_keyspace_evicted_keys_total", "Keys evicted to stay under "
+                  "--max-memory (INFO stats `evicted_keys`): the policy is noeviction, writes "
+                  "are refused instead (see topicsrv_memory_refused_total).", 0)
+    yield counter("topicsrv_memory_refused_total", "Writes refused over --max-memory (RESP "
+                  "-OOM, HTTP 507 insufficient_memory).", ctx.memory.refused)
 
 
 def delivery_family(ctx: ServerContext) -> Metric:

@@ -217,8 +217,9 @@ def schemas() -> dict[str, Schema]:
                       "build": {"type": "string", "description": "whether the hot path runs "
                                 "compiled or as pure Python (docs/performance.md)"},
                       "keyspace_durability": {"enum": ["fsync", "disk", "memory", "none"],
-                                              "description": "the string keys' class "
-                                              "(--keyspace-durability; none without storage)"},
+                                              "description": "the class of every string key "
+                                              "and key TTL (serve --keyspace-durability; none: "
+                                              "no storage)"},
                       "performance": ref("Performance")}),
         # the status page's data (http/status.py): its inner shape is documented in
         # http-api.md and may grow, so only the top-level parts are fixed here

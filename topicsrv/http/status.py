@@ -13,7 +13,8 @@ default TOP_DEFAULT, at most TOP_MAX) with their rings, at most GROUPS_MAX consu
 topic (highest lag first) and TOP_MAX routers (highest lag first); the rest are counted in
 `others` / `*_total`, never listed.
 Rule 3: reading never mutates (no expiry, no touch): counts are as of the topic's last
-operation. A snapshot is built at most once per CACHE_S for each `top`, however many pages
+operation; a topic whose key TTL passed is not listed (the expiry tick deletes it), and the key
+counts (`keys` = strings + topics, `strings`, `expires`) are as of the last expiry tick. A snapshot is built at most once per CACHE_S for each `top`, however many pages
 watch; a stream sends one every `interval_ms` (default 1000, from MIN_INTERVAL_MS).
 """
 
@@ -121,9 +122,13 @@ def snapshot_bytes(ctx: ServerContext, top: int) -> bytes:
 
 def snapshot(ctx: ServerContext, top: int) -> dict[str, Any]:
     engine = ctx.engine
+    ks = engine.keyspace
     activity = ctx.metrics.activity
     best, others = activity.top(engine, top)
     now = engine.now()
+    deadlines = ks.expiry.deadlines
+    if deadlines:  # Rule 3: a topic whose key TTL passed is left out, not expired here
+        best = [t for t in best if deadlines.get(t.name, now + 1) > now]
     server_rates = activity.server_rates()
     stats = http_stats(ctx)
     front: Any = ctx.metrics.resp
@@ -135,6 +140,9 @@ def snapshot(ctx: ServerContext, top: int) -> dict[str, Any]:
             "ready": ctx.ready,
             "shutting_down": ctx.shutting_down,
             "topics": len(engine.topics),
+            "keys": len(engine.topics) + len(ks.strings),  # DBSIZE: strings and topics
+            "strings": len(ks.strings),
+            "expires": len(ks.expiry),
             "routers": len(engine.routers),
             "http_connections": stats.connections,
             "sse_streams": stats.sse_streams,

@@ -108,6 +108,8 @@ def categories(spec: CommandSpec) -> list[str]:
     cats.extend(GROUP_CATEGORIES.get(spec.group, ()))
     if "admin" in flags:
         cats += ["@admin", "@dangerous"]
+    elif spec.name == "keys":  # a full scan of the keyspace: @dangerous in Redis, not admin
+        cats.append("@dangerous")
     if "fast" in flags:
         cats.append("@fast")
     else:

@@ -62,6 +62,7 @@ class Keyspace:
         self._second = 0
         self.expiry = ExpiryIndex()
         self.stats = {"expired_keys": 0, "expired_topics": 0, "string_writes": 0}
+        self.nbytes = 0  # sum of len(name) + len(value) over `strings` (INFO used_memory, /metrics)
 
     # ---- lookups (Rule 3: each runs lazy expiry first) -------------------------------------
 
@@ -194,6 +195,8 @@ class Keyspace:
             kind = ch[0]
             if kind == "s":
                 name = ch[1]
+                old = strings.get(name)
+                self.nbytes += len(ch[2]) - len(old) if old is not None else len(name) + len(ch[2])
                 strings[name] = ch[2]
                 if ch[4]:
                     self.enc[name] = ch[4]
@@ -205,7 +208,9 @@ class Keyspace:
                     expiry.clear(name)
             elif kind == "d":
                 name = ch[1]
-                if strings.pop(name, None) is not None:
+                old = strings.pop(name, None)
+                if old is not None:
+                    self.nbytes -= len(name) + len(old)
                     self.enc.pop(name, None)
                     self.access.pop(name, None)
                     expiry.clear(name)
@@ -222,6 +227,7 @@ class Keyspace:
                     expiry.clear(name)
             elif kind == "f":
                 strings.clear()
+                self.nbytes = 0
                 self.enc.clear()
                 self.access.clear()
                 expiry.reset()

@@ -82,7 +82,7 @@ def _clients(ctx: CommandContext) -> Section:
 
 
 def _memory(ctx: CommandContext) -> Section:
-    data = sum(t.bytes for t in ctx.engine.topics.values())
+    data = sum(t.bytes for t in ctx.engine.topics.values()) + ctx.engine.keyspace.nbytes
     rss = rss_bytes()
     limit = ctx.server.memory.limit
     return [
@@ -124,7 +124,8 @@ def _stats(ctx: CommandContext) -> Section:
         ("total_net_input_bytes", st.net_input_bytes),
         ("total_net_output_bytes", st.net_output_bytes),
         ("rejected_connections", st.rejected_connections + ctx.server.admission.rejected_maxclients),
-        ("sync_full", 0), ("sync_partial_ok", 0), ("sync_partial_err", 0), ("expired_keys", 0),
+        ("sync_full", 0), ("sync_partial_ok", 0), ("sync_partial_err", 0),
+        ("expired_keys", engine.keyspace.stats["expired_keys"]),
         ("evicted_keys", 0), ("evicted_clients", 0),
         ("keyspace_hits", st.keyspace_hits), ("keyspace_misses", st.keyspace_misses),
         ("pubsub_channels", len(bus.channels)), ("pubsub_patterns", len(bus.patterns)),

@@ -31,6 +31,7 @@ from topicsrv.resp.commands.base import (
     container,
     wrong_args,
 )
+from topicsrv.resp.commands.keyspecs import KEY_FLAGS, TIPS
 
 
 def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = "",
@@ -40,21 +41,34 @@ def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = ""
 
 # ---- COMMAND -----------------------------------------------------------------------------
 
+def _key_spec(index: int, last: int, step: int, flags: tuple[str, ...], notes: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {} if notes is None else {"notes": notes}
+    out["flags"] = [Simple(f) for f in flags]
+    out["begin_search"] = {"type": "index", "spec": {"index": index}}
+    out["find_keys"] = {"type": "range", "spec": {"lastkey": last, "keystep": step, "limit": 0}}
+    return out
+
+
+def _key_specs(spec: CommandSpec) -> list[dict[str, Any]]:
+    """The generic RO/RW spec, or Redis's own flags (keyspecs.py; one spec per key when it
+    lists several)."""
+    if spec.first_key <= 0:
+        return []
+    last = spec.last_key - spec.first_key if spec.last_key >= 0 else spec.last_key
+    table = KEY_FLAGS.get(spec.name)
+    if table is None:
+        return [_key_spec(spec.first_key, last, spec.step, ("RW" if "write" in spec.flags else "RO",), None)]
+    if len(table) == 1:
+        return [_key_spec(spec.first_key, last, spec.step, *table[0])]
+    return [_key_spec(spec.first_key + i, 0, 1, *t) for i, t in enumerate(table)]
+
+
 def command_info(spec: CommandSpec) -> list[Any]:
     cats = categories(spec)
-    key_specs = []
-    if spec.first_key > 0:
-        last = spec.last_key - spec.first_key if spec.last_key >= 0 else spec.last_key
-        key_specs.append({
-            "flags": [Simple("RW" if "write" in spec.flags else "RO")],
-            "begin_search": {"type": "index", "spec": {"index": spec.first_key}},
-            "find_keys": {"type": "range",
-                          "spec": {"lastkey": last, "keystep": spec.step, "limit": 0}},
-        })
     return [
         spec.name, spec.arity, {Simple(f) for f in spec.flags}, spec.first_key, spec.last_key,
-        spec.step, {Simple(c) for c in cats}, set(), key_specs,
-        [command_info(s) for s in spec.subcommands.values()],
+        spec.step, {Simple(c) for c in cats}, set(TIPS.get(spec.name, ())),
+        _key_specs(spec), [command_info(s) for s in spec.subcommands.values()],
     ]
 
 

@@ -159,6 +159,7 @@ def run(ctx: CommandContext, queued: list[tuple[bytes, ...]]) -> Any:
         return _run([list(argv) for argv in queued], ctx)
     finally:
         journal.end_group()
+        ctx.client.last_cmd = "exec"  # CLIENT LIST shows cmd=exec after it, as Redis
         if paused:
             gc.enable()
 
@@ -190,4 +191,5 @@ async def _rest(ctx: CommandContext, replies: ExecReply, waiting: Awaitable[Any]
         if inspect.isawaitable(reply):
             reply = await reply
         replies.append(reply)
+    ctx.client.last_cmd = "exec"
     return replies

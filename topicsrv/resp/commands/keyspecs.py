@@ -1,0 +1,56 @@
+"""Redis 7's key-specification flags and command tips for the keyspace commands (data only).
+
+COMMAND INFO builds each key spec's `begin_search`/`find_keys` from the registry's key
+positions (commands/server.py); this table adds what those cannot say, copied from
+redis-server 7.0's COMMAND INFO: the flags of each key spec (RO/RW/OW/RM plus access,
+update, insert, delete), its notes, and the tips (request/response policies,
+nondeterministic output). A command with several entries has one key spec per key position,
+as Redis's RENAME/COPY do. Commands not listed keep the generic RO/RW spec.
+"""
+
+from __future__ import annotations
+
+KeySpec = tuple[tuple[str, ...], str | None]  # flags, notes
+
+_RW_ACCESS_UPDATE: list[KeySpec] = [(("RW", "access", "update"), None)]
+_RO_ACCESS: list[KeySpec] = [(("RO", "access"), None)]
+_RO: list[KeySpec] = [(("RO",), None)]
+_RW_UPDATE: list[KeySpec] = [(("RW", "update"), None)]
+_OW_UPDATE: list[KeySpec] = [(("OW", "update"), None)]
+_OW_INSERT: list[KeySpec] = [(("OW", "insert"), None)]
+_RM_DELETE: list[KeySpec] = [(("RM", "delete"), None)]
+
+KEY_FLAGS: dict[str, list[KeySpec]] = {
+    "set": [(("RW", "access", "update", "variable_flags"),
+             "RW and ACCESS due to the optional `GET` argument")],
+    "get": _RO_ACCESS, "getrange": _RO_ACCESS, "substr": _RO_ACCESS, "lcs": _RO_ACCESS,
+    "mget": _RO_ACCESS, "ttl": _RO_ACCESS, "pttl": _RO_ACCESS, "expiretime": _RO_ACCESS,
+    "pexpiretime": _RO_ACCESS,
+    "strlen": _RO, "exists": _RO, "touch": _RO, "type": _RO,
+    "getdel": [(("RW", "access", "delete"), None)],
+    "getex": [(("RW", "access", "update"), "RW and UPDATE because it changes the TTL")],
+    "getset": _RW_ACCESS_UPDATE, "incr": _RW_ACCESS_UPDATE, "decr": _RW_ACCESS_UPDATE,
+    "incrby": _RW_ACCESS_UPDATE, "decrby": _RW_ACCESS_UPDATE, "incrbyfloat": _RW_ACCESS_UPDATE,
+    "append": [(("RW", "insert"), None)],
+    "setrange": _RW_UPDATE, "expire": _RW_UPDATE, "pexpire": _RW_UPDATE, "expireat": _RW_UPDATE,
+    "pexpireat": _RW_UPDATE, "persist": _RW_UPDATE,
+    "setex": _OW_UPDATE, "psetex": _OW_UPDATE, "mset": _OW_UPDATE,
+    "setnx": _OW_INSERT, "msetnx": _OW_INSERT,
+    "del": _RM_DELETE, "unlink": _RM_DELETE,
+    "rename": [(("RW", "access", "delete"), None), (("OW", "update"), None)],
+    "renamenx": [(("RW", "access", "delete"), None), (("OW", "insert"), None)],
+    "copy": [(("RO", "access"), None), (("OW", "update"), None)],
+}
+
+_MULTI_SUM = ["request_policy:multi_shard", "response_policy:agg_sum"]
+
+TIPS: dict[str, list[str]] = {
+    "del": _MULTI_SUM, "exists": _MULTI_SUM, "touch": _MULTI_SUM, "unlink": _MULTI_SUM,
+    "keys": ["request_policy:all_shards", "nondeterministic_output_order"],
+    "mget": ["request_policy:multi_shard"],
+    "mset": ["request_policy:multi_shard", "response_policy:all_succeeded"],
+    "msetnx": ["request_policy:multi_shard", "response_policy:agg_min"],
+    "ttl": ["nondeterministic_output"], "pttl": ["nondeterministic_output"],
+    "randomkey": ["request_policy:all_shards", "nondeterministic_output"],
+    "scan": ["nondeterministic_output", "request_policy:special"],
+}
