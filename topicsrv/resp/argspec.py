@@ -36,6 +36,9 @@ def _atom(word: str, key_index: list[int]) -> dict[str, Any]:
         arg = {"name": name, "type": typ, "display_text": name, "token": token}
     if not arg["type"] or not arg["name"]:  # e.g. `TOKEN:(A|B)`: write `TOKEN (A|B)`
         raise ValueError(f"argument syntax {word!r} has no name or type")
+    if arg["type"] in ("block", "oneof"):  # redis-cli dereferences a block's arguments: a
+        # block without them crashes it (write the group itself: `(a:key b:string)...`)
+        raise ValueError(f"argument syntax {word!r}: a {arg['type']} is written as a group")
     if arg["type"] == "key":
         arg["key_spec_index"] = key_index[0]
         key_index[0] += 1

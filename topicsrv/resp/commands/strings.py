@@ -152,14 +152,14 @@ def _pairs(args: list[bytes], cmd: str) -> list[tuple[str, bytes]]:
 
 
 @_cmd("mset", -3, ["write", "denyoom"], 1, -1, 2, "Set multiple keys to multiple values",
-      "data:block(key:key value:string)...", "1.0.1")
+      "(key:key value:string)...", "1.0.1")
 def mset(ctx: CommandContext, args: list[bytes]) -> Any:
     return committed(ops.put(_ks(ctx), _pairs(args, "mset")), OK)
 
 
 @_cmd("msetnx", -3, ["write", "denyoom"], 1, -1, 2,
       "Set multiple keys to multiple values, only if none of the keys exist",
-      "data:block(key:key value:string)...", "1.0.1")
+      "(key:key value:string)...", "1.0.1")
 def msetnx(ctx: CommandContext, args: list[bytes]) -> Any:
     ks = _ks(ctx)
     pairs = _pairs(args, "msetnx")
