@@ -78,8 +78,9 @@ class Result:
         return [t / r for t, r in zip(self.trees[tree], self.redis, strict=True)]
 
 
-def run(rows: list[str], rounds: int, quick: bool, trees: dict[str, Path | None],
+def run(rows: list[str], rounds: int, divisor: int, trees: dict[str, Path | None],
         log: Callable[[str], None] = print) -> dict[str, Result]:
+    """`divisor`: the row sizes are divided by it (1 full, 3 quick)."""
     results = {name: Result([], {t: [] for t in trees}) for name in rows}
     procs = Procs()
     names = list(trees)
@@ -93,7 +94,7 @@ def run(rows: list[str], rounds: int, quick: bool, trees: dict[str, Path | None]
                 _prepare(rows, redis, tops)
                 for name in rows:
                     row = ROWS[name]
-                    n = row.requests // 3 if quick else row.requests
+                    n = max(row.requests // divisor, 50 * row.pipeline)
                     got: dict[str, float] = {}
                     who = [("redis", redis[row.redis]), *((t, tops[t]) for t in order)]
                     if rnd % 2:
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.against is not None:
         trees["against"] = args.against
     rows = args.rows.split(",")
-    results = run(rows, args.rounds, args.quick, trees)
+    results = run(rows, args.rounds, 3 if args.quick else 1, trees)
     print("\nmedian topicsrv / redis-server (per round in brackets)")
     for line in report(results, list(trees)):
         print(line)
