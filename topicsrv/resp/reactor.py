@@ -29,8 +29,8 @@ error), sends their replies and carries on with each as after FLUSH, synchronous
 holds: trio runs one task at a time, and the group's sockets are reactor-owned), like redis-server's
 `appendfsync always` (one write + fsync per loop turn, then the replies). Passes overlap:
 the reactor serves other sockets while a group's fsync runs. A parked socket that turns
-readable is muted (its epoll events set to none) until its group is back, so level-triggered
-epoll never spins on it and its input waits in the kernel. The group's task counts as busy
+readable is muted (out of the epoll set) until its group is back, so level-triggered epoll
+never spins on it (nor on a hang-up) and its input waits in the kernel. The group's task counts as busy
 for a graceful stop (lifecycle.py Rule 1); if it is cancelled, its connections are closed.
 """
 
@@ -68,7 +68,7 @@ class _Conn:
         self.scope: trio.CancelScope | None = None
         self.closed = False
         self.parked = False  # waiting for its group's commit (Rule 5)
-        self.muted = False  # parked and readable: its epoll events are off until unparked
+        self.muted = False  # parked and readable: out of the epoll set until unparked
 
 
 class Reactor:
@@ -141,11 +141,13 @@ class Reactor:
                     if c is None or c.task or c.closed:
                         continue
                     if c.parked:
-                        if not c.muted:
-                            c.muted = True
-                            ep.modify(fd, 0)
+                        c.muted = True  # out of the set until its group is back: no spin,
+                        ep.unregister(fd)  # not even on EPOLLHUP, which no mask keeps out
                         continue
-                    self._serve(c, None)
+                    try:
+                        self._readable(c)
+                    except Exception:
+                        self._bug(c)
                 if self.parked:
                     self._commit_group()
         finally:
@@ -154,18 +156,12 @@ class Reactor:
                     self._close(c)
             ep.close()
 
-    def _serve(self, c: _Conn, r: Outcome | None) -> None:
-        """Serve `c` (from a read when r is None), a bug costing only `c` (Rule 4)."""
-        try:
-            if r is None:
-                self._readable(c)
-            else:
-                self._run(c, r)
-        except Exception:  # a bug must cost one connection, not the front
-            self.front.stats.unexpected_errors += 1
-            log.exception("client %d: unexpected error; closing", c.session.client.id)
-            if not c.task:
-                self._close(c)
+    def _bug(self, c: _Conn) -> None:
+        """A bug outside any command costs its connection, not the front (Rule 4)."""
+        self.front.stats.unexpected_errors += 1
+        log.exception("client %d: unexpected error; closing", c.session.client.id)
+        if not c.task:
+            self._close(c)
 
     def _readable(self, c: _Conn) -> None:
         sock, s = c.sock, c.session
@@ -247,8 +243,11 @@ class Reactor:
                 continue
             if c.muted:
                 c.muted = False
-                self.ep.modify(c.fd, select.EPOLLIN)
-            self._serve(c, FLUSH)
+                self.ep.register(c.fd, select.EPOLLIN)
+            try:
+                self._run(c, FLUSH)
+            except Exception:
+                self._bug(c)
         if self.parked:  # sessions that ran more input and wait again: the next group
             self._commit_group()
 
