@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import httpbench, micro, queuebench, respbench, routerbench, stringbench, wakebench
+from bench import httpbench, micro, queuebench, respbench, routerbench, stringbench, wakebench, writebench
 from bench import memory as membench
 from bench.procs import Proc, Procs, install_signal_handlers
 from bench.report import Row, render, save
@@ -131,6 +132,22 @@ class Run:
                             d.get("p99", "error: no p99")))
         self.extra["storage_bench"] = out
         return rows
+
+    def writes(self) -> None:
+        """The write rows of issue 28 (bench/writebench.py): each XADD row against the
+        redis-server doing the same durability work, PING P1 and XRANGE P16 beside them, as
+        the median of alternating rounds of fresh servers, the rounds in the note."""
+        rounds, divisor = {"full": (3, 1), "quick": (3, 3), "tiny": (1, 500)}[self.mode]
+        res = writebench.run(list(writebench.ROWS), rounds, divisor, {"this": None}, log=self.log)
+        sec = f"RESP writes, redis-benchmark -c 50, median of {rounds} alternating rounds"
+        for name, r in res.items():
+            row = writebench.ROWS[name]
+            ratios = r.ratios("this")
+            red = statistics.median(r.redis)
+            self.rows.append(Row(sec, row.label, "ops/s", red, red * statistics.median(ratios),
+                                 target=row.target,
+                                 ref_note="rounds: " + ", ".join(f"{x:.2f}" for x in ratios)))
+            self.extra[f"writes_{name}"] = {"redis": r.redis, "topicsrv": r.trees["this"]}
 
     def servers(self) -> None:
         s = self.sizes
@@ -405,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="a few hundred ops per workload (smoke test; numbers meaningless)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["micro", "servers", "routers", "memory"], help="skip a phase (repeatable)")
+                        choices=["micro", "writes", "servers", "routers", "memory"], help="skip a phase (repeatable)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any workload errored")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
@@ -415,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     failed: list[str] = []
     try:
-        for name, phase in (("micro", run.micro), ("servers", run.servers),
+        for name, phase in (("micro", run.micro), ("writes", run.writes), ("servers", run.servers),
                             ("routers", run.routers), ("memory", run.memory)):
             if name in args.skip:
                 continue

@@ -30,6 +30,10 @@ WORKLOADS = {
                                                    requests=10**7, pipeline=1),
     "xadd-p16": lambda p: respbench.redis_benchmark(p.resp_port, ["XADD", "s", "*", "f", "v"],
                                                     requests=10**8, pipeline=16),
+    "fsync-p1": lambda p: respbench.redis_benchmark(p.resp_port, ["XADD", "f", "*", "f", "v"],
+                                                    requests=10**7, pipeline=1),
+    "fsync-p16": lambda p: respbench.redis_benchmark(p.resp_port, ["XADD", "f", "*", "f", "v"],
+                                                     requests=10**8, pipeline=16),
     "xrange-p16": lambda p: respbench.redis_benchmark(
         p.resp_port, ["XRANGE", "r", "-", "+", "COUNT", "100"], requests=10**7, pipeline=16),
     "xread-p16": lambda p: respbench.redis_benchmark(
@@ -82,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         top: Proc = procs.start_topicsrv()
         if args.workload in ("xrange-p16", "xread-p16", "group"):
             respbench.load_stream(top.resp_port or 0, "r", 100_000)
+        if args.workload.startswith("fsync"):  # a `DURABILITY fsync` topic (ack once on disk)
+            respbench.client(top.resp_port or 0).execute_command(
+                "TOPIC.CREATE", "f", "DURABILITY", "fsync")
         if args.workload.startswith("claim"):
             queuebench.prefill(top.resp_port or 0, "q", QUEUE_JOBS, queue=True)
         worker = threading.Thread(target=lambda: _quiet(WORKLOADS[args.workload], top), daemon=True)

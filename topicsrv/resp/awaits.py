@@ -20,15 +20,23 @@ from topicsrv.resp.dispatch import error_reply, internal_error
 from topicsrv.resp.encoder import encode_error
 
 Mark = tuple[Any, int, int]  # (commit token, reply start, reply end) in `out`
+Outcome = dict[int, "str | None"]  # id(token) -> None (durable) or its error's RESP line
 
 
 async def settle(marks: list[Mark], out: bytearray, front: Front) -> None:
     """Wait for the commit tokens of the writes whose replies sit in `out`; a failed one's
     reply becomes the error, spliced in place, last first so earlier offsets stay valid."""
-    failed: list[tuple[int, int, str]] = []
-    outcome: dict[int, str | None] = {}  # id(token) -> its error text; each awaited once
-    for token, start, end in marks:
-        key = id(token)  # the token lives in `marks` until the loop ends: the id is its own
+    outcome: Outcome = {}
+    await wait_tokens(marks, outcome, front)
+    apply_outcome(marks, out, outcome)
+
+
+async def wait_tokens(marks: list[Mark], outcome: Outcome, front: Front) -> None:
+    """Await each token of `marks` not yet in `outcome` once (Rule 1), recording how it
+    ended. The tokens must stay referenced (by `marks`) while `outcome` is used: it is keyed
+    by their ids. The reactor calls this once for the marks of every connection of a pass."""
+    for token, _, _ in marks:
+        key = id(token)
         if key not in outcome:
             try:
                 await token.wait()
@@ -37,9 +45,13 @@ async def settle(marks: list[Mark], out: bytearray, front: Front) -> None:
                 outcome[key] = e.resp_line()
             except Exception:
                 outcome[key] = internal_error(front, "a commit wait").text
-        text = outcome[key]
-        if text is not None:
-            failed.append((start, end, text))
+
+
+def apply_outcome(marks: list[Mark], out: bytearray, outcome: Outcome) -> None:
+    """Replace the reply of every failed commit in `out` by its error, last first so that
+    earlier offsets stay valid (session.py Rule 4)."""
+    failed = [(start, end, text) for token, start, end in marks
+              if (text := outcome[id(token)]) is not None]
     for start, end, text in reversed(failed):
         err = bytearray()
         encode_error(err, text)

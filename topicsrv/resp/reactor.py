@@ -25,6 +25,18 @@ marks it dirty; one flusher task sends the output of every dirty idle connection
 turn (the messages of a whole pipelined batch of PUBLISH go out in one send per subscriber)
 and hands a connection whose socket would block to a task, as Rule 1. A connection a task
 owns sends its own output; one given back with output pending is marked dirty again.
+Rule 6 (group commit): a session that is WAIT_COMMIT (replies waiting for their commit
+tokens: an fsync-class write) is *parked*, not handed to a task: it stays in the epoll set,
+and once the pass over the ready sockets is done, the marks of every session parked in it go
+to ONE task that awaits each distinct token once (the WAL groups the frames of the pass into
+one batch per shard: wal.py Rule 1), applies the outcome (a failed commit's reply becomes its
+error), sends their replies and carries on with each as after FLUSH, synchronously (Rule 2
+holds: trio runs one task at a time, and the group's sockets are reactor-owned), like redis-server's
+`appendfsync always` (one write + fsync per loop turn, then the replies). Passes overlap:
+the reactor serves other sockets while a group's fsync runs. A parked socket that turns
+readable is muted (out of the epoll set) until its group is back, so level-triggered epoll
+never spins on it (nor on a hang-up) and its input waits in the kernel. The group's task counts as busy
+for a graceful stop (lifecycle.py Rule 1); if it is cancelled, its connections are closed.
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from topicsrv.context import ServerContext
+from topicsrv.resp.awaits import Mark, apply_outcome, wait_tokens
+from topicsrv.resp.awaits import Outcome as TokenOutcome
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.connection import READ_SIZE, SocketIO, drive, sock_addr
 from topicsrv.resp.session import CLOSE, FLUSH, NEED_DATA, WAIT_COMMIT, Outcome, Session
@@ -49,7 +63,7 @@ def available() -> bool:
 
 
 class _Conn:
-    __slots__ = ("sock", "fd", "session", "task", "scope", "closed")
+    __slots__ = ("sock", "fd", "session", "task", "scope", "closed", "parked", "muted")
 
     def __init__(self, sock: socket.socket, session: Session) -> None:
         self.sock = sock
@@ -58,6 +72,8 @@ class _Conn:
         self.task = False  # True while a task (not the reactor) drives the connection
         self.scope: trio.CancelScope | None = None
         self.closed = False
+        self.parked = False  # waiting for its group's commit (Rule 6)
+        self.muted = False  # parked and readable: out of the epoll set until unparked
 
 
 class Reactor:
@@ -69,6 +85,8 @@ class Reactor:
         self.conns: dict[int, _Conn] = {}
         self.dirty: dict[_Conn, None] = {}  # idle connections with pub/sub output (Rule 5)
         self.flush_due = trio.Event()
+
+        self.parked: list[_Conn] = []  # parked in the current pass (Rule 6)
 
     # ---- ownership ------------------------------------------------------------------------
 
@@ -172,20 +190,30 @@ class Reactor:
                 await trio.lowlevel.wait_readable(ep.fileno())
                 for fd, _ in ep.poll(0, 1024):
                     c = conns.get(fd)
-                    if c is not None and not c.task and not c.closed:
-                        try:
-                            self._readable(c)
-                        except Exception:  # a bug must cost one connection, not the front
-                            self.front.stats.unexpected_errors += 1
-                            log.exception("client %d: unexpected error; closing",
-                                          c.session.client.id)
-                            if not c.task:
-                                self._close(c)
+                    if c is None or c.task or c.closed:
+                        continue
+                    if c.parked:
+                        c.muted = True  # out of the set until its group is back: no spin,
+                        ep.unregister(fd)  # not even on EPOLLHUP, which no mask keeps out
+                        continue
+                    try:
+                        self._readable(c)
+                    except Exception:
+                        self._bug(c)
+                if self.parked:
+                    self._commit_group()
         finally:
             for c in list(conns.values()):
                 if not c.task:
                     self._close(c)
             ep.close()
+
+    def _bug(self, c: _Conn) -> None:
+        """A bug outside any command costs its connection, not the front (Rule 4)."""
+        self.front.stats.unexpected_errors += 1
+        log.exception("client %d: unexpected error; closing", c.session.client.id)
+        if not c.task:
+            self._close(c)
 
     def _readable(self, c: _Conn) -> None:
         sock, s = c.sock, c.session
@@ -197,7 +225,10 @@ class Reactor:
             log.debug("client %d: %s", s.client.id, e)
             data = b""
         s.receive_data(data)
-        r = s.step()
+        self._run(c, s.step())
+
+    def _run(self, c: _Conn, r: Outcome) -> None:
+        sock, s = c.sock, c.session
         while r is not WAIT_COMMIT:
             if s.out:
                 if not self._send_now(c):
@@ -211,10 +242,59 @@ class Reactor:
             if r is not FLUSH:
                 break
             r = s.step()
+        if r is WAIT_COMMIT:
+            c.parked = True
+            self.parked.append(c)
+            return
         if r is CLOSE and not s.out:
             self._close(c)
             return
         self._hand_off(c, r)
+
+    # ---- group commit (Rule 6) ------------------------------------------------------------
+
+    def _commit_group(self) -> None:
+        group = [(c, c.session.take_marks()) for c in self.parked]
+        self.parked = []
+        self.nursery.start_soon(self._settle, group)
+
+    async def _settle(self, group: list[tuple[_Conn, list[Mark]]]) -> None:
+        drain = self.server.drain
+        drain.enter()
+        outcome: TokenOutcome = {}
+        try:
+            for _, marks in group:
+                await wait_tokens(marks, outcome, self.front)
+        except BaseException:  # cancelled (shutdown): these replies will never be sent
+            for c, _ in group:
+                c.parked = False
+                if not c.closed:
+                    self._close(c)
+            raise
+        finally:
+            drain.leave()
+        self._resume(group, outcome)
+
+    def _resume(self, group: list[tuple[_Conn, list[Mark]]], outcome: TokenOutcome) -> None:
+        """Serve the sessions whose group is durable: their replies, then on as after FLUSH.
+        Runs in the group's task, synchronously: between two awaits the reactor's sockets
+        are only ever served by one piece of code at a time (trio runs one task at once)."""
+        for c, marks in group:
+            c.parked = False
+            if c.closed:
+                continue
+            apply_outcome(marks, c.session.out, outcome)
+            if c.closed:
+                continue
+            if c.muted:
+                c.muted = False
+                self.ep.register(c.fd, select.EPOLLIN)
+            try:
+                self._run(c, FLUSH)
+            except Exception:
+                self._bug(c)
+        if self.parked:  # sessions that ran more input and wait again: the next group
+            self._commit_group()
 
     # ---- the connection's task while it waits ---------------------------------------------
 

@@ -7,7 +7,8 @@ sockets and the tasks; this module owns what a RESP connection means: framing
 buffer, output limits, protocol errors, QUIT / POST / CLIENT KILL of itself, the input kept
 while a command blocks, EOF, and the client's bookkeeping shown by CLIENT LIST and INFO.
 
-An adapter's loop: `r = step()`; if r is WAIT_COMMIT, `await wait_commits()`; then send all
+An adapter's loop: `r = step()`; if r is WAIT_COMMIT, `await wait_commits()` (or, for many
+sessions at once, `take_marks()` + awaits.wait_tokens + awaits.apply_outcome); then send all
 of `out` (reporting each send with `sent(n)`), then act on r and call `step()` again:
 
     NEED_DATA     the session is idle: read, then `receive_data(data)` (b"" is EOF)
@@ -302,8 +303,15 @@ class Session:
     def wait_commits(self) -> Awaitable[None]:
         """WAIT_COMMIT: wait for the commit tokens of the replies in `out` (Rule 4); returns
         the coroutine to await (this module has no async code of its own: Rule 8)."""
+        return settle(self.take_marks(), self.out, self.front)
+
+    def take_marks(self) -> list[Mark]:
+        """WAIT_COMMIT for an adapter that waits for many sessions' commits at once (the
+        reactor's group commit): the marks of the replies in `out`. The adapter awaits their
+        tokens, applies the outcome to `out` (awaits.apply_outcome) and then carries on as
+        after FLUSH."""
         marks, self.marks = self.marks, []
-        return settle(marks, self.out, self.front)
+        return marks
 
     def start_wait(self) -> Awaitable[Any]:
         """WAIT_COMMAND: the awaitable to wait for; the client shows as blocked meanwhile."""

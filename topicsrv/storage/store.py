@@ -209,14 +209,14 @@ class Storage(routerlog.RouterJournal, SegTasks):
             "name": topic.name, "epoch": topic.epoch, "type": topic.type, "seq_base": topic.seq_base,
             "created_ts": topic.created_ts, "config": restore.config_to_dict(topic.config)})
         commit = sh.enqueue(frames.encode(frames.T_TOPIC, body))
-        return Token(commit, policy_of(topic.config).ack == "fdatasync")  # always gated: Rule 2
+        return commit.token(policy_of(topic.config).ack == "fdatasync")  # always gated: Rule 2
 
     def topic_dropped(self, name: str, epoch: int) -> Token:
         from topicsrv.storage.state import shard_of
 
         sh = self.shards[shard_of(name, self.nshards)]
         commit = sh.enqueue(frames.encode(frames.T_DROP, codec.encode_json({"name": name, "epoch": epoch})))
-        return Token(commit, False)
+        return commit.token(False)
 
     def appended(self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes],
                  records: list[PreparedRecord]) -> Token | None:
@@ -246,9 +246,9 @@ class Storage(routerlog.RouterJournal, SegTasks):
         if pol.ceiling:
             sh.want_ceiling(topic)
         if pol.ack == "fdatasync":
-            return Token(commit, True)
+            return commit.token(True)
         if pol.ack == "enqueue" and last > st.ceil_durable:
-            return Token(commit, False)
+            return commit.token(False)
         return None
 
     def begin_group(self, spans_turns: bool = False) -> None:
@@ -295,7 +295,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         if rc is not None and "rc" not in obj:
             obj["rc"] = rc  # a router's dest: the frame's place among the re-derived copies
         commit = sh.enqueue(frames.encode(ftype, codec.encode_json(obj)))
-        return Token(commit, False) if gated else None
+        return commit.token(False) if gated else None
 
     def deleted(self, topic: Topic, selector: dict[str, Any], bound: int, wait: bool = True) -> Token | None:
         pol = policy_of(topic.config)
@@ -395,7 +395,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return Token(sh.group.commit_for(sh.index, sh.batch.commit), False)
         if not sh.batch.frames:
             return None
-        return Token(sh.batch.commit, False)
+        return sh.batch.commit.token(False)
 
     def _wake(self, name: str) -> None:
         for listener in self.engine.listeners:

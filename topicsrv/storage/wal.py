@@ -65,7 +65,7 @@ def storage_error(reason: str) -> TopicsError:
 class Commit:
     """One group-commit batch; every write in it waits on the same event."""
 
-    __slots__ = ("event", "ms", "error", "urgent", "hurry", "leader")
+    __slots__ = ("event", "ms", "error", "urgent", "hurry", "leader", "tokens")
 
     def __init__(self) -> None:
         self.event = trio.Event()
@@ -75,6 +75,15 @@ class Commit:
         self.hurry = trio.Event()  # set when the batch turns urgent or big
         # a commit group's own commit, once its frame is in a batch: that batch (Rule 8)
         self.leader: Commit | None = None
+        self.tokens: list[Token | None] = [None, None]  # one per `report` flag, made once
+
+    def token(self, report: bool) -> Token:
+        """The batch's token (one object per `report` flag, shared by every write in the
+        batch, so a front that waits for many writes awaits each batch once)."""
+        t = self.tokens[report]
+        if t is None:
+            t = self.tokens[report] = Token(self, report)
+        return t
 
     def wanted(self) -> None:
         if not self.urgent:
