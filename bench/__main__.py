@@ -27,7 +27,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import httpbench, micro, queuebench, respbench, routerbench, stringbench, wakebench, writebench
+from bench import (
+    httpbench,
+    micro,
+    queuebench,
+    respbench,
+    routerbench,
+    stringbench,
+    wakebench,
+    writebench,
+)
 from bench import memory as membench
 from bench.procs import Proc, Procs, install_signal_handlers
 from bench.report import Row, render, save

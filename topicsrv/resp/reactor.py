@@ -228,7 +228,7 @@ class Reactor:
         self._run(c, s.step())
 
     def _run(self, c: _Conn, r: Outcome) -> None:
-        sock, s = c.sock, c.session
+        s = c.session
         while r is not WAIT_COMMIT:
             if s.out:
                 if not self._send_now(c):
