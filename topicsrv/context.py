@@ -136,10 +136,12 @@ def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerCont
     engine.ready_since = notifier.ready_since
     admission = Admission(config.maxclients, protected_mode=config.protected_mode,
                           trusted_nets=config.trusted_nets)
+    bus = Bus(engine.clock, config.pubsub_limits)
+    engine.keyspace.on_expired = bus.keyspace.expired  # `expired` events (bus/keyspace.py)
     return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
                          memory=MemoryGuard(config.max_memory), claims=Claims(engine, notifier),
                          tls=server_context(config.tls_cert, config.tls_key,
                                             config.tls_ca, config.tls_port),
-                         bus=Bus(engine.clock, config.pubsub_limits))
+                         bus=bus)
 
 

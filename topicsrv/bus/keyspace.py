@@ -14,6 +14,11 @@ Rule 4 (the entry point for the keyspace): strings (`$`), generic commands (`g`:
 rename_from/rename_to, ...), expiry (`x`: `expired`) and `new` (`n`) call the same `notify`
 with their class constant; streams use `STREAM` (`xadd`, `xtrim`, `xdel`, `xgroup-create`,
 `xgroup-createconsumer`, `xgroup-delconsumer`, `xgroup-destroy`, `xgroup-setid`, `xsetid`).
+The string and generic command events are in resp/commands/keyevents_strings.py; `expired`
+comes from the keyspace itself (engine/keyspace/space.py `on_expired`, wired to `expired`
+below), so lazy and active expiry both fire it, whichever front caused the lookup.
+Rule 5: an engine key name (str) is published as the bytes the RESP front decoded it from
+(latin-1); a name only HTTP could spell (beyond latin-1) as UTF-8.
 """
 
 from __future__ import annotations
@@ -79,6 +84,14 @@ def flags_text(flags: int) -> str:
     return "".join(out)
 
 
+def key_bytes(name: str) -> bytes:
+    """A key name as published (Rule 5)."""
+    try:
+        return name.encode("latin-1")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass")
+
+
 class Notifications:
     """The keyspace-notification switch of one bus (`bus.keyspace`)."""
 
@@ -97,3 +110,8 @@ class Notifications:
             self.bus.publish(KEYSPACE_PREFIX + key, event)
         if flags & KEYEVENT:
             self.bus.publish(KEYEVENT_PREFIX + event, key)
+
+    def expired(self, name: str) -> None:
+        """The keyspace's `on_expired` hook: `name` expired (lazily or by the active cycle)."""
+        if self.flags & EXPIRED:
+            self.notify(EXPIRED, b"expired", key_bytes(name))

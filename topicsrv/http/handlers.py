@@ -12,6 +12,9 @@ only if that read delivered nothing and was caught up, bounded by `wait_ms` (<= 
 Rule 5: a large write yields to other tasks while its records are validated and encoded
 (every YIELD_BYTES of input), so one big body cannot hold the event loop for its whole
 duration; nothing touches the engine before the whole body was validated (Rule 1).
+Rule 6 (keyspace notifications, topicsrv/bus/keyspace.py): a write fires what its XADDs
+would (`new` when it created the topic, `xadd` per record; an idempotent replay nothing), a
+topic DELETE fires `del`, as DEL; free when notifications are off.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import trio
 
+from topicsrv.bus.keyspace import GENERIC, NEW, STREAM, key_bytes
 from topicsrv.engine import deletes
 from topicsrv.engine.blobs import pieces
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
@@ -98,6 +102,7 @@ async def put_topic(call: Call) -> Response:
 
 async def delete_topic(call: Call) -> Response:
     topic, token = call.ctx.engine.delete_topic(call.topic)
+    call.ctx.bus.keyspace.notify(GENERIC, b"del", key_bytes(call.topic))  # as DEL (Rule 6)
     await commit(call, token)
     return json_response(call, {"topic": topic.name, "deleted": True, "epoch": topic.epoch})
 
@@ -130,8 +135,20 @@ async def write(call: Call) -> Response:
     await trio.lowlevel.checkpoint()
     result, token = call.ctx.engine.write(call.topic, prepared, create=create, config=config,
                                           idempotency_key=key)
+    if call.ctx.bus.keyspace.flags and not result.get("duplicate"):
+        _notify_write(call, result)
     fsync_ms = await commit(call, token)
     return json_response(call, dict(result), fsync_ms=fsync_ms)
+
+
+def _notify_write(call: Call, result: Any) -> None:
+    """Keyspace events of a write (Rule 6): `new` when it created the topic, then one `xadd`
+    per record, as the XADDs it stands for."""
+    ks, name = call.ctx.bus.keyspace, key_bytes(call.topic)
+    if result.get("created"):
+        ks.notify(NEW, b"new", name)
+    for _ in range(len(result["seqs"])):
+        ks.notify(STREAM, b"xadd", name)
 
 
 async def prepare_records(raw: list[Any]) -> list[PreparedRecord]:

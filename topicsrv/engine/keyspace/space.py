@@ -11,6 +11,8 @@ Rule 3 (expiry): an expired key is never visible: every lookup first runs `expir
 its name (lazy expiry), and `active_expire` reclaims at most `budget` due keys per tick
 (engine/keyspace/expiry.py Rule 2). Expiring a string journals its delete; expiring a topic
 deletes it exactly as DEL (`host.delete_topic`: readers of a recreated name get `recreated`).
+Each key that expires, lazily or by the active cycle, is passed to `on_expired` (the bus's
+keyspace notifications wire it: Redis's `expired` event) after it is gone.
 Counts (DBSIZE, INFO keyspace, KEYS, SCAN, RANDOMKEY) reap every due key first: work
 proportional to the keys that expired, never a scan of the map.
 Rule 4: sans-IO and synchronous like the rest of the engine; time comes from `host.now()`.
@@ -18,6 +20,7 @@ Rule 4: sans-IO and synchronous like the rest of the engine; time comes from `ho
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sortedcontainers import SortedDict
@@ -63,6 +66,7 @@ class Keyspace:
         self.expiry = ExpiryIndex()
         self.stats = {"expired_keys": 0, "expired_topics": 0, "string_writes": 0}
         self.nbytes = 0  # sum of len(name) + len(value) over `strings` (INFO used_memory, /metrics)
+        self.on_expired: Callable[[str], None] | None = None  # Rule 3
 
     # ---- lookups (Rule 3: each runs lazy expiry first) -------------------------------------
 
@@ -85,6 +89,8 @@ class Keyspace:
                 self.apply([("d", name)])
                 self.host.notify(name)
             self.stats["expired_keys"] += 1
+            if self.on_expired is not None:
+                self.on_expired(name)
             return True
         if name in self.host.topics:
             deadline = self.expiry.deadlines.pop(name)  # delete_topic looks the name up
@@ -95,6 +101,8 @@ class Keyspace:
                 return False  # storage refuses writes: retried on the next tick
             self.stats["expired_keys"] += 1
             self.stats["expired_topics"] += 1
+            if self.on_expired is not None:
+                self.on_expired(name)
             return True
         self.expiry.clear(name)
         return False

@@ -9,7 +9,9 @@ after the change, with the key as the client spelled it.
 Rule 2 (zero cost when off): a wrapped handler checks the enabled flags before anything else.
 XADD (`new`, `xadd`, `xtrim`) notifies inline (streams.py), and a run of XADDs is not
 coalesced while notifications are on (batch.py), so each gets its events.
-Rule 3: DEL/UNLINK fire `del` for each key that existed.
+Rule 3: DEL/UNLINK fire `del` for each key that existed (a string or a topic).
+Rule 4: XGROUP CREATE ... MKSTREAM that creates the stream fires `new` before `xgroup-create`.
+The string and generic key commands are in keyevents_strings.py.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from topicsrv.bus.keyspace import GENERIC, STREAM
+from topicsrv.bus.keyspace import GENERIC, NEW, STREAM
 from topicsrv.resp.commands import groups, keys, streams, streams_setid  # noqa: F401 (registers)
-from topicsrv.resp.commands.base import REGISTRY, CommandContext, Err, Pending
+from topicsrv.resp.commands.base import REGISTRY, CommandContext, Err, Pending, key_name
 
 Fires = Callable[[Any], bool]
 
@@ -56,10 +58,17 @@ def _wrap(name: str, klass: int, event: bytes, fires: Fires, index: int) -> None
     inner = spec.handler
     assert inner is not None and not spec.is_async
 
+    mkstream = name == "xgroup|create"
+
     def handler(ctx: CommandContext, args: list[bytes]) -> Any:
-        reply = inner(ctx, args)
         ks = ctx.server.bus.keyspace
-        if ks.flags & klass and type(reply) is not Err and fires(reply):
+        if not ks.flags:
+            return inner(ctx, args)
+        created = mkstream and ctx.engine.keyspace.kind(key_name(args[index])) is None
+        reply = inner(ctx, args)
+        if type(reply) is not Err and fires(reply):
+            if created:  # Rule 4 (the reply is OK only when MKSTREAM made it)
+                ks.notify(NEW, b"new", args[index])
             ks.notify(klass, event, args[index])
         return reply
 
@@ -75,7 +84,8 @@ def _wrap_delete(name: str) -> None:
         ks = ctx.server.bus.keyspace
         if not ks.flags & GENERIC:
             return inner(ctx, args)
-        existed = [a for a in args if ctx.engine.find(a.decode("latin-1")) is not None]
+        space = ctx.engine.keyspace
+        existed = [a for a in args if space.kind(key_name(a)) is not None]
         reply = inner(ctx, args)
         if type(reply) is not Err:
             for key in dict.fromkeys(existed):
