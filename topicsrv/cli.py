@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from topicsrv import __version__
+from topicsrv.bus.limits import OutputLimits
 from topicsrv.errors import StartupError
 from topicsrv.http.guards import parse_allowed_hosts
 from topicsrv.memory import auto_limit, parse_size
@@ -57,6 +58,13 @@ def _max_memory(text: str) -> int:
     if raw == "0":
         return 0
     return _size(text)
+
+
+def _pubsub_limits(text: str) -> OutputLimits:
+    try:
+        return OutputLimits.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _yes_no(text: str) -> bool:
@@ -149,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--client-output-limit", type=_size, default=64 << 20, metavar="BYTES",
                        help="pending reply bytes after which a RESP client that does not read is "
                             "disconnected (default 64mb)")
+    serve.add_argument("--client-output-buffer-limit-pubsub", type=_pubsub_limits,
+                       default=OutputLimits(), metavar='"HARD SOFT SECONDS"',
+                       help="as Redis's client-output-buffer-limit pubsub: a subscriber past "
+                            "HARD pending bytes, or past SOFT for more than SECONDS, is "
+                            "disconnected (default \"32mb 8mb 60\"; 0 = no limit)")
     serve.add_argument("--maxclients", type=_positive, default=10000, metavar="N",
                        help="client connections served at once over both fronts, as Redis's "
                             "maxclients; the next one is refused in words (default 10000, "
@@ -230,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             proto_max_bulk_len=args.proto_max_bulk_len,
             keyspace_durability=args.keyspace_durability,
             client_output_limit=args.client_output_limit,
+            pubsub_limits=args.client_output_buffer_limit_pubsub,
             maxclients=args.maxclients,
             protected_mode=args.protected_mode,
             max_memory=args.max_memory,

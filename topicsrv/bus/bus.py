@@ -51,6 +51,7 @@ class BusStats:
     delivered: int = 0  # deliveries queued to a subscriber
     dropped: int = 0  # deliveries refused: the subscriber was over its limit and cut
     slow_disconnects: int = 0  # subscribers cut by the output-buffer limits
+    max_pending: int = 0  # the most bytes one subscriber held queued after a delivery
 
 
 class Message:
@@ -220,7 +221,10 @@ class Bus:
                         "%s", sub, reason)
             return 1
         sub.enqueue(data)
-        self.stats.delivered += 1
+        stats = self.stats
+        stats.delivered += 1
+        if pending > stats.max_pending:
+            stats.max_pending = pending
         return 1
 
     def _cut(self, cut: list[tuple[Subscriber, str]]) -> None:

@@ -141,6 +141,7 @@ def _stats(ctx: CommandContext) -> Section:
         ("pubsub_messages_delivered", bus.stats.delivered),
         ("pubsub_messages_dropped", bus.stats.dropped),
         ("pubsub_slow_subscriber_disconnections", bus.stats.slow_disconnects),
+        ("pubsub_max_pending_bytes", bus.stats.max_pending),
         ("records_written", engine.stats.get("records_written", 0)),
         ("records_read", engine.stats.get("records_read", 0)),
     ]
