@@ -117,6 +117,46 @@ def test_blocking_xread_over_tls_is_woken_by_a_plain_client(srv: Any, certs: Cer
     assert out and out[0][0][1][0][1] == {b"k": b"v"}
 
 
+def _messages(ps: Any, n: int) -> list[tuple[Any, bytes, bytes]]:
+    out: list[tuple[Any, bytes, bytes]] = []
+    deadline = time.monotonic() + 20
+    while len(out) < n and time.monotonic() < deadline:
+        m = ps.get_message(timeout=1.0)
+        if m is not None and m["type"] in ("message", "pmessage"):
+            out.append((m["pattern"], m["channel"], m["data"]))
+    return out
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_pubsub_over_tls_and_plain_on_one_bus(srv: Any, certs: Certs, protocol: int) -> None:
+    """A TLS subscriber (channel + pattern) gets a plain publisher's messages in order, a plain
+    subscriber gets a TLS publisher's, with the same receiver counts; RESP2 and RESP3."""
+    ch, pat, pch = f"tls{protocol}-ch", f"tls{protocol}-*", f"plain{protocol}-ch"
+    secure = tls_redis(srv, certs, protocol=protocol)
+    plain = redis.Redis(port=srv.addresses["resp"][1], socket_timeout=10, protocol=protocol)
+    s_sub, p_sub = secure.pubsub(), plain.pubsub()
+    s_sub.subscribe(ch)
+    s_sub.psubscribe(pat)
+    p_sub.subscribe(pch)
+    for ps, n in ((s_sub, 2), (p_sub, 1)):  # the subscribe confirmations
+        for _ in range(n):
+            assert ps.get_message(timeout=5) is not None
+    big = b"x" * 100_000  # larger than one TLS record
+    assert [plain.publish(ch, b"%d" % i) for i in range(50)] == [2] * 50
+    assert plain.publish(ch, big) == 2
+    assert [secure.publish(pch, b"%d" % i) for i in range(50)] == [1] * 50
+    got = _messages(s_sub, 102)  # 51 as the channel's subscriber, 51 as the pattern's
+    assert len(got) == 102
+    want_ch = [(None, ch.encode(), b"%d" % i) for i in range(50)] + [(None, ch.encode(), big)]
+    assert [m for m in got if m[0] is None] == want_ch
+    assert [m[2] for m in got if m[1] == ch.encode() and m[0] == pat.encode()] == \
+        [b"%d" % i for i in range(50)] + [big]
+    assert [m[2] for m in _messages(p_sub, 50)] == [b"%d" % i for i in range(50)]
+    s_sub.close()
+    p_sub.close()
+    assert plain.publish(ch, b"gone") == 0  # both left the bus
+
+
 @pytest.mark.skipif(REDIS_CLI is None, reason="redis-cli is not installed (apt-get install "
                     "redis-tools)")
 def test_redis_cli_tls(srv: Any, certs: Certs) -> None:
