@@ -163,3 +163,42 @@ def test_behind_a_token_the_page_asks_for_it_and_keeps_it_out_of_urls(
     finally:
         context.close()
         stop()
+
+
+def test_an_eventsource_in_the_browser_gets_messages_published_over_resp(
+        browser: Any, tmp_path: Path) -> None:
+    """A page served by topicsrv opens an EventSource on /v0/channels/{ch}/subscribe (same
+    origin) and receives, in order, what a RESP client PUBLISHes: JSON payloads as values,
+    other bytes as text; the PUBLISH reply counts the browser as a receiver."""
+    ctx, stop = serve(tmp_path)
+    page = browser.new_page()
+    try:
+        port, resp_port = ctx.addresses["http"][1], ctx.addresses["resp"][1]
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.evaluate("""() => {
+            window.__got = []; window.__opened = false;
+            const es = new EventSource('/v0/channels/browser-ch/subscribe');
+            es.onopen = () => { window.__opened = true; };
+            es.addEventListener('message', e => window.__got.push(JSON.parse(e.data)));
+            window.__es = es;
+        }""")
+        r = redis.Redis(port=resp_port, socket_timeout=10)
+        page.wait_for_function("() => window.__opened", timeout=WAIT_MS)
+        for _ in range(100):  # the stream is open; its subscription is on the bus right after
+            if r.pubsub_numsub("browser-ch") == [(b"browser-ch", 1)]:
+                break
+            page.wait_for_timeout(50)
+        assert r.pubsub_numsub("browser-ch") == [(b"browser-ch", 1)]
+        replies = [r.publish("browser-ch", f'{{"n": {i}}}') for i in range(20)]
+        replies.append(r.publish("browser-ch", "plain text"))
+        assert replies == [1] * 21
+        page.wait_for_function("() => window.__got.length >= 21", timeout=WAIT_MS)
+        got = page.evaluate("window.__got")
+        assert got == [{"channel": "browser-ch", "pattern": None, "message": {"n": i}}
+                       for i in range(20)] + [
+            {"channel": "browser-ch", "pattern": None, "message": "plain text"}]
+        page.evaluate("window.__es.close()")
+        r.close()
+    finally:
+        page.close()
+        stop()
