@@ -61,10 +61,17 @@ def _max_memory(text: str) -> int:
 
 
 def _pubsub_limits(text: str) -> OutputLimits:
-    try:
-        return OutputLimits.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """`<hard> <soft> <soft-seconds>`, as Redis's pubsub class, with Redis's CONFIG texts."""
+    words = text.split()
+    if len(words) != 3:
+        raise argparse.ArgumentTypeError("Wrong number of arguments in buffer limit "
+                                         "configuration.")
+    hard, soft = parse_size(words[0]), parse_size(words[1])
+    secs = int(words[2]) if words[2].isdigit() else -1
+    if hard is None or soft is None or secs < 0:
+        raise argparse.ArgumentTypeError("Error in hard, soft or soft_seconds setting in "
+                                         "buffer limit configuration.")
+    return OutputLimits(hard, soft, secs)
 
 
 def _yes_no(text: str) -> bool:

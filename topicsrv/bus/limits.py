@@ -7,7 +7,7 @@ is cut once it has stayed past `soft` for more than `soft_seconds` (timed with t
 clock, so tests use a FakeClock); dropping back under `soft` resets that timer. A limit of 0
 is "no limit", as in Redis.
 The limits come from `serve --client-output-buffer-limit-pubsub "<hard> <soft> <seconds>"`
-(`parse`) and change at run time with CONFIG SET client-output-buffer-limit.
+(cli.py) and change at run time with CONFIG SET client-output-buffer-limit.
 Rule 2: the check is before the queueing, so the bytes held for one subscriber never exceed
 `hard` (Redis queues first and checks after; the difference is one message).
 """
@@ -42,22 +42,6 @@ class OutputLimits:
             return (f"{pending} bytes pending > soft limit {self.soft} for more than "
                     f"{self.soft_seconds} s")
         return None
-
-    @classmethod
-    def parse(cls, text: str) -> OutputLimits:
-        """`<hard> <soft> <soft-seconds>` as Redis's pubsub class (sizes take k/kb/m/mb/g/gb);
-        ValueError with Redis's CONFIG text otherwise."""
-        from topicsrv.memory import parse_size
-
-        words = text.split()
-        if len(words) != 3:
-            raise ValueError("Wrong number of arguments in buffer limit configuration.")
-        hard, soft = parse_size(words[0]), parse_size(words[1])
-        secs = int(words[2]) if words[2].isdigit() else -1
-        if hard is None or soft is None or secs < 0:
-            raise ValueError("Error in hard, soft or soft_seconds setting in buffer limit "
-                             "configuration.")
-        return cls(hard, soft, secs)
 
     def render(self) -> str:
         """The `pubsub ...` part of CONFIG GET client-output-buffer-limit."""
