@@ -33,6 +33,7 @@ from bench import (
     queuebench,
     respbench,
     routerbench,
+    scriptbench,
     stringbench,
     wakebench,
     writebench,
@@ -50,19 +51,22 @@ SIZES: dict[str, dict[str, int]] = {
              "http_records": 1_000_000, "sse": 100_000, "memory": 1_000_000,
              "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000, "wake": 1_000,
              "router_fwd": 200_000, "router_write": 200_000,
-             "str_p1": 100_000, "str_p16": 500_000, "str_keys": 100_000, "str_memory": 1_000_000},
+             "str_p1": 100_000, "str_p16": 500_000, "str_keys": 100_000, "str_memory": 1_000_000,
+             "eval_p1": 100_000, "eval_p16": 500_000},
     "quick": {"xadd_p1": 20_000, "xadd_p16": 100_000, "stream": 100_000, "range_p1": 4_000,
               "range_p16": 10_000, "py_xadd": 30_000, "py_xread": 100_000, "group": 10_000,
               "http_records": 200_000, "sse": 20_000, "memory": 200_000,
               "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000, "wake": 300,
               "router_fwd": 50_000, "router_write": 100_000,
-              "str_p1": 20_000, "str_p16": 100_000, "str_keys": 100_000, "str_memory": 200_000},
+              "str_p1": 20_000, "str_p16": 100_000, "str_keys": 100_000, "str_memory": 200_000,
+              "eval_p1": 20_000, "eval_p16": 100_000},
     "tiny": {"xadd_p1": 200, "xadd_p16": 1_600, "stream": 1_000, "range_p1": 100,
              "range_p16": 320, "py_xadd": 300, "py_xread": 1_000, "group": 200,
              "http_records": 2_000, "sse": 200, "memory": 2_000,
              "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000, "wake": 20,
              "router_fwd": 2_000, "router_write": 2_000,
-             "str_p1": 200, "str_p16": 1_600, "str_keys": 1_000, "str_memory": 2_000},
+             "str_p1": 200, "str_p16": 1_600, "str_keys": 1_000, "str_memory": 2_000,
+             "eval_p1": 200, "eval_p16": 1_600},
 }
 
 
@@ -235,6 +239,7 @@ class Run:
         self.rows.append(Row(py, "XREADGROUP COUNT 10 + XACK loop", "rec/s",
                              per(r, "records_per_s"), per(t, "records_per_s")))
         self.queue_workloads(pair, s)
+        self.script_workloads(pair, s)
         self.wake_workloads(pair, s)
 
     def string_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
@@ -258,6 +263,27 @@ class Run:
                                      target=ping.ratio if p == 1 else 0.5,
                                      ref_note="P1 target = the PING P1 ratio" if p == 1 else ""))
                 self.extra[f"{name.split()[0].lower()}_p{p}"] = {"redis": r, "topicsrv": t}
+
+    def script_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
+        """EVALSHA of a script doing one GET and one INCR (bench/scriptbench.py), P1 and P16,
+        the median of alternating rounds on the same pair (issue 27)."""
+        rounds = {"full": 3, "quick": 3, "tiny": 1}[self.mode]
+        sec = (f"Lua scripting, redis-benchmark -c 50 -r {scriptbench.KEYS:,}, median of "
+               f"{rounds} alternating rounds")
+        red, top = pair
+        assert red.resp_port is not None and top.resp_port is not None
+        res = attempt(lambda: scriptbench.run(
+            red.resp_port, top.resp_port, rounds,  # type: ignore[arg-type]
+            {1: s["eval_p1"], 16: s["eval_p16"]}, log=self.log))
+        for p in (1, 16):
+            label = f"EVALSHA <GET + INCR> 1 n:__rand_int__, P{p}"
+            if isinstance(res, str):
+                self.rows.append(Row(sec, label, "ops/s", res, res))
+                continue
+            r, t = res[p].median()
+            self.rows.append(Row(sec, label, "ops/s", r, t, ref_note="rounds: " + ", ".join(
+                f"{x:.2f}" for x in res[p].ratios())))
+            self.extra[f"evalsha_p{p}"] = {"redis": res[p].redis, "topicsrv": res[p].topicsrv}
 
     def wake_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
         """Wake-up latency of one blocked reader (bench/wakebench.py): the uncontended path of

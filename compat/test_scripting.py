@@ -62,6 +62,15 @@ def test_conversions(differ: Any, key: str, proto: int) -> None:
         S("EVAL", "return redis.sha1hex('')", "0"),
         S("EVAL", "return string.format('%d-%s', 3, 'x')", "0"),
         S("EVAL", "return redis.REDIS_VERSION_NUM > 0", "0"),
+        # a returned table's fields are read raw, never through its metatable (Valkey's
+        # scripting unit: `Return _G`, `... a metatable that raise error` / `that call server`)
+        S("EVAL", "return _G", "0"),
+        S("EVAL", "local a = {}; setmetatable(a, {__index=function() foo() end}) return a", "0"),
+        S("EVAL", "local a = {1, 2}; setmetatable(a, {__index=function() foo() end}) return a",
+          "0"),
+        S("EVAL", "local a = {}; setmetatable(a, {__index=function() "
+          "redis.call('set', KEYS[1] .. 'mt', '1') end}) return a", "1", k),
+        S("EXISTS", f"{k}mt"),
     ], proto)
 
 

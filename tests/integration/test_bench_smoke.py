@@ -71,6 +71,12 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
             assert isinstance(rows[label]["redis"], float), rows[label]
             assert isinstance(rows[label]["topicsrv"], float), rows[label]
     assert rows["GET key:__rand_int__, P1"]["target"] == rows["PING, P1"]["ratio"]
+    # The scripting rows (issue 27): EVALSHA of the GET + INCR script ran on both servers
+    # (scriptbench checks the counters sum to the EVALSHAs sent, else the cells are errors).
+    for p in (1, 16):
+        label = f"EVALSHA <GET + INCR> 1 n:__rand_int__, P{p}"
+        assert isinstance(rows[label]["redis"], float), rows[label]
+        assert isinstance(rows[label]["topicsrv"], float), rows[label]
     assert rows["RSS growth per key"]["target"] == 2.0
     assert isinstance(rows["RSS growth per key"]["topicsrv"], float), rows["RSS growth per key"]
     # Every server the harness started (three pairs, one topicsrv for routers, one redis-server

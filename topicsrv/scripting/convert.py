@@ -136,10 +136,15 @@ class Writer:
     """Encodes one script return value for the caller (`resp3`: the caller's protocol;
     `script_resp`: the protocol the script chose with redis.setresp)."""
 
-    __slots__ = ("rt", "resp3", "script_resp3", "out", "limit")
+    __slots__ = ("rt", "resp3", "script_resp3", "out", "limit", "get")
 
-    def __init__(self, rt: Any, resp3: bool, script_resp3: bool, limit: int) -> None:
+    def __init__(self, rt: Any, rawget: Any, resp3: bool, script_resp3: bool,
+                 limit: int) -> None:
         self.rt, self.resp3, self.script_resp3 = rt, resp3, script_resp3
+        # Lua's rawget: a returned table's fields are read without its metatable, as Redis
+        # does (`return _G` is an empty array, not the sandbox's undeclared-global error;
+        # an __index that raises or calls redis.call is never run).
+        self.get = rawget
         self.out = bytearray()
         self.limit = limit
 
@@ -171,12 +176,12 @@ class Writer:
             self.null()
 
     def table(self, t: Any, depth: int) -> None:
-        out = self.out
-        err = t[b"err"]
+        out, get = self.out, self.get
+        err = get(t, b"err")
         if isinstance(err, bytes):
             out += b"-%s\r\n" % _line(err)
             return
-        ok = t[b"ok"]
+        ok = get(t, b"ok")
         if isinstance(ok, bytes):
             out += b"+%s\r\n" % _line(ok)
             return
@@ -185,7 +190,7 @@ class Writer:
         items = []
         i = 1
         while True:
-            x = t[i]
+            x = get(t, i)
             if x is None:
                 break
             items.append(x)
@@ -195,17 +200,17 @@ class Writer:
             self.write(x, depth + 1)
 
     def _resp3_table(self, t: Any, depth: int) -> bool:
-        out, resp3 = self.out, self.resp3
-        d = t[b"double"]
+        out, resp3, get = self.out, self.resp3, self.get
+        d = get(t, b"double")
         if isinstance(d, (int, float)):
             text = _double(float(d))
             out += b",%s\r\n" % text if resp3 else b"$%d\r\n%s\r\n" % (len(text), text)
             return True
-        big = t[b"big_number"]
+        big = get(t, b"big_number")
         if isinstance(big, bytes):
             out += b"(%s\r\n" % _line(big) if resp3 else b"$%d\r\n%s\r\n" % (len(big), big)
             return True
-        m = t[b"map"]
+        m = get(t, b"map")
         if lua_type(m) == "table":
             pairs = list(m.items())
             out += b"%%%d\r\n" % len(pairs) if resp3 else b"*%d\r\n" % (2 * len(pairs))
@@ -213,7 +218,7 @@ class Writer:
                 self.write(k, depth + 1)
                 self.write(v, depth + 1)
             return True
-        s = t[b"set"]
+        s = get(t, b"set")
         if lua_type(s) == "table":
             keys = [k for k, _ in s.items()]
             out += b"~%d\r\n" % len(keys) if resp3 else b"*%d\r\n" % len(keys)
@@ -223,8 +228,9 @@ class Writer:
         return False
 
 
-def lua_to_resp(rt: Any, value: Any, resp3: bool, script_resp3: bool, limit: int) -> bytes:
-    w = Writer(rt, resp3, script_resp3, limit)
+def lua_to_resp(rt: Any, rawget: Any, value: Any, resp3: bool, script_resp3: bool,
+                limit: int) -> bytes:
+    w = Writer(rt, rawget, resp3, script_resp3, limit)
     w.write(value)
     if len(w.out) > limit:
         raise ReplyTooBig(f"{len(w.out)} bytes")

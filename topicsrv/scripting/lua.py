@@ -96,6 +96,7 @@ class LuaState:
         self.rt = rt = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True,
                                         register_eval=False, register_builtins=False,
                                         max_memory=memory_limit)
+        self.rawget = rt.eval("rawget")  # the real one, before the sandbox (convert.Writer)
         self.run: Run | None = None
         self.scripts: dict[str, Any] = {}  # sha -> compiled function (SCRIPT LOAD / EVAL)
         self.bodies: dict[str, bytes] = {}
@@ -220,7 +221,7 @@ class LuaState:
         return text + where
 
     def reply(self, value: Any, resp3: bool, script_resp: int, limit: int) -> bytes:
-        return convert.lua_to_resp(self.rt, value, resp3, script_resp == 3, limit)
+        return convert.lua_to_resp(self.rt, self.rawget, value, resp3, script_resp == 3, limit)
 
 
 def _text(v: Any) -> str:
