@@ -9,7 +9,8 @@ Rule 3: a failing workload fills its cells with the error and the run goes on; a
 phase (e.g. a server that does not start) is reported and the next phase runs. Exit status:
 0 when every phase ran (missed targets are reported, not fatal), 1 when a phase failed, or
 when a workload errored and `--strict` was given.
-Phases: in-process micro-benchmarks; pair 1 (RESP + HTTP workloads, string GET/SET among
+Phases: in-process micro-benchmarks; the write rows (bench/writebench.py); PUBLISH to 1 and
+50 subscribers (bench/pubbench.py); pair 1 (RESP + HTTP workloads, string GET/SET among
 them); a fresh topicsrv for the router workloads (bench/routerbench.py); pair 2, fresh, for
 memory per record; then the engine's in-process memory figure (bench/engine_memory.py); pair
 3, fresh, for memory per string key (bench/stringbench.py).
@@ -30,6 +31,7 @@ from typing import Any
 from bench import (
     httpbench,
     micro,
+    pubbench,
     queuebench,
     respbench,
     routerbench,
@@ -161,6 +163,20 @@ class Run:
                                  target=row.target,
                                  ref_note="rounds: " + ", ".join(f"{x:.2f}" for x in ratios)))
             self.extra[f"writes_{name}"] = {"redis": r.redis, "topicsrv": r.trees["this"]}
+
+    def pubsub(self) -> None:
+        """PUBLISH to 1 and to 50 subscribers (issue 26, bench/pubbench.py): every subscriber
+        counted, median of alternating rounds of fresh servers, the rounds in the note."""
+        rounds, divisor = {"full": (3, 1), "quick": (3, 3), "tiny": (1, 500)}[self.mode]
+        res = pubbench.run(list(pubbench.ROWS), rounds, divisor, log=self.log)
+        sec = f"pub/sub, redis-benchmark -c 50, median of {rounds} alternating rounds"
+        for name, r in res.items():
+            ratios = r.ratios()
+            red = statistics.median(r.redis)
+            self.rows.append(Row(sec, pubbench.ROWS[name].label, "msg/s", red,
+                                 red * statistics.median(ratios),
+                                 ref_note="rounds: " + ", ".join(f"{x:.2f}" for x in ratios)))
+            self.extra[f"pubsub_{name}"] = {"redis": r.redis, "topicsrv": r.topicsrv}
 
     def servers(self) -> None:
         s = self.sizes
@@ -457,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="a few hundred ops per workload (smoke test; numbers meaningless)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["micro", "writes", "servers", "routers", "memory"], help="skip a phase (repeatable)")
+                        choices=["micro", "writes", "pubsub", "servers", "routers", "memory"], help="skip a phase (repeatable)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any workload errored")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
@@ -467,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     failed: list[str] = []
     try:
-        for name, phase in (("micro", run.micro), ("writes", run.writes), ("servers", run.servers),
+        for name, phase in (("micro", run.micro), ("writes", run.writes), ("pubsub", run.pubsub),
+                            ("servers", run.servers),
                             ("routers", run.routers), ("memory", run.memory)):
             if name in args.skip:
                 continue

@@ -1,5 +1,6 @@
 """Pub/sub, differential against redis-server 7.0: reply and push frames in RESP2 and RESP3
-(typed trees, harness Rule 1), subscribed-mode errors, PUBSUB introspection, keyspace events.
+(typed trees, harness Rule 1), subscribed-mode errors, PUBSUB introspection, keyspace events
+(streams, with the consumers XREADGROUP/XCLAIM/XAUTOCLAIM create), pub/sub under CLIENT REPLY.
 
 A script is a list of (connection, command, frames to read): one command can answer several
 frames (SUBSCRIBE a b), and a PUBLISH makes frames arrive on another connection.
@@ -57,14 +58,49 @@ SCRIPT: list[Step] = [
     ("pub", ("XADD", "ps.k", "MAXLEN", "1", "2-1", "f", "v"), 1),
     ("pub", ("XDEL", "ps.k", "2-1"), 1),
     ("sub", ("PING",), 5),  # xadd, xadd, xtrim, xdel, then PING's reply
+    # consumers made by XREADGROUP / XCLAIM / XAUTOCLAIM fire xgroup-createconsumer; DELCONSUMER
+    # fires only for a consumer that existed
+    ("pub", ("XGROUP", "CREATE", "ps.k", "g", "$"), 1),
+    ("pub", ("XGROUP", "CREATECONSUMER", "ps.k", "g", "Bob"), 1),
+    ("pub", ("XADD", "ps.k", "3-1", "f", "v"), 1),
+    ("pub", ("XREADGROUP", "GROUP", "g", "Alice", "STREAMS", "ps.k", ">"), 1),
+    ("pub", ("XREADGROUP", "GROUP", "g", "Alice", "STREAMS", "ps.k", "0"), 1),
+    ("pub", ("XCLAIM", "ps.k", "g", "Mike", "0", "3-1"), 1),
+    ("pub", ("XCLAIM", "ps.k", "g", "Zed2", "999999999", "3-1"), 1),
+    ("pub", ("XGROUP", "DELCONSUMER", "ps.k", "g", "Lee"), 1),
+    ("pub", ("XAUTOCLAIM", "ps.k", "g", "Bob", "0", "0", "JUSTID"), 1),
+    ("pub", ("XAUTOCLAIM", "ps.k", "g", "Zed", "0", "0", "JUSTID"), 1),
+    ("pub", ("XGROUP", "DELCONSUMER", "ps.k", "g", "Bob"), 1),
+    ("sub", ("PING",), 8),  # create, consumer Bob, xadd, Alice, Mike, Zed, delconsumer; PING
     ("pub", ("CONFIG", "GET", "notify-keyspace-events"), 1),
     ("pub", ("CONFIG", "SET", "notify-keyspace-events", ""), 1),
     ("pub", ("DEL", "ps.k"), 1),
+    # CLIENT REPLY: OFF silences replies but not (un)subscribe frames or messages; SKIP drops
+    # its own reply and the next one's (and changes nothing while OFF)
+    ("quiet", ("CLIENT", "REPLY", "OFF"), 0),
+    ("quiet", ("ECHO", "a"), 0),
+    ("quiet", ("SUBSCRIBE", "ps.q"), 1),
+    ("pub", ("PUBLISH", "ps.q", "m"), 1),
+    ("quiet", ("PING",), 1),  # the message only: PING's reply is silenced
+    ("quiet", ("UNSUBSCRIBE",), 1),
+    ("quiet", ("CLIENT", "REPLY", "SKIP"), 0),
+    ("quiet", ("ECHO", "b"), 0),
+    ("quiet", ("CLIENT", "REPLY", "ON"), 1),
+    ("quiet", ("CLIENT", "REPLY", "SKIP"), 0),
+    ("quiet", ("ECHO", "c"), 0),
+    ("quiet", ("ECHO", "d"), 1),
+    ("quiet", ("CLIENT", "REPLY", "SKIP"), 0),
+    ("quiet", ("NOSUCH",), 0),
+    ("quiet", ("CLIENT", "REPLY", "OFF"), 0),
+    ("quiet", ("RESET",), 1),  # RESET turns replies back on before it answers
+    ("quiet", ("ECHO", "e"), 1),
+    ("quiet", ("CLIENT", "REPLY", "MAYBE"), 1),
 ]
 
 
 def run(target: Target, protocol: int) -> list[list[Tree]]:
-    conns = {"sub": RespConn(target.port, protocol), "pub": RespConn(target.port, 2)}
+    conns = {"sub": RespConn(target.port, protocol), "pub": RespConn(target.port, 2),
+             "quiet": RespConn(target.port, protocol)}
     out = []
     try:
         for who, args, frames in SCRIPT:

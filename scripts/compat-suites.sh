@@ -18,6 +18,7 @@
 # snapshot's own redis-py and its test dependencies (cached in $CACHE_DIR, built once).
 # Prints `suite  target  passed  failed  skipped`; per-test logs are in the work dir.
 set -euo pipefail
+VALKEY_UNITS_GIVEN=${VALKEY_UNITS+given}  # the caller chose the units: no block adds its own
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VALKEY_GIT=${VALKEY_GIT:-/work/.mirror/valkey-io+valkey/repo}
@@ -39,6 +40,9 @@ SUITES=${SUITES:-"valkey redispy"}
 VALKEY_UNITS=${VALKEY_UNITS:-"type/stream type/stream-cgroups protocol multi keyspace scan quit
     info-command introspection-2 expire type/string type/incr"}
 VALKEY_UNITS="$VALKEY_UNITS ${VALKEY_SCRIPTING_UNITS:-}"  # issue 27, above
+# pub/sub (issue 26): tests/unit/pubsub (channels, patterns, keyspace notifications) and
+# tests/unit/pubsubshard (tagged external:skip in this Valkey: it runs no test externally)
+[[ -n $VALKEY_UNITS_GIVEN ]] || VALKEY_UNITS+=" pubsub pubsubshard"
 CACHE_DIR=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/topicsrv-compat-suites}
 WORK=$(mktemp -d /tmp/compat-suites.XXXXXX)
 PIDFILE=$WORK/pids  # the servers are started inside $(...): their pids go through a file
@@ -124,7 +128,10 @@ run_valkey() {  # $1 target name, $2 port
         local log="$WORK/valkey-$name-$1.log" skip
         local -a skips=()
         for skip in "${VALKEY_SKIP[@]}"; do skips+=(--skiptest "$skip"); done
+        # a random --baseport: the helper's own listener (baseport - 32) must not collide
+        # with another run of this script on the machine
         (cd "$dir" && timeout 1200 "$TCLSH" tests/test_helper.tcl --host 127.0.0.1 --port "$2" \
+            --baseport $((30000 + RANDOM % 5000)) --portcount 100 \
             --singledb --durable --single "unit/$unit" --tags -needs:debug \
             --tags -needs:repl --tags -external:skip "${skips[@]}") >"$log" 2>&1 || true
         local ok err

@@ -79,6 +79,12 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
         assert isinstance(rows[label]["topicsrv"], float), rows[label]
     assert rows["RSS growth per key"]["target"] == 2.0
     assert isinstance(rows["RSS growth per key"]["topicsrv"], float), rows["RSS growth per key"]
+    # The pub/sub rows (issue 26) ran on both servers; pubbench raises (an error cell) unless
+    # every subscriber counted every message, so a number here means all were delivered.
+    for label in ("PUBLISH to 1 subscriber, P1", "PUBLISH to 1 subscriber, P16",
+                  "PUBLISH to 50 subscribers, P1", "PUBLISH to 50 subscribers, P16"):
+        assert isinstance(rows[label]["redis"], float), rows[label]
+        assert isinstance(rows[label]["topicsrv"], float), rows[label]
     # Every server the harness started (three pairs, one topicsrv for routers, one redis-server
     # with an AOF for the logged queue rows) was stopped by pid and is gone.
     started = doc["processes"]

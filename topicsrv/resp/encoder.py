@@ -20,6 +20,7 @@ from topicsrv.resp.commands.base import (
     NoReply,
     NullArray,
     Push,
+    Pushed,
     Raw,
     Simple,
     Verbatim,
@@ -134,6 +135,10 @@ def _nothing(out: bytearray, v: NoReply, resp3: bool) -> None:
     pass
 
 
+def _pushed(out: bytearray, v: Pushed, resp3: bool) -> None:
+    out += v  # already encoded (Rule 2)
+
+
 def _other(out: bytearray, v: Any, resp3: bool) -> None:
     for base, fn in _SLOW.items():  # subclasses (e.g. a str enum)
         if isinstance(v, base):
@@ -158,6 +163,7 @@ _SLOW: dict[type, Callable[[bytearray, Any, bool], None]] = {
     memoryview: _bytes_like,
     Err: _err,
     NoReply: _nothing,
+    Pushed: _pushed,
 }
 
 

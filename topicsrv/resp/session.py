@@ -75,7 +75,15 @@ from typing import Any
 from topicsrv.context import ServerContext
 from topicsrv.resp.awaits import settle
 from topicsrv.resp.batch import run_xadds
-from topicsrv.resp.commands.base import CommandContext, Front, Pending
+from topicsrv.resp.commands.base import (
+    REPLY_ON,
+    REPLY_SKIP,
+    REPLY_SKIP_NEXT,
+    CommandContext,
+    Front,
+    Pending,
+    Pushed,
+)
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error, is_awaitable, security_attack
 from topicsrv.resp.encoder import encode, encode_error
 from topicsrv.resp.multi import ExecReply
@@ -388,6 +396,27 @@ class Session:
 
 def emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
          ctx: CommandContext) -> None:
+    """Encode the reply of one command into `out` (called once per command), unless CLIENT
+    REPLY silences it (`_silenced`); see `_emit`."""
+    if ctx.client.reply_mode != REPLY_ON and _silenced(ctx.client, reply):
+        return
+    _emit(out, marks, reply, resp3, ctx)
+
+
+def _silenced(client: Any, reply: Any) -> bool:
+    """CLIENT REPLY (commands/base.py REPLY_*): whether this command's reply is dropped, and
+    the SKIP state moved on by one command. Pub/sub frames (Pushed) always go out."""
+    mode = client.reply_mode
+    if mode == REPLY_SKIP_NEXT:  # the reply of CLIENT REPLY SKIP itself
+        client.reply_mode = REPLY_SKIP
+        return True
+    if mode == REPLY_SKIP:
+        client.reply_mode = REPLY_ON
+    return type(reply) is not Pushed
+
+
+def _emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
+          ctx: CommandContext) -> None:
     """Encode `reply` into `out`; a write waiting for its commit (Pending) leaves a mark so
     `settle` can wait for it and swap in the error if the commit fails. A reply that cannot
     be encoded (a bug) or is over the output limit is replaced by an error (dispatch Rule 2,
@@ -396,7 +425,7 @@ def emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
     if type(reply) is ExecReply:  # each element on its own: its own commit mark (Rule 4)
         out += b"*%d\r\n" % len(reply)
         for item in reply:
-            emit(out, marks, item, resp3, ctx)
+            _emit(out, marks, item, resp3, ctx)
         return
     pending = type(reply) is Pending
     try:

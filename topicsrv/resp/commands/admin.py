@@ -4,7 +4,7 @@ WAITAOF, LATENCY, SLOWLOG, DEBUG, DUMP/RESTORE, and the CLIENT switches.
 Rule 1: each answer is true for one node without replicas, scripts or eviction: WAIT counts 0
 replicas, OBJECT ENCODING says `stream`; a command whose purpose we do
 not have is refused with an error that says so, never acknowledged with a fake OK that would
-mislead (CLIENT REPLY OFF, CLIENT TRACKING on, DUMP, RESTORE).
+mislead (CLIENT TRACKING on, DUMP, RESTORE).
 Rule 2: SHUTDOWN stops the server cleanly (as SIGTERM does: fronts stop, the storage flushes
 and checkpoints), so every acknowledged write survives, whatever the SAVE/NOSAVE flag says:
 the WAL is the database, there is no snapshot to skip. The connection closes without a reply,

@@ -75,6 +75,19 @@ class Raw(bytes):
     __slots__ = ()
 
 
+class Pushed(Raw):
+    """Pre-encoded pub/sub frames ((P|S)(UN)SUBSCRIBE confirmations): spliced like Raw, and
+    sent even under CLIENT REPLY OFF/SKIP, as redis-server sends them (session.emit)."""
+
+    __slots__ = ()
+
+
+# CLIENT REPLY (Client.reply_mode): ON answers every command; OFF none; SKIP_NEXT is set by
+# CLIENT REPLY SKIP (its own reply is not sent) and becomes SKIP, which drops the reply of the
+# next command and turns back to ON. Pushed frames and bus deliveries are always sent.
+REPLY_ON, REPLY_OFF, REPLY_SKIP_NEXT, REPLY_SKIP = 0, 1, 2, 3
+
+
 class Push(list[Any]):
     """A RESP3 push frame (`>`); a plain array under RESP2."""
 
@@ -209,6 +222,7 @@ class Client:
     pubsub: Any = None  # its RespSubscriber (topicsrv/resp/pubsub.py) once it subscribed
     session: Any = field(default=None, repr=False)  # the Session serving it (its output)
     script: bool = False  # the client a script's redis.call runs as: never answered BUSY
+    reply_mode: int = 0  # CLIENT REPLY: REPLY_ON / REPLY_OFF / REPLY_SKIP_NEXT / REPLY_SKIP
 
     def subscribed(self) -> bool:
         """In Redis's subscribed mode: at least one channel, pattern or shard channel."""

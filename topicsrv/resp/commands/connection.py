@@ -17,6 +17,9 @@ from typing import Any
 from topicsrv.resp import acl
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
+    REPLY_OFF,
+    REPLY_ON,
+    REPLY_SKIP_NEXT,
     SYNTAX,
     Client,
     CommandContext,
@@ -146,6 +149,7 @@ def reset(ctx: CommandContext, args: list[bytes]) -> Any:
     c.db = 0
     c.authenticated = not ctx.server.config.requirepass
     c.user = acl.DEFAULT
+    c.reply_mode = REPLY_ON
     return Simple("RESET")
 
 
@@ -371,10 +375,15 @@ def client_unpause(ctx: CommandContext, args: list[bytes]) -> Any:
 def client_reply(ctx: CommandContext, args: list[bytes]) -> Any:
     mode = args[0].lower()
     if mode == b"on":
-        return Simple("OK")
-    if mode in (b"off", b"skip"):
-        raise Err("ERR CLIENT REPLY OFF|SKIP is not supported: every command is answered")
-    raise Err(SYNTAX)
+        ctx.client.reply_mode = REPLY_ON
+    elif mode == b"off":
+        ctx.client.reply_mode = REPLY_OFF  # this reply is the first one not sent
+    elif mode == b"skip":
+        if ctx.client.reply_mode != REPLY_OFF:  # Redis: SKIP while OFF changes nothing
+            ctx.client.reply_mode = REPLY_SKIP_NEXT
+    else:
+        raise Err(SYNTAX)
+    return Simple("OK")
 
 
 @_client_cmd("tracking", -3, "Enable or disable server assisted client side caching support",
@@ -400,7 +409,8 @@ def client_help(ctx: CommandContext, args: list[bytes]) -> Any:
         "ID", "    Return the ID of the current connection.",
         "NO-EVICT (ON|OFF)", "    Accepted: clients are never evicted.",
         "NO-TOUCH (ON|OFF)", "    Accepted: reads never alter a key's idle time.",
-        "REPLY ON", "    Accepted (OFF and SKIP are not supported).",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
         "TRACKING OFF", "    Accepted (ON is not supported).",
         "TRACKINGINFO", "    Report tracking status (always off).",
         "UNPAUSE", "    Accepted (CLIENT PAUSE is not supported).",

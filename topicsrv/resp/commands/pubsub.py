@@ -2,7 +2,7 @@
 PUBLISH SPUBLISH PUBSUB *, on the server's one bus (topicsrv/bus/).
 
 Rule 1 (reply shapes, redis-server 7.0's): (P|S)(UN)SUBSCRIBE answer one frame per channel
-(`[kind, channel, count]`, an array in RESP2, a push in RESP3), spliced as one Raw reply;
+(`[kind, channel, count]`, an array in RESP2, a push in RESP3), spliced as one Pushed reply (sent even under CLIENT REPLY OFF);
 count is channels + patterns for the plain and pattern kinds, shard channels for the shard
 kind. An unsubscribe with no argument leaves every subscription of its kind, in subscription
 order (redis-server's order is its dict's), and answers `[kind, nil, count]` when there was none.
@@ -25,7 +25,7 @@ from topicsrv.resp.commands.base import (
     CommandContext,
     Err,
     Push,
-    Raw,
+    Pushed,
     Simple,
     command,
     container,
@@ -40,7 +40,7 @@ Join = Callable[[Bus, RespSubscriber, bytes], bool]
 
 
 def _frames(ctx: CommandContext, kind: bytes, names: list[bytes], act: Join,
-            count: Callable[[RespSubscriber], int]) -> Raw:
+            count: Callable[[RespSubscriber], int]) -> Pushed:
     """One `[kind, name, count]` frame per name, acting on each in turn (Rule 1)."""
     out = bytearray()
     resp3 = ctx.client.protocol == 3
@@ -52,18 +52,18 @@ def _frames(ctx: CommandContext, kind: bytes, names: list[bytes], act: Join,
         except PatternTooLong as e:
             raise Err(f"ERR {e}") from None
         encode(out, Push([kind, name, count(sub)]), resp3)
-    return Raw(out)
+    return Pushed(out)
 
 
 def _leave(ctx: CommandContext, kind: bytes, names: list[bytes], own: str, act: Join,
-           count: Callable[[RespSubscriber], int]) -> Raw:
+           count: Callable[[RespSubscriber], int]) -> Pushed:
     sub = subscriber(ctx.client)
     if not names:
         names = list(getattr(sub, own))
         if not names:
             out = bytearray()
             encode(out, Push([kind, None, count(sub)]), ctx.client.protocol == 3)
-            return Raw(out)
+            return Pushed(out)
     return _frames(ctx, kind, names, act, count)
 
 
