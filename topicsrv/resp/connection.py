@@ -19,6 +19,10 @@ not stop the reading: while the session is idle with replies pending, the loop w
 socket to become readable or writable, whichever comes first, reads and runs the input, and
 sends when it can; only output that must go out first (before a wait, a turn or the close) is
 sent blocking. The client's pending output is bounded by the session (client_output_limit).
+Rule 6: a blocking command that waited through the delivery scheduler (XREAD/XREADGROUP BLOCK,
+TOPIC.CLAIM BLOCK) ends its turn when its reply has gone out: `drive` holds the task's
+`notify.Delivery` and reports once the output is all sent, and when it returns
+(topicsrv/notify.py Rule 8).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 import trio
 
+from topicsrv import notify
 from topicsrv.context import ServerContext
 from topicsrv.lifecycle import Drain
 from topicsrv.resp.commands.base import Front
@@ -115,13 +120,16 @@ async def drive(s: Session, sock: SocketIO, r: Outcome, *, until_idle: bool) -> 
     blocking command (topicsrv/lifecycle.py Rule 1)."""
     drain = s.ctx.server.drain
     drain.enter()
+    delivery = notify.delivery()  # Rule 6
     try:
-        return await _drive(s, sock, r, until_idle, drain)
+        return await _drive(s, sock, r, until_idle, drain, delivery)
     finally:
+        delivery.done()
         drain.leave()
 
 
-async def _drive(s: Session, sock: SocketIO, r: Outcome, until_idle: bool, drain: Drain) -> bool:
+async def _drive(s: Session, sock: SocketIO, r: Outcome, until_idle: bool, drain: Drain,
+                 delivery: notify.Delivery) -> bool:
     while True:
         if r is WAIT_COMMIT:
             await s.wait_commits()
@@ -135,6 +143,8 @@ async def _drive(s: Session, sock: SocketIO, r: Outcome, until_idle: bool, drain
                         s.receive_data(data)
                 r = s.step()
                 continue
+        if delivery.held:  # every reply so far is out, a blocked command's one included
+            delivery.done()
         if r is NEED_DATA:
             if until_idle:
                 return True
