@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.abtest [--rounds 3] [--rows ping1,xadd1,xadd16,xrange16,xread16]
                                      (more rows: get1,get16,set1,set16: bench/stringbench.py)
                                      [--modes "compiled= pure=1 cython=@/copy/of/tree"]
+                                     [--serve-args "--resp-io tasks"]
 
 Rule 1: one round = a fresh redis-server, then a fresh topicsrv per mode (a mode is a value of
 TOPICS_PURE: `compiled` = unset, `pure` = 1, topicsrv/buildinfo.py Rule 3; `@path` runs it
@@ -16,6 +17,11 @@ Rule 3: besides requests/s, each topicsrv's CPU time per request (user + system,
 /proc/<pid>/stat around the row) is reported: on a machine shared with other work it moves
 less than throughput, and it is what compiling changes.
 Rule 4: every process is stopped by its pid in a `finally` (bench.procs).
+Rule 5: the wake-up rows (bench/wakebench.py, the uncontended path of the delivery scheduler)
+are wake-ups/s = 1 / median latency: `wake` is XREAD BLOCK on every server, `wake_sse` one SSE
+watcher on topicsrv against redis-server's XREAD BLOCK. With `--modes "main=@/copy/of/main
+branch="` they are the A/B of a scheduler change; `--serve-args` passes `serve` options to
+every topicsrv (e.g. `--resp-io tasks`).
 """
 
 from __future__ import annotations
@@ -26,31 +32,47 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import respbench, stringbench
-from bench.procs import Procs, install_signal_handlers
+from bench import respbench, stringbench, wakebench
+from bench.procs import Proc, Procs, install_signal_handlers
 
 STREAM = 20_000  # entries of 100 bytes for the read rows
 TICK = os.sysconf("SC_CLK_TCK")
 
-Row = tuple[Callable[[int], float], int]  # (run against a port -> ops/s, requests)
+Row = tuple[Callable[[Proc], float], int]  # (run against a server -> ops/s, requests)
+WAKES = 1_000  # round trips of a wake-up row
+
+
+def _port(proc: Proc) -> int:
+    assert proc.resp_port is not None
+    return proc.resp_port
+
+
+def _sse_wake(proc: Proc) -> float:
+    """Rule 5: topicsrv's SSE wake-up; redis-server's XREAD BLOCK one as the reference."""
+    if proc.http_port is None:
+        return wakebench.xread_block(_port(proc), WAKES).ops_per_s
+    return wakebench.sse_wake(proc.http_port, WAKES).ops_per_s
 
 
 def _rows(mid: Callable[[int], str]) -> dict[str, Row]:
     rb = respbench.redis_benchmark
     return {
-        "ping1": (lambda p: rb(p, ["PING"], requests=60_000, pipeline=1).ops_per_s, 60_000),
-        "xadd1": (lambda p: rb(p, ["XADD", "s", "*", "f", "v"], requests=60_000).ops_per_s,
+        "ping1": (lambda p: rb(_port(p), ["PING"], requests=60_000, pipeline=1).ops_per_s, 60_000),
+        "xadd1": (lambda p: rb(_port(p), ["XADD", "s", "*", "f", "v"], requests=60_000).ops_per_s,
                   60_000),
-        "xadd16": (lambda p: rb(p, ["XADD", "s", "*", "f", "v"], requests=300_000,
+        "xadd16": (lambda p: rb(_port(p), ["XADD", "s", "*", "f", "v"], requests=300_000,
                                 pipeline=16).ops_per_s, 300_000),
-        "xrange16": (lambda p: rb(p, ["XRANGE", "r", "-", "+", "COUNT", "100"], requests=10_000,
-                                  pipeline=16).ops_per_s, 10_000),
-        "xread16": (lambda p: rb(p, ["XREAD", "COUNT", "100", "STREAMS", "r", mid(p)],
+        "xrange16": (lambda p: rb(_port(p), ["XRANGE", "r", "-", "+", "COUNT", "100"],
+                                  requests=10_000, pipeline=16).ops_per_s, 10_000),
+        "xread16": (lambda p: rb(_port(p), ["XREAD", "COUNT", "100", "STREAMS", "r",
+                                            mid(_port(p))],
                                  requests=10_000, pipeline=16).ops_per_s, 10_000),
         "get1": (lambda p: stringbench.get_bench(p, 60_000, 1).ops_per_s, 60_000),
         "set1": (lambda p: stringbench.set_bench(p, 60_000, 1).ops_per_s, 60_000),
         "get16": (lambda p: stringbench.get_bench(p, 300_000, 16).ops_per_s, 300_000),
         "set16": (lambda p: stringbench.set_bench(p, 300_000, 16).ops_per_s, 300_000),
+        "wake": (lambda p: wakebench.xread_block(_port(p), WAKES).ops_per_s, WAKES),
+        "wake_sse": (_sse_wake, WAKES),
     }
 
 
@@ -77,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="compiled= pure=1",
                     help="space-separated name=TOPICS_PURE value (empty: compiled); the first "
                          "is the base of the ratios")
+    ap.add_argument("--serve-args", default="", help="more `serve` options for every topicsrv")
     args = ap.parse_args(argv)
+    serve_args = tuple(args.serve_args.split())
     install_signal_handlers()
     modes = parse_modes(args.modes)
     names = list(modes)
@@ -98,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop("TOPICS_PURE", None)
                 if pure:
                     os.environ["TOPICS_PURE"] = pure
-                servers.append((mode, procs.start_topicsrv(cwd=Path(tree) if tree else None)))
+                servers.append((mode, procs.start_topicsrv(extra=serve_args,
+                                                           cwd=Path(tree) if tree else None)))
                 os.environ.pop("TOPICS_PURE", None)
             for _, proc in servers:
                 assert proc.resp_port is not None
@@ -112,9 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                 run, requests = rows[row]
                 got: dict[str, float] = {}
                 for who, proc in servers:
-                    assert proc.resp_port is not None
                     c0 = cpu_seconds(proc.pid)
-                    got[who] = run(proc.resp_port)
+                    got[who] = run(proc)
                     if who != "redis":
                         us = (cpu_seconds(proc.pid) - c0) / requests * 1e6
                         cpu.setdefault((row, who), []).append(us)

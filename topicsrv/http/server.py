@@ -17,6 +17,9 @@ Rule 5: a response is written piece by piece as `ServerProtocol.respond_pieces` 
 Rule 6: with TLS (topicsrv/tls.py) every connection is an HTTPS one: its handshake runs in
 the connection's task, counted as a connection, bounded by tls.HANDSHAKE_TIMEOUT_S; a failed
 handshake just ends the task. Everything after it is the same code over the TLS stream.
+Rule 7: a request that waited through the delivery scheduler (a long poll) ends its turn when
+its response is written: the connection's `notify.Delivery` is told after each response, and
+when the connection ends (topicsrv/notify.py Rule 8).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING
 import orjson
 import trio
 
-from topicsrv import tls
+from topicsrv import notify, tls
 from topicsrv.errors import TopicsError
 from topicsrv.http import sse
 from topicsrv.http.app import dispatch
@@ -98,18 +101,20 @@ async def handle_connection(ctx: ServerContext, stream: trio.SocketStream) -> No
     stats.connections += 1  # from the accept on, the TLS handshake included (admission Rule 5)
     proto = ServerProtocol(ctx.config.max_body_bytes, local_host=_local_host(stream))
     conn: trio.abc.Stream = stream
+    delivery = notify.delivery()  # Rule 7: a long poll's turn ends once its reply is written
     try:
         if ctx.tls is not None:
             secured = await tls.accept(stream, ctx.tls)
             if secured is None:
                 return  # the handshake failed or timed out (topicsrv/tls.py Rule 4)
             conn = secured
-        await _serve(ctx, proto, conn)
+        await _serve(ctx, proto, conn, delivery)
     except Exception as exc:  # never let one connection take the listener down
         if not _gone(exc):
             log.exception("HTTP connection failed")
             await _answer_internal(ctx, proto, conn)
     finally:
+        delivery.done()
         stats.connections -= 1
         await conn.aclose()  # TLS is https_compatible: no close_notify, the socket closes
 
@@ -146,7 +151,8 @@ def _count(ctx: ServerContext, status: int) -> None:
     requests[status] = requests.get(status, 0) + 1
 
 
-async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Stream) -> None:
+async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Stream,
+                 delivery: notify.Delivery) -> None:
     while True:
         event = proto.next_event()
         pending = proto.data_to_send()  # e.g. "100 Continue"
@@ -179,6 +185,7 @@ async def _serve(ctx: ServerContext, proto: ServerProtocol, stream: trio.abc.Str
                 _count(ctx, result.status)
                 for piece in proto.respond_pieces(result):
                     await stream.send_all(piece)
+                delivery.done()
                 if proto.wants_close or ctx.shutting_down:
                     return
                 continue

@@ -241,6 +241,7 @@ async def run_watch(ctx: ServerContext, plan: WatchPlan, send: Send) -> None:
                     more = more or not res.caught_up
                 if out:
                     await pacer.frames(out)
+                    waiter.delivered()  # the turn ends once its frames are sent (notify Rule 8)
                 if more:
                     await trio.lowlevel.checkpoint()
                     continue

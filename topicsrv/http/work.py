@@ -155,6 +155,7 @@ async def run_work(ctx: ServerContext, plan: WorkPlan, send: Send) -> None:
                     out = await _claim_round(ctx, plan, order, room, held, looked)
                     if out:
                         await pacer.frames(out)
+                        waiter.delivered()  # notify Rule 8
                         continue
                 await pacer.wait(waiter, _wake_in(engine, plan, held, room > 0))
     finally:

@@ -23,6 +23,10 @@ Rule 6 (pub/sub, session Rule 9): a subscribed client's read is woken by `sessio
 when the bus appends a message to its output; the read is cancelled (trio's reads, and
 TlsIO's, take no data when cancelled) and the loop sends the output, then reads again.
 Connections that never subscribed read without the extra cancel scope.
+Rule 7: a blocking command that waited through the delivery scheduler (XREAD/XREADGROUP BLOCK,
+TOPIC.CLAIM BLOCK) ends its turn when its reply has gone out: `drive` holds the task's
+`notify.Delivery` and reports once the output is all sent, and when it returns
+(topicsrv/notify.py Rule 8).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 
 import trio
 
+from topicsrv import notify
 from topicsrv.context import ServerContext
 from topicsrv.lifecycle import Drain
 from topicsrv.resp.commands.base import Front
@@ -119,13 +124,16 @@ async def drive(s: Session, sock: SocketIO, r: Outcome, *, until_idle: bool) -> 
     blocking command (topicsrv/lifecycle.py Rule 1)."""
     drain = s.ctx.server.drain
     drain.enter()
+    delivery = notify.delivery()  # Rule 7
     try:
-        return await _drive(s, sock, r, until_idle, drain)
+        return await _drive(s, sock, r, until_idle, drain, delivery)
     finally:
+        delivery.done()
         drain.leave()
 
 
-async def _drive(s: Session, sock: SocketIO, r: Outcome, until_idle: bool, drain: Drain) -> bool:
+async def _drive(s: Session, sock: SocketIO, r: Outcome, until_idle: bool, drain: Drain,
+                 delivery: notify.Delivery) -> bool:
     while True:
         if r is WAIT_COMMIT:
             await s.wait_commits()
@@ -139,6 +147,8 @@ async def _drive(s: Session, sock: SocketIO, r: Outcome, until_idle: bool, drain
                         s.receive_data(data)
                 r = s.step()
                 continue
+        if delivery.held:  # every reply so far is out, a blocked command's one included
+            delivery.done()
         if r is NEED_DATA:
             if until_idle:
                 return True

@@ -203,6 +203,8 @@ class Routers:
                         router.retries += 1
                     step = None
                 self.pacer.step_done(time.perf_counter() - t0)
+                if waiter is not None:
+                    waiter.delivered()  # the forward is this turn's delivery (notify Rule 8)
                 self.steps += 1
                 blocked = None if step is None else step.blocked
                 if step is None or blocked is not None:
