@@ -53,8 +53,16 @@ def bulks_in_slices(items: list[bytes], pause: Callable[[], object], every: int 
 def with_id(ts: int, seq: int, tail: bytes) -> bytes:
     """An entry blob from its pre-encoded pairs array `tail` (the XADD hot path, so
     format_id's one line is written out here)."""
-    ident = b"%d-%d" % (ts, seq)
-    return b"*2\r\n$%d\r\n%b\r\n%b" % (len(ident), ident, tail)
+    return b"*2\r\n$%d\r\n%d-%d\r\n%b" % (digits(ts) + 1 + digits(seq), ts, seq, tail)
+
+
+def digits(n: int) -> int:
+    """len(str(n)) for n >= 0, without the string."""
+    d = 1
+    while n >= 10:
+        n //= 10
+        d += 1
+    return d
 
 
 def tail_start(blob: bytes) -> int:
