@@ -24,7 +24,6 @@ from topicsrv.resp.reactor import Reactor
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.store import Storage
 
-
 EOF = object()
 
 
