@@ -65,6 +65,25 @@ def digits(n: int) -> int:
     return d
 
 
+def cut_tails(buf: bytes, offs: list[int], live: bytes, prefix: int) -> list[bytes]:
+    """The pairs arrays of the entry blobs packed in `buf` (blob k is buf[offs[k]:offs[k+1]]),
+    b"" for a slot whose `live` byte is 0; `prefix` is the length of every blob's ID prefix,
+    or -1 when they differ (each is then read from its blob). columns.strip's loop, compiled;
+    like a zip, it stops at the shorter of the slots and `live`."""
+    out: list[bytes] = []
+    a = offs[0]
+    for k in range(min(len(offs) - 1, len(live))):
+        b = offs[k + 1]
+        if not live[k]:
+            out.append(b"")
+        elif prefix >= 0:
+            out.append(buf[a + prefix:b])
+        else:
+            out.append(buf[a + tail_start(buf[a:b]):b])
+        a = b
+    return out
+
+
 def tail_start(blob: bytes) -> int:
     """Where the pairs array of an entry blob starts: the length of its ID prefix."""
     end = blob.index(b"\r\n", 5)  # b"*2\r\n$" precedes the ID's length
