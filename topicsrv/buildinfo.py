@@ -44,6 +44,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.records",
     "topicsrv.storage.codec",  # WAL record codec
     "topicsrv.engine.topic",  # append, locate, read slices
+    "topicsrv.engine.writes",  # Engine.write's body
     "topicsrv.engine.reads",
     "topicsrv.resp.replysize",
     "topicsrv.latency",  # the per-command latency histogram

@@ -27,7 +27,7 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import Any
 
-from topicsrv.engine.entries import rebuild, tail_start, with_id
+from topicsrv.engine.entries import cut_tails, rebuild, with_id
 
 _CODES = (("B", 1 << 8), ("H", 1 << 16), ("I", 1 << 32), ("Q", 1 << 64))
 
@@ -303,14 +303,12 @@ def strip(packed: Packed, live: bytes | bytearray, base: int, ts: Deltas) -> Tai
     do not cross a power of ten) gives one prefix length for all: a slice a record."""
     offs, buf = packed.offs, packed.buf
     n = len(offs) - 1
-    spans = zip(offs, offs[1:], live, strict=False)
     top = ts.base + max(ts.d, default=0)
     width = 0
+    p = -1
     if len(str(ts.base)) == len(str(top)) and len(str(base)) == len(str(base + n - 1)):
         width = len(str(ts.base)) + 1 + len(str(base))
         p = len(with_id(ts.base, base, b""))
-        tails = [buf[a + p:b] if keep else b"" for a, b, keep in spans]
-    else:
-        tails = [buf[a + tail_start(buf[a:b]):b] if keep else b"" for a, b, keep in spans]
+    tails = cut_tails(buf, list(offs), bytes(live), p)
     out = b"".join(tails)
     return Tails(out, narrow(list(accumulate(map(len, tails), initial=0)), len(out)), base, ts, width)

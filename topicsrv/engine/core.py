@@ -16,8 +16,17 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import deletes, groupops, grouprefs, groups, priority, queues, routers, xids
-from topicsrv.engine import idempotency as idem
+from topicsrv.engine import (
+    deletes,
+    groupops,
+    grouprefs,
+    groups,
+    priority,
+    queues,
+    routers,
+    writes,
+    xids,
+)
 from topicsrv.engine.config import (
     SEQ_MAX,
     ConfigRequest,
@@ -30,7 +39,7 @@ from topicsrv.engine.config import (
 from topicsrv.engine.journal import CommitToken, Journal, NullJournal
 from topicsrv.engine.keyspace import Keyspace, wrongtype
 from topicsrv.engine.reads import FMT_JSON, ReadResult, read
-from topicsrv.engine.records import MAX_RECORDS_PER_WRITE, PreparedRecord
+from topicsrv.engine.records import PreparedRecord
 from topicsrv.engine.restore import fill_lost
 from topicsrv.engine.segments import TRIMMED
 from topicsrv.engine.topic import Topic
@@ -295,78 +304,7 @@ class Engine:
         XADD's (producer id, idempotent id), `idempotency_key` HTTP's: a repeat inside its
         window returns the original result with `duplicate: true` and appends nothing
         (engine/idempotency.py)."""
-        if not records:
-            raise invalid("a write needs at least one record")
-        if len(records) > MAX_RECORDS_PER_WRITE:
-            raise TopicsError(
-                "record_too_large",
-                f"{len(records)} records in one write; the limit is {MAX_RECORDS_PER_WRITE}",
-                {"records": len(records), "limit": MAX_RECORDS_PER_WRITE},
-            )
-        req = parse_config(config, "config") if config is not None else None
-        topic: Topic | None = self.find(name)
-        now = self.clock.now_ms()
-        created = False
-        if topic is None:
-            check_topic_name(name)
-            if create is False:
-                raise not_found(name)
-            topic = self._create(name, req or ConfigRequest({}, None, None))
-            created = True
-        key = idmp
-        if key is None and idempotency_key is not None and (topic is None or topic.config.idempotency_window_ms):
-            key = (idem.HTTP, idempotency_key.encode("utf-8", "surrogatepass"))
-        if topic is not None and key is not None:
-            hit = topic.idempotency.get(key[0], key[1], now)
-            if hit is not None:
-                if key[0] != idem.HTTP:
-                    topic.idempotency.duplicates += 1
-                return idem.result(topic, hit), self.journal.barrier(topic)
-        journal = self.journal
-        try:
-            topic.expire(now)
-            topic.check_append(records)
-            planned = xids.plan(topic, len(records), xid, now)
-            journal.check_writable(topic)
-        except TopicsError:
-            if created:  # a refused first write leaves no topic behind
-                del self.topics[name]
-                self.epochs[name] -= 1
-            raise
-        created_token = journal.topic_upserted(topic) if created else None
-        window = 0
-        if key is not None:
-            window = topic.idempotency.window_ms(key[0], topic.config.idempotency_window_ms)
-        first, ts, blobs = topic.append(records, now, planned)
-        if window:  # before its APPEND: recovery keeps it only with the records (Table Rule 6)
-            hit = idem.Hit(now + window, first, len(records), ts, topic.earliest_seq, created,
-                           None if planned is None else tuple(planned))
-            assert key is not None
-            topic.idempotency.add(key[0], key[1], hit, now)
-            journal.idempotent(topic, {"add": hit.to_json(key[0], key[1])})
-        token = journal.appended(topic, first, ts, blobs, records) or created_token
-        n = len(records)
-        last = first + n - 1
-        result = {
-            "topic": name,
-            "seqs": list(range(first, last + 1)),
-            "first_seq": first,
-            "last_seq": last,
-            "ts": ts,
-            "head_seq": last,
-            "earliest_seq": topic.earliest_seq,
-            "durability": topic.config.durability,
-            "created": created,
-            "duplicate": False,
-        }
-        if planned is not None:
-            result["xids"] = planned
-        stats = self.stats
-        stats["writes"] += 1
-        stats["records_written"] += n
-        stats["bytes_written"] += sum(r.size for r in records)
-        self._notify(name)
-        return result, token
+        return writes.write(self, name, records, create, config, idempotency_key, xid, idmp)
 
     # ---- reads -------------------------------------------------------------------------
 

@@ -53,8 +53,35 @@ def bulks_in_slices(items: list[bytes], pause: Callable[[], object], every: int 
 def with_id(ts: int, seq: int, tail: bytes) -> bytes:
     """An entry blob from its pre-encoded pairs array `tail` (the XADD hot path, so
     format_id's one line is written out here)."""
-    ident = b"%d-%d" % (ts, seq)
-    return b"*2\r\n$%d\r\n%b\r\n%b" % (len(ident), ident, tail)
+    return b"*2\r\n$%d\r\n%d-%d\r\n%b" % (digits(ts) + 1 + digits(seq), ts, seq, tail)
+
+
+def digits(n: int) -> int:
+    """len(str(n)) for n >= 0, without the string."""
+    d = 1
+    while n >= 10:
+        n //= 10
+        d += 1
+    return d
+
+
+def cut_tails(buf: bytes, offs: list[int], live: bytes, prefix: int) -> list[bytes]:
+    """The pairs arrays of the entry blobs packed in `buf` (blob k is buf[offs[k]:offs[k+1]]),
+    b"" for a slot whose `live` byte is 0; `prefix` is the length of every blob's ID prefix,
+    or -1 when they differ (each is then read from its blob). columns.strip's loop, compiled;
+    like a zip, it stops at the shorter of the slots and `live`."""
+    out: list[bytes] = []
+    a = offs[0]
+    for k in range(min(len(offs) - 1, len(live))):
+        b = offs[k + 1]
+        if not live[k]:
+            out.append(b"")
+        elif prefix >= 0:
+            out.append(buf[a + prefix:b])
+        else:
+            out.append(buf[a + tail_start(buf[a:b]):b])
+        a = b
+    return out
 
 
 def tail_start(blob: bytes) -> int:

@@ -121,6 +121,26 @@ class Segment:
         self.live += 1
         self.live_bytes += size
 
+    def extend(self, blobs: list[bytes], ts: int, sizes: list[int], total: int, kind: int,
+               nodes: list[str | None] | None, tags: list[str | None] | None) -> None:
+        """`append` of several records at once (the XADD path: one call per segment a write
+        touches, not one per record). `kind` is the blobs' kind byte, MIXED when they differ;
+        `nodes`/`tags` are None when no record has one."""
+        n = len(self.blobs)
+        k = len(blobs)
+        if not n:
+            self.kinds = kind
+        elif kind != self.kinds:
+            self.kinds = MIXED
+        self.blobs.extend(blobs)  # type: ignore[union-attr]  # only the tail takes appends (Rule 5)
+        self.ts.extend(array("Q", [ts]) * k)  # type: ignore[union-attr]
+        self.sizes.extend(sizes)  # type: ignore[union-attr]
+        self.flags.extend(bytes(k))  # LIVE == 0
+        self.nodes = _extend_labels(self.nodes, nodes, n, k)
+        self.tags = _extend_labels(self.tags, tags, n, k)
+        self.live += k
+        self.live_bytes += total
+
     def append_lost(self, count: int, ts: int) -> None:
         """Slots for seqs that were assigned and then lost (recovery of a crashed tail)."""
         self.blobs.extend([None] * count)  # type: ignore[union-attr]
@@ -275,6 +295,19 @@ class Segment:
 
     def __len__(self) -> int:
         return len(self.blobs)
+
+
+def _extend_labels(column: list[str | None] | None, values: list[str | None] | None, n: int,
+                   k: int) -> list[str | None] | None:
+    """A node/tag column of n slots extended by k (`values`, None when all are None); the
+    column stays None until a slot has a value."""
+    if values is not None:
+        if column is None:
+            column = [None] * n
+        column.extend(values)
+    elif column is not None:
+        column.extend([None] * k)
+    return column
 
 
 class Run:

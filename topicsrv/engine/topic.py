@@ -38,7 +38,15 @@ from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX, TopicConfig
 from topicsrv.engine.idempotency import Table
 from topicsrv.engine.records import PreparedRecord, too_large
-from topicsrv.engine.segments import EVICTED, LIVE, SEGMENT_RECORDS, TRIMMED, AnySegment, Segment
+from topicsrv.engine.segments import (
+    EVICTED,
+    LIVE,
+    MIXED,
+    SEGMENT_RECORDS,
+    TRIMMED,
+    AnySegment,
+    Segment,
+)
 from topicsrv.engine.tagindex import TagIndex
 from topicsrv.errors import TopicsError
 
@@ -352,26 +360,54 @@ class Topic:
             xmod.enable(self, first)
         segs = self.segs
         seg = segs[-1] if segs and isinstance(segs[-1], Segment) else None
-        blobs = []
+        blobs: list[bytes] = []
         total = 0
-        for rec in records:
+        n = len(records)
+        i = 0
+        while i < n:  # one chunk per segment the write touches (Segment.extend)
             if seg is None or seg.full:
                 if seg is not None:
                     self.seal(seg)  # segments Rule 5: only the tail takes appends
                 seg = Segment(seq)
                 segs.append(seg)
-            blob = rec.encode(seq, ts)
-            node = rec.node
-            if node is not None:
-                node = sys.intern(node)
-            seg.append(blob, ts, rec.size, node, rec.tag)
+            j = min(n, i + seg.end - seq)
+            chunk: list[bytes] = []
+            sizes: list[int] = []
+            nodes: list[str | None] | None = None
+            tags: list[str | None] | None = None
+            kind = -1
+            part = 0
+            for k in range(i, j):
+                rec = records[k]
+                blob = rec.encode(seq, ts)
+                b0 = blob[0]
+                kind = b0 if kind == -1 or kind == b0 else MIXED
+                chunk.append(blob)
+                size = rec.size
+                sizes.append(size)
+                part += size
+                node = rec.node
+                if node is not None:
+                    if nodes is None:
+                        nodes = [None] * (k - i)
+                    nodes.append(sys.intern(node))
+                elif nodes is not None:
+                    nodes.append(None)
+                tag = rec.tag
+                if tag is not None:
+                    if tags is None:
+                        tags = [None] * (k - i)
+                    tags.append(tag)
+                    self.tags.add(tag, seq)
+                elif tags is not None:
+                    tags.append(None)
+                seq += 1
+            seg.extend(chunk, ts, sizes, part, kind, nodes, tags)
             if xids is not None:
-                xmod.push(self, seg, xids[seq - first])
-            if rec.tag is not None:
-                self.tags.add(rec.tag, seq)
-            blobs.append(blob)
-            total += rec.size
-            seq += 1
+                xmod.push_many(seg, xids[i:j])
+            blobs += chunk
+            total += part
+            i = j
         self.next_seq = seq
         if xids is not None:
             self.last_id = xids[-1]

@@ -96,6 +96,19 @@ def push(topic: Topic, seg: Segment, xid: Xid | None) -> None:
     xs.append(xid[1])
 
 
+def push_many(seg: Segment, new: list[Xid]) -> None:
+    """`push` of the IDs of the last len(new) slots of `seg`, appended together."""
+    xs = seg.xids
+    if xs is None:
+        xs = seg.xids = array("Q")
+        for k in range(len(seg) - len(new)):
+            xs.append(int(seg.ts[k]))
+            xs.append(seg.base + k)
+    for ms, n in new:
+        xs.append(ms)
+        xs.append(n)
+
+
 def push_dead(topic: Topic, seg: AnySegment, count: int) -> None:
     """IDs for `count` slots with no record just added at the end of `seg` (or `seg` is a new
     Run): each repeats the ID before it (Rule 3)."""

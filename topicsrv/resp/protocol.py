@@ -23,14 +23,20 @@ looked for as soon as it arrives, before the line's newline does.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import hiredis
+
+from topicsrv.engine.entries import digits
 
 INLINE_MAX = 64 * 1024
 MULTIBULK_MAX = 1024 * 1024
 UNAUTH_MULTIBULK_MAX = 10
 UNAUTH_BULK_MAX = 16384
 _SUSPECT = re.compile(rb"[*~>%|][0-9]{7}")  # a header hiredis would allocate hugely for
+# every digit as b"0": a buffer with no 7-digit run (nearly every one) needs no regex search
+_DIGITS_AS_0 = bytes(0x30 if 0x30 <= c <= 0x39 else c for c in range(256))
+_SEVEN = b"0000000"
 _BULK_HEADER = re.compile(rb"\$(0|[1-9][0-9]{0,17})\r\n")
 
 _DIGITS = frozenset(b"0123456789")
@@ -135,9 +141,19 @@ def split_args(line: bytes) -> list[bytes] | None:
         out.append(bytes(cur))
 
 
-def _frame_size(frame: list[bytes]) -> int:
-    size = 3 + len(str(len(frame))) + 5 * len(frame) + sum(map(len, frame))
-    return size + sum([len(str(len(a))) for a in frame])
+def _frame_size(frame: list[Any], max_bulk_len: int) -> int:
+    """The canonical encoded size of a hiredis frame of bulks, -1 when it is not a list of
+    bytes each at most `max_bulk_len` long (the strict parser then gives Redis's verdict).
+    One pass: the frame's checks and its size."""
+    size = 3 + digits(len(frame))
+    for a in frame:
+        if type(a) is not bytes:
+            return -1
+        n = len(a)
+        if n > max_bulk_len:
+            return -1
+        size += n + 5 + digits(n)
+    return size
 
 
 class RequestParser:
@@ -170,7 +186,8 @@ class RequestParser:
         buf = self._buf
         # the second search covers a header split across reads; with nothing buffered it
         # would only look at data[:8] again
-        if _SUSPECT.search(data) or (buf and _SUSPECT.search(bytes(buf[-8:]) + data[:8])):
+        if (_SEVEN in data.translate(_DIGITS_AS_0) and _SUSPECT.search(data)) or (
+                buf and _SUSPECT.search(bytes(buf[-8:]) + data[:8])):
             self._strict_until = len(buf) + len(data)
         buf += data
         cmds: list[list[bytes]] = []
@@ -232,18 +249,15 @@ class RequestParser:
                 if not self._strict(cmds):
                     return
                 continue
-            if (
-                type(frame) is not list
-                or not all(type(a) is bytes for a in frame)
-                or (frame and max(map(len, frame)) > self.max_bulk_len)
-            ):
+            # hiredis does not say where the frame ended; its encoding is canonical (hiredis
+            # rejects leading zeros and signs), so the size follows from the contents.
+            size = _frame_size(frame, self.max_bulk_len) if type(frame) is list else -1
+            if size < 0:
                 self._drop_reader()  # malformed or over a limit: get Redis's exact verdict
                 if not self._strict(cmds):
                     return
                 continue
-            # hiredis does not say where the frame ended; its encoding is canonical (hiredis
-            # rejects leading zeros and signs), so the size follows from the contents.
-            self._pos = start + _frame_size(frame)
+            self._pos = start + size
             if frame:
                 cmds.append(frame)
 

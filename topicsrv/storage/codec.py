@@ -24,6 +24,8 @@ from typing import Any
 
 import orjson
 
+from topicsrv.engine.records import PreparedRecord
+
 NONE_LEN = 0xFFFF
 _APPEND_HEAD = struct.Struct("<QQQI")
 _ITEM = struct.Struct("<IIHH")
@@ -57,9 +59,32 @@ def _xid_trailer(xids: list[Xid]) -> bytes:
 
 def encode_append(name: str, epoch: int, first_seq: int, ts: int, items: list[Item],
                   xids: list[Xid] | None = None) -> bytes:
-    raw_name = name.encode()
-    parts = [_U16.pack(len(raw_name)), raw_name, _APPEND_HEAD.pack(epoch, first_seq, ts, len(items))]
+    parts = _append_head(name, epoch, first_seq, ts, len(items))
     for blob, size, node, tag in items:
+        _add_item(parts, blob, size, node, tag)
+    return _append_end(parts, xids)
+
+
+def encode_append_of(name: str, epoch: int, first_seq: int, ts: int, blobs: list[bytes],
+                     records: list[PreparedRecord], xids: list[Xid] | None = None) -> bytes:
+    """`encode_append` of an engine write as it is (blobs and the records they came from),
+    without an item tuple per record: the XADD path."""
+    parts = _append_head(name, epoch, first_seq, ts, len(blobs))
+    for k, blob in enumerate(blobs):
+        rec = records[k]
+        _add_item(parts, blob, rec.size, rec.node, rec.tag)
+    return _append_end(parts, xids)
+
+
+def _append_head(name: str, epoch: int, first_seq: int, ts: int, n: int) -> list[bytes]:
+    raw_name = name.encode()
+    return [_U16.pack(len(raw_name)), raw_name, _APPEND_HEAD.pack(epoch, first_seq, ts, n)]
+
+
+def _add_item(parts: list[bytes], blob: bytes, size: int, node: str | None, tag: str | None) -> None:
+    if node is None and tag is None:
+        parts.append(_ITEM.pack(size, len(blob), NONE_LEN, NONE_LEN))
+    else:
         nl, nb = _label(node)
         tl, tb = _label(tag)
         parts.append(_ITEM.pack(size, len(blob), nl, tl))
@@ -67,7 +92,10 @@ def encode_append(name: str, epoch: int, first_seq: int, ts: int, items: list[It
             parts.append(nb)
         if tb:
             parts.append(tb)
-        parts.append(blob)
+    parts.append(blob)
+
+
+def _append_end(parts: list[bytes], xids: list[Xid] | None) -> bytes:
     if xids is not None:
         parts.append(_xid_trailer(xids))
     return b"".join(parts)
@@ -75,7 +103,12 @@ def encode_append(name: str, epoch: int, first_seq: int, ts: int, items: list[It
 
 def encode_append_rc(name: str, epoch: int, first_seq: int, ts: int, items: list[Item], rc: int,
                      xids: list[Xid] | None = None) -> bytes:
-    return encode_append(name, epoch, first_seq, ts, items, xids) + _U64.pack(rc)
+    return encode_append(name, epoch, first_seq, ts, items, xids) + rc_trailer(rc)
+
+
+def rc_trailer(rc: int) -> bytes:
+    """What an APPEND_RC body adds to its APPEND body."""
+    return _U64.pack(rc)
 
 
 def append_xids(body: memoryview, pos: int, n: int, rc: bool = False) -> list[Xid] | None:

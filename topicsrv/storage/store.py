@@ -229,17 +229,15 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return None
         if pol.readable == "durable":
             topic.hide_from(first_seq)  # readable once durable (Topic Rule 6)
-        items = [(blob, rec.size, rec.node, rec.tag) for blob, rec in zip(blobs, records, strict=True)]
         rc = routerlog.rc_of(topic)
         xids = None
         if topic.xid_since is not None:  # an ID-mapped topic: the IDs ride along (codec)
             xids = [xmod.xid_of(topic, s) for s in range(first_seq, last + 1)]
+        body = codec.encode_append_of(topic.name, topic.epoch, first_seq, ts, blobs, records, xids)
         if rc is None:
-            frame = frames.encode(frames.T_APPEND, codec.encode_append(topic.name, topic.epoch, first_seq, ts,
-                                                                       items, xids))
+            frame = frames.encode(frames.T_APPEND, body)
         else:  # a router's dest: recovery merges the re-derived copies up to `rc` first
-            frame = frames.encode(frames.T_APPEND_RC,
-                                  codec.encode_append_rc(topic.name, topic.epoch, first_seq, ts, items, rc, xids))
+            frame = frames.encode(frames.T_APPEND_RC, body + codec.rc_trailer(rc))
         commit = sh.enqueue(frame, (topic, topic.epoch, first_seq, len(blobs), rc))
         if pol is DISK:
             routerlog.hold(topic, first_seq)  # routers forward it once durable (routerlog Rule 6)
