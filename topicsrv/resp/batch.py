@@ -14,7 +14,8 @@ gets exactly the reply it would get alone.
 Rule 4: bookkeeping is as for single commands: total_commands, last_cmd, NOAUTH and NOPERM
 (an unauthenticated client, or one logged in as another user than `default`, never coalesces:
 the dispatcher refuses each of its XADDs), and the `xadd` latency histogram (one observation
-per XADD, each the run's time divided by its length).
+per XADD, each the run's time divided by its length), INFO commandstats (n calls, the refused
+records as failed calls).
 Rule 5: an XADD with more than dispatch.BIG_ARGV arguments never coalesces (it takes the
 dispatcher's fair path); an unexpected exception answers every command of the run with
 `ERR internal error (logged)`, as the dispatcher would (dispatch Rule 2).
@@ -32,7 +33,7 @@ from topicsrv.errors import TopicsError
 from topicsrv.resp import acl, ids
 from topicsrv.resp.commands.base import CommandContext, Err, Pending
 from topicsrv.resp.commands.stream_args import plain_pairs
-from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
+from topicsrv.resp.dispatch import BIG_ARGV, count_call, execute, internal_error
 
 MAX_RUN = 1000
 
@@ -101,6 +102,8 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
     ctx.front.stats.total_commands += n
     ctx.client.last_cmd = "xadd"
     # each XADD of the run is observed with an equal share of its time (Rule 4)
-    ctx.server.metrics.resp_latency.observe("xadd", (perf_counter() - t0) / n, n)
+    dt = perf_counter() - t0
+    ctx.server.metrics.resp_latency.observe("xadd", dt / n, n)
+    count_call(ctx.front, "xadd", dt, n, n - len(slots))
     return replies
 
