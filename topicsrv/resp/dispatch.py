@@ -191,11 +191,17 @@ def count_call(front: Front, name: str, seconds: float, n: int, failed: int) -> 
 
 
 def _reject(front: Front, name: str, tx: Tx | None, err: Err) -> Err:
-    """A known command refused before its handler: a rejected call (Rule 10)."""
+    """A known command refused before its handler: a rejected call (Rule 10). A refused EXEC
+    ends the transaction with `EXECABORT ... because of: <the refusal>` (redis-server's
+    rejectCommand -> execCommandAbort: a BUSY script never sees half a transaction)."""
     st = front.cmdstats.get(name)
     if st is None:
         st = front.cmdstats[name] = [0.0, 0.0, 0.0, 0.0]
     st[2] += 1
+    if name == "exec" and tx is not None and tx.multi:
+        tx.end()
+        text = err.text[4:] if err.text.startswith("ERR ") else err.text  # Redis's texts built
+        return Err(f"EXECABORT Transaction discarded because of: {text}")  # without a code
     return _refuse(tx, err)
 
 
