@@ -272,3 +272,11 @@ def test_exec_over_maxmemory_aborts(targets: list[Any], key: str) -> None:
     first, *rest = replies.values()
     assert first[3].startswith(b"-EXECABORT Transaction discarded because of: OOM "), first
     assert rest == [first] * len(rest)
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_a_refused_exec_aborts_the_transaction(differ: Any, key: str, proto: int) -> None:
+    """EXEC refused before it runs (here its arity) answers EXECABORT with the refusal and
+    leaves MULTI (redis-server's execCommandAbort; the BUSY case is Valkey's multi unit)."""
+    differ.check([S("MULTI"), S("SET", key, "1"), S("EXEC", "extra"), S("GET", key),
+                  S("PING", "after")], proto)

@@ -109,7 +109,7 @@ RESULTS=()
 # Tests skipped on BOTH targets (so the counts stay comparable): each fails on topicsrv for a
 # by-design reason AND leaves state behind that fails later tests of its file, a cascade of
 # up to ~15 failures from one difference. Skipped, they count on neither side.
-#   - SADD / LPUSH queued inside MULTI: topicsrv has no sets or lists, so the command is
+#   - SADD / LPUSH / GEOADD queued inside MULTI: topicsrv has no sets or lists, so the command is
 #     refused at queue time, the test aborts before its EXEC and leaves the shared connection
 #     in MULTI: every later command is answered `QUEUED`.
 #   - "Blocking XREAD waiting old data" blocks a client for 20 s on `s1{t}`... (the topic-name
@@ -119,6 +119,7 @@ VALKEY_SKIP=(
     "Blocking XREADGROUP: key type changed with transaction"  # stream-cgroups: SADD in MULTI
     "XREAD: XADD + DEL + LPUSH should not awake client"  # stream: LPUSH in MULTI
     "Blocking XREAD waiting old data"  # stream: a client left blocked on a `{t}` key
+    "command stats for MULTI"  # introspection-2: GEOADD in MULTI
 )
 
 run_valkey() {  # $1 target name, $2 port

@@ -16,7 +16,7 @@ from typing import Any
 
 from topicsrv.errors import TopicsError
 from topicsrv.resp.commands.base import CommandContext, Err, Front
-from topicsrv.resp.dispatch import error_reply, internal_error
+from topicsrv.resp.dispatch import count_call, error_reply, internal_error
 from topicsrv.resp.encoder import encode_error
 
 Mark = tuple[Any, int, int]  # (commit token, reply start, reply end) in `out`
@@ -59,14 +59,20 @@ def apply_outcome(marks: list[Mark], out: bytearray, outcome: Outcome) -> None:
 
 
 async def guard(aw: Awaitable[Any], ctx: CommandContext, name: str, t0: float) -> Any:
-    """An async handler's reply; its latency (dispatch Rule 8) is observed when it is done."""
+    """An async handler's reply; its latency (dispatch Rule 8) and its call (Rule 10) are
+    counted when it is done (a cancelled one as a call without error, as Redis counts a
+    blocked client it unblocks)."""
+    result: Any = None
     try:
-        return await aw
+        result = await aw
     except Err as e:
-        return e
+        result = e
     except TopicsError as e:
-        return error_reply(e)
+        result = error_reply(e)
     except Exception:
-        return internal_error(ctx.front, "blocking command")
+        result = internal_error(ctx.front, "blocking command")
     finally:
-        ctx.server.metrics.resp_latency.observe(name, perf_counter() - t0)
+        dt = perf_counter() - t0
+        ctx.server.metrics.resp_latency.observe(name, dt)
+        count_call(ctx.front, name, dt, 1, 1 if isinstance(result, Err) else 0)
+    return result

@@ -1,5 +1,6 @@
-"""XADD coalescing: a run of plain `XADD key * field value ...` to one key, parsed from one
-read, goes to the engine as ONE write (one journal call, one listener wake-up).
+"""Coalescing: a run of plain `XADD key * field value ...` to one key, parsed from one read,
+goes to the engine as ONE write (one journal call, one listener wake-up); a run of plain SETs
+is one keyspace operation, a run of GETs skips the per-command dispatch (Rules 7-9, below).
 
 Rule 1: only the plain form `XADD key * field value ...` coalesces, as the XADD parser
 defines it (commands/stream_args.plain_pairs, the fast path of parse_xadd): any other
@@ -14,7 +15,8 @@ gets exactly the reply it would get alone.
 Rule 4: bookkeeping is as for single commands: total_commands, last_cmd, NOAUTH and NOPERM
 (an unauthenticated client, or one logged in as another user than `default`, never coalesces:
 the dispatcher refuses each of its XADDs), and the `xadd` latency histogram (one observation
-per XADD, each the run's time divided by its length).
+per XADD, each the run's time divided by its length), INFO commandstats (n calls, the refused
+records as failed calls).
 Rule 5: an XADD with more than dispatch.BIG_ARGV arguments never coalesces (it takes the
 dispatcher's fair path); an unexpected exception answers every command of the run with
 `ERR internal error (logged)`, as the dispatcher would (dispatch Rule 2).
@@ -27,14 +29,16 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any
 
+from topicsrv.engine.keyspace import strings
 from topicsrv.engine.records import PreparedRecord, prepare_fields
 from topicsrv.errors import TopicsError
 from topicsrv.resp import acl, ids
-from topicsrv.resp.commands.base import CommandContext, Err, Pending
+from topicsrv.resp.commands.base import CommandContext, Err, Pending, Simple
 from topicsrv.resp.commands.stream_args import plain_pairs
-from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error
+from topicsrv.resp.dispatch import BIG_ARGV, count_call, execute, internal_error
 
 MAX_RUN = 1000
+OK = Simple("OK")
 
 
 def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
@@ -101,6 +105,107 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
     ctx.front.stats.total_commands += n
     ctx.client.last_cmd = "xadd"
     # each XADD of the run is observed with an equal share of its time (Rule 4)
-    ctx.server.metrics.resp_latency.observe("xadd", (perf_counter() - t0) / n, n)
+    dt = perf_counter() - t0
+    ctx.server.metrics.resp_latency.observe("xadd", dt / n, n)
+    count_call(ctx.front, "xadd", dt, n, n - len(slots))
     return replies
 
+
+
+# ---- SET / GET runs (the string part) ------------------------------------------------------
+#
+# Rule 7: a run of plain `SET key value` (no option) from one read is ONE keyspace operation:
+# one journal frame (an MSET of the run's pairs, applied in order, so a key set twice keeps
+# its last value), one commit token shared by the replies, each `+OK` on its own. The run is
+# all or nothing: a crash keeps the whole frame or none of it, and a write storage refuses
+# (nothing applied) runs command by command instead (Rule 3). WATCH sees every key (the
+# operation notifies each change), a SET over a topic replaces it as alone (strings.put).
+# Rule 8: a run of `GET key` answers each from the keyspace in order (its value, nil, or its
+# own WRONGTYPE), skipping only the dispatcher's per-command checks.
+# Rule 9: the guards of run_xadds (Rule 4, Rule 6) apply to both, and a BUSY script stops
+# them; keyspace notifications on (Redis's `m` and `$` events) disable both.
+
+
+def _run_of(cmds: list[list[bytes]], i: int, lower: bytes, upper: bytes, argc: int) -> int:
+    """How many commands from cmds[i] are `<name> ...` with exactly `argc` arguments."""
+    end = min(len(cmds), i + MAX_RUN)
+    j = i
+    while j < end:
+        argv = cmds[j]
+        if len(argv) != argc:
+            break
+        name = argv[0]
+        if name != upper and name != lower and name.lower() != lower:
+            break
+        j += 1
+    return j - i
+
+
+def _plain_client(ctx: CommandContext) -> bool:
+    client = ctx.client
+    server = ctx.server
+    return client.authenticated and client.user == acl.DEFAULT and client.pubsub is None and \
+        not server.bus.keyspace.flags and server.busy is None
+
+
+def run_strings(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
+    """Replies for the run of plain SETs or GETs starting at cmds[i] (Rules 7-9), or None (not
+    a run of >= 2, or a guard says no)."""
+    argv = cmds[i]
+    argc = len(argv)
+    if argc == 3:
+        n = _run_of(cmds, i, b"set", b"SET", 3)
+    elif argc == 2:
+        n = _run_of(cmds, i, b"get", b"GET", 2)
+    else:
+        return None
+    if n < 2 or not _plain_client(ctx):
+        return None
+    run = cmds[i:i + n]
+    if argc == 3:
+        memory = ctx.server.memory
+        if memory.limit and memory.over(sum(len(a) for argv in run for a in argv)):
+            return None  # over --max-memory: each SET is refused on its own (-OOM)
+    try:
+        return _sets(ctx, run) if argc == 3 else _gets(ctx, run)
+    except Exception:
+        err = internal_error(ctx.front, "a coalesced SET/GET run")
+        return [err] * n
+
+
+def _account(ctx: CommandContext, name: str, n: int, t0: float, failed: int) -> None:
+    dt = perf_counter() - t0
+    ctx.front.stats.total_commands += n
+    ctx.client.last_cmd = name
+    ctx.server.metrics.resp_latency.observe(name, dt / n, n)
+    count_call(ctx.front, name, dt, n, failed)
+
+
+def _sets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
+    t0 = perf_counter()
+    ks = ctx.engine.keyspace
+    pairs = [(argv[1].decode("latin-1"), argv[2]) for argv in run]
+    try:
+        token = strings.put(ks, pairs)
+    except TopicsError:  # storage refused it (Rule 7)
+        return [execute(ctx, argv) for argv in run]
+    n = len(run)
+    ks.stats["string_writes"] += n - 1  # one per SET, as when run alone
+    reply: Any = OK if token is None else Pending(token, OK)
+    _account(ctx, "set", n, t0, 0)
+    return [reply] * n
+
+
+def _gets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
+    t0 = perf_counter()
+    get = ctx.engine.keyspace.get
+    replies: list[Any] = []
+    failed = 0
+    for argv in run:
+        try:
+            replies.append(get(argv[1].decode("latin-1")))
+        except TopicsError as e:
+            replies.append(Err(e.resp_line()))
+            failed += 1
+    _account(ctx, "get", len(run), t0, failed)
+    return replies

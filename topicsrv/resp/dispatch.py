@@ -38,6 +38,12 @@ refused before the handler (unknown, NOAUTH, arity, queued in MULTI) are not obs
 Rule 9 (pub/sub, topicsrv/resp/commands/pubsub.py): a RESP2 client subscribed to anything
 may run only SUBSCRIBED_MODE; anything else that passes Rule 1 and Rule 6 is refused with
 redis-server's text, after the OOM check and before MULTI queueing, as processCommand does.
+Rule 10 (INFO commandstats, `front.cmdstats`, as redis-server's call()/rejectCommand): a
+command whose handler ran counts one call and its time (a blocking one when it is done), and
+a failed call when it answered an error; a known command refused before its handler (NOAUTH,
+arity, NOPERM, BUSY, OOM, subscribed mode, not allowed in MULTI) counts a rejected call; an
+unknown command or subcommand and a command queued by MULTI count nothing (EXEC counts each
+queued command when it runs).
 """
 
 from __future__ import annotations
@@ -173,6 +179,32 @@ def _refuse(tx: Tx | None, err: Err) -> Err:
     return err
 
 
+def count_call(front: Front, name: str, seconds: float, n: int, failed: int) -> None:
+    """INFO commandstats: `n` calls of `name` that took `seconds` in all, `failed` of them
+    answered an error (Rule 10)."""
+    st = front.cmdstats.get(name)
+    if st is None:
+        st = front.cmdstats[name] = [0.0, 0.0, 0.0, 0.0]
+    st[0] += n
+    st[1] += seconds
+    st[3] += failed
+
+
+def _reject(front: Front, name: str, tx: Tx | None, err: Err) -> Err:
+    """A known command refused before its handler: a rejected call (Rule 10). A refused EXEC
+    ends the transaction with `EXECABORT ... because of: <the refusal>` (redis-server's
+    rejectCommand -> execCommandAbort: a BUSY script never sees half a transaction)."""
+    st = front.cmdstats.get(name)
+    if st is None:
+        st = front.cmdstats[name] = [0.0, 0.0, 0.0, 0.0]
+    st[2] += 1
+    if name == "exec" and tx is not None and tx.multi:
+        tx.end()
+        text = err.text[4:] if err.text.startswith("ERR ") else err.text  # Redis's texts built
+        return Err(f"EXECABORT Transaction discarded because of: {text}")  # without a code
+    return _refuse(tx, err)
+
+
 def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     front = ctx.front
     front.stats.total_commands += 1
@@ -183,35 +215,35 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
         return _refuse(tx, unknown_command(argv))
     base = spec.name.partition("|")[0]
     if not client.authenticated and base not in NO_AUTH:
-        return _refuse(tx, Err("NOAUTH Authentication required."))
+        return _reject(front, spec.name, tx, Err("NOAUTH Authentication required."))
     if spec.subcommands and used == 1 and (len(argv) > 1 or spec.handler is None):
         if len(argv) == 1:
-            return _refuse(tx, wrong_args(spec.name))
+            return _reject(front, spec.name, tx, wrong_args(spec.name))
         return _refuse(tx, unknown_subcommand(spec.name, argv[1]))
     n = len(argv)
     if (spec.arity > 0 and n != spec.arity) or n < -spec.arity:
-        return _refuse(tx, wrong_args(spec.name))
+        return _reject(front, spec.name, tx, wrong_args(spec.name))
     if client.user != acl.DEFAULT and not acl.permitted(client.user, spec):
-        return _refuse(tx, Err(acl.noperm(spec)))
+        return _reject(front, spec.name, tx, Err(acl.noperm(spec)))
     busy = ctx.server.busy
     if busy is not None and "allow_busy" not in spec.flags and not client.script:
-        return _refuse(tx, Err(busy))
+        return _reject(front, spec.name, tx, Err(busy))
     client.last_cmd = spec.name
     handler = spec.handler
     assert handler is not None
     memory = ctx.server.memory
     if memory.limit and ("denyoom" in spec.flags or tx is not None and tx.multi
                          and base not in NOT_QUEUED) and memory.over(sum(map(len, argv))):
-        return _refuse(tx, Err(oom_error().resp_line()))
+        return _reject(front, spec.name, tx, Err(oom_error().resp_line()))
     if client.pubsub is not None and client.protocol == 2 and base not in SUBSCRIBED_MODE \
             and client.subscribed():
-        return _refuse(tx, Err(f"ERR Can't execute '{spec.name}': only (P|S)SUBSCRIBE / "
+        return _reject(front, spec.name, tx, Err(f"ERR Can't execute '{spec.name}': only (P|S)SUBSCRIBE / "
                                "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this "
                                "context"))
     if tx is not None:
         if tx.multi and base not in NOT_QUEUED:
             if "no_multi" in spec.flags:
-                return _refuse(tx, Err("ERR Command not allowed inside a transaction"))
+                return _reject(front, spec.name, tx, Err("ERR Command not allowed inside a transaction"))
             full = tx.queue(argv)
             return QUEUED if full is None else Err(full)
         if base == "reset":
@@ -239,6 +271,8 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
                 from topicsrv.resp.awaits import guard  # awaits imports this module
 
                 return guard(result, ctx, spec.name, t0)
-    ctx.server.metrics.resp_latency.observe(spec.name, perf_counter() - t0)
+    dt = perf_counter() - t0
+    ctx.server.metrics.resp_latency.observe(spec.name, dt)
+    count_call(front, spec.name, dt, 1, 1 if isinstance(result, Err) else 0)
     return result
 

@@ -51,8 +51,9 @@ an inline line: protocol.py Rule 4) are answered with nothing, logged as an atta
 QUIT, a POST / Host: command (dispatch Rule 3) and a
 CLIENT KILL of itself (`close_after_reply`) drop the rest of the input and close once the
 output is out.
-Rule 7: a run of plain `XADD key * ...` to one key in a batch is one engine write (batch.py),
-each command still answered on its own.
+Rule 7: a run of plain `XADD key * ...` to one key in a batch is one engine write, a run of
+plain `SET key value` one keyspace operation, a run of `GET key` read without the per-command
+dispatch (batch.py), each command still answered on its own; not inside MULTI or under WATCH.
 Rule 8: nothing here touches a socket or imports an I/O library, and nothing here is async
 (the module is compiled: topicsrv/buildinfo.py); the only awaits are the commit tokens, in
 `awaits.settle`, whose coroutine `wait_commits` returns. The hot path (receive_data -> step -> NEED_DATA -> send -> sent)
@@ -74,7 +75,7 @@ from typing import Any
 
 from topicsrv.context import ServerContext
 from topicsrv.resp.awaits import settle
-from topicsrv.resp.batch import run_xadds
+from topicsrv.resp.batch import run_strings, run_xadds
 from topicsrv.resp.commands.base import (
     REPLY_ON,
     REPLY_SKIP,
@@ -212,21 +213,24 @@ class Session:
             while pos < n:
                 argv = cmds[pos]
                 k = len(argv)
+                replies: list[Any] | None = None
                 if k >= 5:
                     if k > BIG_ARGV:
                         self.pos = pos
                         return self._big(argv)
                     if argv[2] == b"*" and n - pos > 1 and client.tx is None:
                         replies = run_xadds(ctx, cmds, pos)
-                        if replies is not None:
-                            pos += len(replies)
-                            resp3 = client.protocol == 3
-                            for reply in replies:
-                                emit(out, marks, reply, resp3, ctx)
-                            if len(out) >= self.flush_at:
-                                self.pos = pos
-                                return self._output()
-                            continue
+                elif 2 <= k <= 3 and n - pos > 1 and client.tx is None:
+                    replies = run_strings(ctx, cmds, pos)  # batch.py Rules 7-9
+                if replies is not None:
+                    pos += len(replies)
+                    resp3 = client.protocol == 3
+                    for reply in replies:
+                        emit(out, marks, reply, resp3, ctx)
+                    if len(out) >= self.flush_at:
+                        self.pos = pos
+                        return self._output()
+                    continue
                 pos += 1
                 reply = execute(ctx, argv)
                 if is_awaitable(reply):

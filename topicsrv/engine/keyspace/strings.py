@@ -55,8 +55,8 @@ def put(ks: Keyspace, pairs: list[tuple[str, bytes]], deadline: int = 0,
         with Group(ks.host.journal):  # Rule 1
             tokens = _replace_topics(ks, [n for n, _ in pairs])
             tokens.append(ks.commit(op))
-    for name, _ in pairs:  # a write is an access (OBJECT IDLETIME counts from it, as Redis)
-        ks.touch(name)
+    # a write is an access (OBJECT IDLETIME counts from it, as Redis)
+    ks.touch_all([name for name, _ in pairs])
     return all_of(tokens)
 
 

@@ -261,6 +261,9 @@ class Front:
     io: str = "tasks"  # the I/O path serving the connections: "reactor" or "tasks"
     security_logged_at: float = float("-inf")  # last POST/Host: warning (logged once a minute)
     settings: dict[str, str] = field(default_factory=dict)  # CONFIG SET values (server.py)
+    # INFO commandstats (dispatch.py Rule 10): spec name -> [calls, seconds, rejected_calls,
+    # failed_calls]; CONFIG RESETSTAT empties it
+    cmdstats: dict[str, list[float]] = field(default_factory=dict)
 
     def new_client(self, addr: str, laddr: str) -> Client:
         c = Client(id=self.next_id, addr=addr, laddr=laddr)

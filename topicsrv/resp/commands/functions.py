@@ -21,7 +21,8 @@ from topicsrv.scripting.lua import ScriptError
 from topicsrv.scripting.service import scripting_of
 
 OK = Simple("OK")
-FCALL_FLAGS = ["noscript", "skip_monitor", "may_replicate", "no_mandatory_keys", "stale"]
+FCALL_FLAGS = ["noscript", "skip_monitor", "may_replicate", "no_mandatory_keys", "stale",
+               "movablekeys"]
 FUNCTION_HELP = [
     "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "LOAD [REPLACE] <FUNCTION CODE>",

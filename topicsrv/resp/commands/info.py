@@ -184,10 +184,22 @@ def _none(ctx: CommandContext) -> Section:
     return []
 
 
+def _commandstats(ctx: CommandContext) -> Section:
+    """redis-server's `cmdstat_<name>` lines (dispatch.py Rule 10), commands never counted
+    left out; `usec` is whole microseconds, `usec_per_call` with two decimals."""
+    out: Section = []
+    for name, (calls, seconds, rejected, failed) in ctx.front.cmdstats.items():
+        usec = int(seconds * 1e6)
+        per = usec / calls if calls else 0.0
+        out.append((f"cmdstat_{name}", f"calls={int(calls)},usec={usec},usec_per_call={per:.2f},"
+                                       f"rejected_calls={int(rejected)},failed_calls={int(failed)}"))
+    return out
+
+
 BUILDERS = {
     "server": _server, "clients": _clients, "memory": _memory, "persistence": _persistence,
     "stats": _stats, "replication": _replication, "cpu": _cpu, "modules": _none,
-    "commandstats": _none, "errorstats": _errorstats, "latencystats": _none,
+    "commandstats": _commandstats, "errorstats": _errorstats, "latencystats": _none,
     "cluster": lambda ctx: [("cluster_enabled", 0)], "keyspace": _keyspace,
 }
 

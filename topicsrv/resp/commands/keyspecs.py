@@ -1,4 +1,5 @@
-"""Redis 7's key-specification flags and command tips for the keyspace commands (data only).
+"""Redis 7's key-specification flags and command tips for the keyspace, stream and shard
+pub/sub commands (data only).
 
 COMMAND INFO builds each key spec's `begin_search`/`find_keys` from the registry's key
 positions (commands/server.py); this table adds what those cannot say, copied from
@@ -41,6 +42,22 @@ KEY_FLAGS: dict[str, list[KeySpec]] = {
     "renamenx": [(("RW", "access", "delete"), None), (("OW", "insert"), None)],
     "copy": [(("RO", "access"), None), (("OW", "update"), None)],
 }
+
+# the stream and pub/sub commands (redis-server 7.0's COMMAND INFO, as above)
+_RW_DELETE: list[KeySpec] = [(("RW", "delete"), None)]
+_RW_INSERT: list[KeySpec] = [(("RW", "insert"), None)]
+_NOT_KEY: list[KeySpec] = [(("not_key",), None)]
+KEY_FLAGS.update({
+    "xadd": [(("RW", "update"), "UPDATE instead of INSERT because of the optional trimming feature")],
+    "xrange": _RO_ACCESS, "xrevrange": _RO_ACCESS, "xpending": _RO_ACCESS, "dump": _RO_ACCESS,
+    "xinfo|stream": _RO_ACCESS, "xinfo|groups": _RO_ACCESS, "xinfo|consumers": _RO_ACCESS,
+    "xdel": _RW_DELETE, "xtrim": _RW_DELETE, "xautoclaim": _RW_DELETE,
+    "xgroup|destroy": _RW_DELETE, "xgroup|delconsumer": _RW_DELETE,
+    "xgroup|create": _RW_INSERT, "xgroup|createconsumer": _RW_INSERT,
+    "xgroup|setid": _RW_UPDATE, "xack": _RW_UPDATE, "xclaim": _RW_UPDATE, "xsetid": _RW_UPDATE,
+    "restore": _OW_UPDATE,
+    "ssubscribe": _NOT_KEY, "sunsubscribe": _NOT_KEY, "spublish": _NOT_KEY,
+})
 
 _MULTI_SUM = ["request_policy:multi_shard", "response_policy:agg_sum"]
 

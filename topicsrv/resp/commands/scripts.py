@@ -50,7 +50,8 @@ OK = Simple("OK")
 NO_WRITES = "ERR Write commands are not allowed from read-only scripts."
 # Redis 7.0's text (script.c scriptVerifyACL): ERR, not NOPERM, inside a script.
 SCRIPT_NOPERM = b"ERR The user executing the script can't run this command or subcommand"
-EVAL_FLAGS = ["noscript", "skip_monitor", "may_replicate", "no_mandatory_keys", "stale"]
+EVAL_FLAGS = ["noscript", "skip_monitor", "may_replicate", "no_mandatory_keys", "stale",
+              "movablekeys"]
 SCRIPT_HELP = [
     "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "DEBUG (YES|SYNC|NO)",

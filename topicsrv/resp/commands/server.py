@@ -1,4 +1,4 @@
-"""Server commands: COMMAND [COUNT|DOCS|INFO|LIST], CONFIG GET|SET|RESETSTAT, DBSIZE,
+"""Server commands: COMMAND [COUNT|DOCS|INFO] (GETKEYS and LIST: getkeys.py), CONFIG GET|SET|RESETSTAT, DBSIZE,
 TIME, FLUSHDB, FLUSHALL (INFO is info.py, the other server commands admin.py).
 
 Rule 1: COMMAND INFO/DOCS come from the registry (base.REGISTRY, argument docs from each
@@ -31,7 +31,8 @@ from topicsrv.resp.commands.base import (
     container,
     wrong_args,
 )
-from topicsrv.resp.commands.keyspecs import KEY_FLAGS, TIPS
+from topicsrv.resp.commands.getkeys import key_specs, spec_reply
+from topicsrv.resp.commands.keyspecs import TIPS
 
 
 def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = "",
@@ -41,26 +42,10 @@ def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = ""
 
 # ---- COMMAND -----------------------------------------------------------------------------
 
-def _key_spec(index: int, last: int, step: int, flags: tuple[str, ...], notes: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {} if notes is None else {"notes": notes}
-    out["flags"] = [Simple(f) for f in flags]
-    out["begin_search"] = {"type": "index", "spec": {"index": index}}
-    out["find_keys"] = {"type": "range", "spec": {"lastkey": last, "keystep": step, "limit": 0}}
-    return out
-
-
 def _key_specs(spec: CommandSpec) -> list[dict[str, Any]]:
-    """The generic RO/RW spec, or Redis's own flags (keyspecs.py; one spec per key when it
-    lists several)."""
-    if spec.first_key <= 0:
-        return []
-    last = spec.last_key - spec.first_key if spec.last_key >= 0 else spec.last_key
-    table = KEY_FLAGS.get(spec.name)
-    if table is None:
-        return [_key_spec(spec.first_key, last, spec.step, ("RW" if "write" in spec.flags else "RO",), None)]
-    if len(table) == 1:
-        return [_key_spec(spec.first_key, last, spec.step, *table[0])]
-    return [_key_spec(spec.first_key + i, 0, 1, *t) for i, t in enumerate(table)]
+    """The generic RO/RW spec, Redis's own flags (keyspecs.py; one spec per key when it lists
+    several), or a movable command's keyword/keynum spec (getkeys.py)."""
+    return [spec_reply(ks) for ks in key_specs(spec)]
 
 
 def command_info(spec: CommandSpec) -> list[Any]:
@@ -124,11 +109,6 @@ def command_count(ctx: CommandContext, args: list[bytes]) -> Any:
     return len(REGISTRY)
 
 
-@_sub("list", -2, "Get an array of Redis command names")
-def command_list(ctx: CommandContext, args: list[bytes]) -> Any:
-    return sorted(REGISTRY)
-
-
 @_sub("info", -2, "Get array of specific Redis command details, or all when no argument is given",
       "[command-name:string...]")
 def command_info_cmd(ctx: CommandContext, args: list[bytes]) -> Any:
@@ -156,6 +136,9 @@ def command_help(ctx: CommandContext, args: list[bytes]) -> Any:
         "LIST", "    Return a list of all commands in this Redis server.",
         "INFO [<command-name> ...]", "    Return details about multiple Redis commands.",
         "DOCS [<command-name> ...]", "    Return documentation details about multiple Redis commands.",
+        "GETKEYS <full-command>", "    Return the keys from a full Redis command.",
+        "GETKEYSANDFLAGS <full-command>",
+        "    Return the keys and the access flags from a full Redis command.",
         "HELP", "    Prints this help.",
     )]
 
@@ -328,6 +311,7 @@ def config_resetstat(ctx: CommandContext, args: list[bytes]) -> Any:
     st.total_commands = st.net_input_bytes = st.net_output_bytes = 0
     st.keyspace_hits = st.keyspace_misses = st.rejected_connections = 0
     ERROR_STATS.clear()
+    ctx.front.cmdstats.clear()
     return Simple("OK")
 
 

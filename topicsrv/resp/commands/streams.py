@@ -315,7 +315,7 @@ def _read_once(ctx: CommandContext, keys: list[bytes], cursors: list[int], count
     return items
 
 
-@command("xread", -4, ["readonly", "blocking"], 0, 0, 0,
+@command("xread", -4, ["readonly", "blocking", "movablekeys"], 0, 0, 0,
          "Returns messages from multiple streams with IDs greater than the ones requested. "
          "Blocks until a message is available otherwise.",
          "[COUNT:count:integer] [BLOCK:milliseconds:integer] [NODE:node:string]... "
