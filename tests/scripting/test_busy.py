@@ -4,7 +4,7 @@ except health/metrics, SCRIPT KILL ends a script that wrote nothing and answers 
 one that wrote, and a reader blocked on a topic the script writes wakes only when the script
 ended (engine/core.py Rule 3), seeing all of its writes.
 
-The threshold is real time (the worker thread measures it with time.monotonic); the tests
+The threshold is real time (the script's count hook measures it with time.monotonic); the tests
 wait for states (a BUSY reply, a reply arriving), never for a duration."""
 
 from __future__ import annotations

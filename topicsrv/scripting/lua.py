@@ -67,6 +67,8 @@ class Run:
     tokens: list[Any] = field(default_factory=list)  # commit tokens of its writes
     # redis.acl_check_cmd: True/False for the calling user, None for an unknown command
     acl_check: Callable[[list[bytes]], bool | None] = lambda argv: True
+    # called by the count hook: past busy-reply-threshold it hands the loop back (runner.py)
+    tick: Callable[[], None] = lambda: None
 
 
 def sha1hex(code: bytes) -> str:
@@ -148,7 +150,10 @@ class LuaState:
 
     def _killed(self) -> bytes | None:
         run = self.run
-        if run is None or not run.kill:
+        if run is None:
+            return None
+        run.tick()
+        if not run.kill:
             return None
         return KILLED_FUNCTION if run.function else KILLED
 

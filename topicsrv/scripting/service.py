@@ -1,5 +1,5 @@
 """The server's scripting state: the EVAL scripts' Lua state, the function libraries, the
-worker thread, the running script, and the settings (busy-reply-threshold).
+greenlet scripts run in, the running script, and the settings (busy-reply-threshold).
 
 Rule 1: one per server (`scripting_of`), made on first use; the libraries stored in the data
 dir (storage/functions.py) are loaded then, so functions survive a restart.
@@ -82,18 +82,17 @@ class Scripting:
             engine.release_changes()
 
     def execute(self, run: Run, command: str, work: Callable[[], Any]) -> Any:
-        """Run `work` (which runs the script) on the worker: its result or an awaitable. The
-        script's commands run on the loop thread (runner.py Rule 3)."""
+        """Run `work` (which runs the script) in the runner's greenlet on the loop thread: its
+        result or an awaitable (runner.py Rules 1-2)."""
         self.running, self.running_command = run, command
-        inner, runner = run.caller, self.runner
+        inner, tick = run.caller, self.runner.tick
 
         def on_loop(argv: list[bytes], r: Run) -> tuple[bool, bytes]:
-            job = runner.current
-            assert job is not None
-            result: tuple[bool, bytes] = job.call(lambda: inner(argv, r))
-            return result
+            tick()  # past the threshold: hand the loop back first (runner.py Rule 2)
+            return inner(argv, r)
 
         run.caller = on_loop
+        run.tick = tick
 
         def job() -> Any:
             try:

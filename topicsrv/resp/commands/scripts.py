@@ -1,7 +1,7 @@
 """Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP, and
 the bridge every script (and function: functions.py) uses to call commands.
 
-The Lua side (sandbox, conversions, the worker thread) is topicsrv/scripting/.
+The Lua side (sandbox, conversions, the runner) is topicsrv/scripting/.
 
 Rule 1 (one dispatch): `redis.call` goes through `dispatch.execute`, the fronts' own path,
 as a client of its own with the caller's ACL user and the script's `setresp` protocol, with
@@ -9,8 +9,8 @@ as a client of its own with the caller's ACL user and the script's `setresp` pro
 the script rules, in Redis's order and texts: unknown command, arity, `noscript` commands
 (MULTI/EXEC/WATCH/SUBSCRIBE/EVAL...), the calling user's permission (acl.py Rule 5), writes
 from a read-only script.
-Rule 2 (atomic, topicsrv/scripting/runner.py): the script runs on the worker thread and
-every command it calls runs on the loop thread while nothing else runs; past
+Rule 2 (atomic, topicsrv/scripting/runner.py): the script runs inline on the loop thread (in
+a greenlet) and every command it calls runs there while nothing else runs; past
 busy-reply-threshold others read -BUSY and SCRIPT KILL may stop it if it wrote nothing.
 Rule 3 (durable as a reply, one commit group): the commit tokens of every write of a script are
 gathered (the writes are one commit group, topicsrv/scripting/service.py Rule 3); the
