@@ -127,3 +127,18 @@ def test_a_script_that_wrote_is_unkillable_and_nobody_sees_it_half_done(srv: InP
     ((name, entries),) = read["reply"]
     assert name == b"busy:log" and [f[b"step"] for _, f in entries] == [b"1", b"2"]
     assert other.get("busy:s") == b"done"
+
+
+def test_a_script_past_the_threshold_keeps_calling_and_ends(srv: InProc) -> None:
+    """Past the threshold the script's redis.calls still run (runner.py Rule 2): all 20,000
+    INCRs land, the reply arrives, and the server answers again afterwards."""
+    r = redis.Redis(port=srv.port)
+    script = """
+    local t = redis.call('time')
+    local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 200000
+    repeat t = redis.call('time') until tonumber(t[1]) * 1000000 + tonumber(t[2]) >= stop
+    for i = 1, 20000 do redis.call('incr', KEYS[1]) end
+    return 'ok'"""
+    assert r.eval(script, 1, "counter") == b"ok"
+    assert r.get("counter") == b"20000"
+    assert r.ping() is True
