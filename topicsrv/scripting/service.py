@@ -15,6 +15,8 @@ notifications (engine/core.py Rule 3): a blocked XREAD, an SSE watch or a long p
 the script's first write would otherwise read the state between two of its writes once the
 script is past the threshold; they wake when it ends. Other RESP commands answer BUSY
 (dispatch Rule 9) and HTTP requests 503 `busy` (topicsrv/http/app.py Rule 5).
+Rule 5: FUNCTION LOAD loads into the libraries' existing Lua state (functions.py); the stored
+file is rewritten only when the set of library codes changed (`stored` is the set on disk).
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ class Scripting:
         self.running: Run | None = None
         self.running_command = ""
         self.group_open = False  # the running script's commit group (Rule 3)
+        self.stored: list[bytes] | None = None  # the libraries on disk (Rule 5)
         if server.config.storage:
-            for code in stored.load(server.config.data_dir):
+            self.stored = stored.load(server.config.data_dir)
+            for code in self.stored:
                 try:
                     self.libraries.load(code, replace=True)
                 except ScriptError as e:  # a library that loaded once loads again
@@ -65,9 +69,13 @@ class Scripting:
         self.scripts = LuaState(self.memory_limit)
 
     def persist(self) -> None:
+        """Store the libraries (storage/functions.py), unless the set is the one already on
+        disk: a FUNCTION LOAD REPLACE of the same code costs no fsynced rewrite (Rule 5)."""
         if self.server.config.storage:
-            stored.save(self.server.config.data_dir,
-                        [lib.code for lib in self.libraries.libraries.values()])
+            codes = [lib.code for lib in self.libraries.libraries.values()]
+            if codes != self.stored:
+                stored.save(self.server.config.data_dir, codes)
+                self.stored = codes
 
     def _busy(self, text: str | None) -> None:
         self.server.busy = text
