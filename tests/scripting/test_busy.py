@@ -142,3 +142,19 @@ def test_a_script_past_the_threshold_keeps_calling_and_ends(srv: InProc) -> None
     assert r.eval(script, 1, "counter") == b"ok"
     assert r.get("counter") == b"20000"
     assert r.ping() is True
+
+
+def test_function_stats_names_the_running_call_and_function_kill_ends_it(srv: InProc) -> None:
+    r = redis.Redis(port=srv.port)
+    r.function_load("#!lua name=spin\nredis.register_function('spin', function(k, a) "
+                    "local n = 0 while true do n = n + 1 end end)", replace=True)
+    t, box = in_thread(lambda: redis.Redis(port=srv.port).fcall("spin", 0, "x"))
+    wait_for(lambda: busy(r), "BUSY while the function runs")
+    stats = r.execute_command("FUNCTION", "STATS")
+    running = stats[b"running_script"]
+    assert running[b"name"] == b"spin"
+    assert running[b"command"] == [b"fcall", b"spin", b"0", b"x"]
+    assert r.execute_command("FUNCTION", "KILL") == b"OK"
+    t.join(20)
+    assert box["error"].startswith("Script killed by user with FUNCTION KILL")
+    assert r.ping() is True

@@ -54,7 +54,7 @@ class Scripting:
         self.runner = Runner()
         self.threshold_s = THRESHOLD_S
         self.running: Run | None = None
-        self.running_command = ""
+        self.running_command: list[bytes] = []  # its argv (FUNCTION STATS)
         self.group_open = False  # the running script's commit group (Rule 3)
         self.stored: list[bytes] | None = None  # the libraries on disk (Rule 5)
         if server.config.storage:
@@ -89,7 +89,7 @@ class Scripting:
             engine.journal.end_group()
             engine.release_changes()
 
-    def execute(self, run: Run, command: str, work: Callable[[], Any]) -> Any:
+    def execute(self, run: Run, command: list[bytes], work: Callable[[], Any]) -> Any:
         """Run `work` (which runs the script) in the runner's greenlet on the loop thread: its
         result or an awaitable (runner.py Rules 1-2)."""
         self.running, self.running_command = run, command

@@ -151,11 +151,11 @@ def new_run(ctx: CommandContext, name: str, function: bool, read_only: bool) -> 
     return Run(name, function, read_only, make_caller(ctx), acl_check=make_acl_check(ctx))
 
 
-def run_script(ctx: CommandContext, run: Run, command_name: str,
+def run_script(ctx: CommandContext, run: Run, command: list[bytes],
                work: Callable[[], Any]) -> Any:
     """Run `work` (the Lua call) as the running script; the reply value (Rules 2-4)."""
     sc = scripting_of(ctx.server)
-    result = sc.execute(run, command_name, work)
+    result = sc.execute(run, command, work)
     if inspect.isawaitable(result):
         return _finish_later(result, run)
     return _reply(result, run)
@@ -222,7 +222,7 @@ def _eval(ctx: CommandContext, args: list[bytes], by_sha: bool, read_only: bool,
         f = state.scripts[sha]
     keys, argv = split_keys(args[1:])
     run = new_run(ctx, sha, False, read_only)
-    return run_script(ctx, run, name, work(ctx, state, run, f, keys, argv, False))
+    return run_script(ctx, run, [name.encode(), *args], work(ctx, state, run, f, keys, argv, False))
 
 
 def _body(code: bytes) -> bytes:
