@@ -154,6 +154,8 @@ def test_function_stats_names_the_running_call_and_function_kill_ends_it(srv: In
     running = stats[b"running_script"]
     assert running[b"name"] == b"spin"
     assert running[b"command"] == [b"fcall", b"spin", b"0", b"x"]
+    with pytest.raises(redis.ResponseError, match=r"^BUSY .* You can only call FUNCTION KILL"):
+        r.script_kill()
     assert r.execute_command("FUNCTION", "KILL") == b"OK"
     t.join(20)
     assert box["error"].startswith("Script killed by user with FUNCTION KILL")

@@ -308,13 +308,12 @@ def kill(ctx: CommandContext, function: bool) -> Any:
     run = scripting_of(ctx.server).running
     if run is None or ctx.server.busy is None:
         raise Err("NOTBUSY No scripts in execution right now.")
-    if run.function != function:
-        raise Err("ERR No scripts in execution right now." if not function else
-                  "NOTBUSY No scripts in execution right now.")
     if run.wrote:
         raise Err("UNKILLABLE Sorry the script already executed write commands against the "
                   "dataset. You can either wait the script termination or kill the server in "
                   "a hard way using the SHUTDOWN NOSAVE command.")
+    if run.function != function:  # SCRIPT KILL of a function or the reverse: the BUSY text
+        raise Err(ctx.server.busy)  # naming the right KILL (as Redis 7.0)
     run.kill = True
     return OK
 
