@@ -41,3 +41,15 @@ def test_a_replace_with_the_same_code_does_not_rewrite_the_file(
     again.persist()
     assert len(saves) == 2
     assert list(again.libraries.functions) == ["f"]
+
+
+def test_a_library_that_loops_at_load_time_fails_and_the_old_one_stays(tmp_path: Path) -> None:
+    server: Any = SimpleNamespace(config=SimpleNamespace(storage=False, data_dir=tmp_path,
+                                                         max_memory=0))
+    sc = service.Scripting(server)
+    sc.libraries.load(LIB % 1, replace=False)
+    with pytest.raises(ScriptError, match="^ERR FUNCTION LOAD timeout"):
+        sc.libraries.load(b"#!lua name=test\nlocal a = 1 while 1 do a = a + 1 end",
+                          replace=True)
+    assert sc.libraries.libraries["test"].code == LIB % 1
+    assert list(sc.libraries.functions) == ["f"]

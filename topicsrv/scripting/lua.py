@@ -64,6 +64,7 @@ class Run:
     resp: int = 2  # redis.setresp
     wrote: bool = False  # a write command ran: SCRIPT KILL refuses (UNKILLABLE)
     kill: bool = False
+    kill_text: bytes | None = None  # the error a kill raises, when not SCRIPT/FUNCTION KILL's
     tokens: list[Any] = field(default_factory=list)  # commit tokens of its writes
     # redis.acl_check_cmd: True/False for the calling user, None for an unknown command
     acl_check: Callable[[list[bytes]], bool | None] = lambda argv: True
@@ -155,6 +156,8 @@ class LuaState:
         run.tick()
         if not run.kill:
             return None
+        if run.kill_text is not None:
+            return run.kill_text
         return KILLED_FUNCTION if run.function else KILLED
 
     def _acl_check(self, *args: Any) -> bool:
