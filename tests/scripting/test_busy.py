@@ -4,7 +4,7 @@ except health/metrics, SCRIPT KILL ends a script that wrote nothing and answers 
 one that wrote, and a reader blocked on a topic the script writes wakes only when the script
 ended (engine/core.py Rule 3), seeing all of its writes.
 
-The threshold is real time (the worker thread measures it with time.monotonic); the tests
+The threshold is real time (the script's count hook measures it with time.monotonic); the tests
 wait for states (a BUSY reply, a reply arriving), never for a duration."""
 
 from __future__ import annotations
@@ -127,3 +127,36 @@ def test_a_script_that_wrote_is_unkillable_and_nobody_sees_it_half_done(srv: InP
     ((name, entries),) = read["reply"]
     assert name == b"busy:log" and [f[b"step"] for _, f in entries] == [b"1", b"2"]
     assert other.get("busy:s") == b"done"
+
+
+def test_a_script_past_the_threshold_keeps_calling_and_ends(srv: InProc) -> None:
+    """Past the threshold the script's redis.calls still run (runner.py Rule 2): all 20,000
+    INCRs land, the reply arrives, and the server answers again afterwards."""
+    r = redis.Redis(port=srv.port)
+    script = """
+    local t = redis.call('time')
+    local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 200000
+    repeat t = redis.call('time') until tonumber(t[1]) * 1000000 + tonumber(t[2]) >= stop
+    for i = 1, 20000 do redis.call('incr', KEYS[1]) end
+    return 'ok'"""
+    assert r.eval(script, 1, "counter") == b"ok"
+    assert r.get("counter") == b"20000"
+    assert r.ping() is True
+
+
+def test_function_stats_names_the_running_call_and_function_kill_ends_it(srv: InProc) -> None:
+    r = redis.Redis(port=srv.port)
+    r.function_load("#!lua name=spin\nredis.register_function('spin', function(k, a) "
+                    "local n = 0 while true do n = n + 1 end end)", replace=True)
+    t, box = in_thread(lambda: redis.Redis(port=srv.port).fcall("spin", 0, "x"))
+    wait_for(lambda: busy(r), "BUSY while the function runs")
+    stats = r.execute_command("FUNCTION", "STATS")
+    running = stats[b"running_script"]
+    assert running[b"name"] == b"spin"
+    assert running[b"command"] == [b"fcall", b"spin", b"0", b"x"]
+    with pytest.raises(redis.ResponseError, match=r"^BUSY .* You can only call FUNCTION KILL"):
+        r.script_kill()
+    assert r.execute_command("FUNCTION", "KILL") == b"OK"
+    t.join(20)
+    assert box["error"].startswith("Script killed by user with FUNCTION KILL")
+    assert r.ping() is True

@@ -85,3 +85,47 @@ def test_kill_flag_ends_a_runaway_loop() -> None:
     r.kill = True  # as SCRIPT KILL sets it; the count hook checks it
     with pytest.raises(ScriptError, match=r"^ERR Script killed by user with SCRIPT KILL\.\.\."):
         state.call(r, state.scripts[sha], [], [])
+
+
+def test_kill_is_not_swallowed_by_a_pcall_loop() -> None:
+    """Once killed the hook raises on every line of user code (as Redis), so the next line
+    outside the pcall ends the script."""
+    state = LuaState(16 << 20)
+    sha = state.load(b"local f = function() while 1 do end end while 1 do pcall(f) end")
+    r = Run(sha, False, False, _caller([]))
+    r.kill = True
+    with pytest.raises(ScriptError, match=r"^ERR Script killed by user with SCRIPT KILL\.\.\."):
+        state.call(r, state.scripts[sha], [], [])
+
+
+def test_a_recursive_table_reply_ends_in_the_stack_limit_error(state: LuaState) -> None:
+    out = run(state, "local a = {}; local b = {a}; a[1] = b; return a")
+    head, _, tail = out.rpartition(b"-ERR reached lua stack limit\r\n")
+    assert tail == b""
+    assert head == b"*1\r\n" * 301
+
+
+@pytest.mark.parametrize("body", ["setmetatable(_G, {})",
+                                  "local g = getmetatable(_G) g.__index = {}",
+                                  "setmetatable(redis, {})"])
+def test_a_protected_tables_metatable_is_read_only(state: LuaState, body: str) -> None:
+    with pytest.raises(ScriptError, match="Attempt to modify a readonly table"):
+        run(state, body)
+
+
+def test_cmsgpack_unpack_one_and_limit_walk_the_values(state: LuaState) -> None:
+    out = run(state, """
+    local data = cmsgpack.pack('a', 'bb', 3)
+    local off, x = cmsgpack.unpack_one(data, 0)
+    local off2, y, z = cmsgpack.unpack_limit(data, 0, off)
+    cjson.encode_keep_buffer(false)
+    return {off, x, off2, y, z}""")
+    assert out == b"*5\r\n:2\r\n$1\r\na\r\n:-1\r\n$2\r\nbb\r\n:3\r\n"
+
+
+def test_cmsgpack_packs_a_self_referencing_table_16_deep(state: LuaState) -> None:
+    out = run(state, """
+    local a = {y = 5} local b = {x = a} a.x = b
+    local re = cmsgpack.unpack(cmsgpack.pack(a))
+    return {re.x.x.x.x.x.x.x.x.x.x.x.x.x.x.y, type(re.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x)}""")
+    assert out == b"*2\r\n:5\r\n$3\r\nnil\r\n"

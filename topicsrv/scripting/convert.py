@@ -12,9 +12,10 @@ Lua -> RESP (a script's return value, encoded for the CALLER's protocol):
   (status), or under RESP3 `double`, `map`, `set`, `big_number`; true -> 1 (script in RESP2)
   or a boolean (RESP3); false and nil -> null; anything else -> null.
 
-Rule 1: nesting is bounded (MAX_DEPTH, a self-referencing table cannot recurse forever) and so
-is the size of one converted reply (`limit` bytes): past either, the conversion raises
-ReplyTooBig / ValueError, which the caller turns into an error reply.
+Rule 1: nesting is bounded (MAX_DEPTH, a self-referencing table cannot recurse forever): past
+it the element is `-ERR reached lua stack limit` (the enclosing arrays' headers stay, as in
+Redis). The size of one converted reply is bounded (`limit` bytes): past it the conversion
+raises ReplyTooBig, which the caller turns into an error reply.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from lupa.lua51 import lua_type
 
-MAX_DEPTH = 1000
+MAX_DEPTH = 300  # under Python's recursion limit (two frames a level)
 CRLF = b"\r\n"
 
 
@@ -155,8 +156,9 @@ class Writer:
         out = self.out
         if len(out) > self.limit:
             raise ReplyTooBig(f"{len(out)} bytes")
-        if depth > MAX_DEPTH:
-            raise ValueError("reached lua stack limit")
+        if depth > MAX_DEPTH:  # as Redis: the error in place of the too deep element
+            out += b"-ERR reached lua stack limit\r\n"
+            return
         if v is None or v is False:
             if v is False and self.script_resp3:
                 out += b"#f\r\n" if self.resp3 else b":0\r\n"

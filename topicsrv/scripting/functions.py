@@ -7,11 +7,14 @@ Rule 2: a load is all or nothing: the library's code runs once, with `register_f
 collecting its functions; any error (header, syntax, runtime, a bad registration, a name
 taken by another library) leaves the table as it was.
 Rule 3: the texts of every refusal are Redis 7.0's.
+Rule 4: a library's top-level code runs LOAD_TIMEOUT_S at most (as Redis): past it the count
+hook stops it with `FUNCTION LOAD timeout` and the load fails (Rule 2).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +23,7 @@ from lupa.lua51 import lua_type
 from topicsrv.scripting.libs import LibError
 from topicsrv.scripting.lua import LuaState, Run, ScriptError
 
+LOAD_TIMEOUT_S = 0.5
 FLAGS = ("no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys")
 NAME_RE = re.compile(rb"^[A-Za-z0-9_]+$")
 BAD_NAME = ("Function names can only contain letters, numbers, or underscores(_) and must be "
@@ -100,8 +104,16 @@ class Libraries:
             self._register(lib, args)
 
         state.register = register
+        run = Run(name, True, True, _no_call, kill_text=b"ERR FUNCTION LOAD timeout")
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+
+        def tick() -> None:  # the count hook: a library's code runs 500 ms at most (Rule 4)
+            if time.monotonic() >= deadline:
+                run.kill = True
+
+        run.tick = tick
         try:
-            state.call(Run(name, True, True, _no_call), f, [], [])
+            state.call(run, f, [], [])
         except ScriptError as e:
             text = e.text.split(" script: ")[0]
             raise ScriptError(text) from None

@@ -20,14 +20,16 @@ import orjson
 from lupa.lua51 import lua_type
 
 MAX_DEPTH = 1000
+MSGPACK_NESTING = 16
 
 
 class LibError(Exception):
     """Raised into Lua as an error string."""
 
 
-def to_python(rt: Any, value: Any, null: Any, depth: int = 0) -> Any:
-    """A Lua value as plain Python (Rule 1)."""
+def to_python(rt: Any, value: Any, null: Any, depth: int = 0, nest: int = 0) -> Any:
+    """A Lua value as plain Python (Rule 1). `nest` (cmsgpack): a table that deep is nil, as
+    lua-cmsgpack's LUACMSGPACK_MAX_NESTING (a self-referencing table packs as 16 copies)."""
     if depth > MAX_DEPTH:
         raise LibError("Cannot serialise, excessive nesting (1001)")
     if isinstance(value, float):
@@ -35,12 +37,14 @@ def to_python(rt: Any, value: Any, null: Any, depth: int = 0) -> Any:
     if value is null:
         return None
     if lua_type(value) == "table":
+        if nest and depth >= nest:
+            return None
         items = list(value.items())
         n = len(items)
         if n and all(type(k) in (int, float) for k, _ in items) and \
                 sorted(int(k) for k, _ in items) == list(range(1, n + 1)):
-            return [to_python(rt, value[i], null, depth + 1) for i in range(1, n + 1)]
-        return {_key(k): to_python(rt, v, null, depth + 1) for k, v in items}
+            return [to_python(rt, value[i], null, depth + 1, nest) for i in range(1, n + 1)]
+        return {_key(k): to_python(rt, v, null, depth + 1, nest) for k, v in items}
     return value
 
 
@@ -90,15 +94,22 @@ def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
             raise LibError(f"Expected value but found invalid token at character {e.pos + 1}") \
                 from None
 
-    return {"encode": encode, "decode": decode, "null": null}
+    def encode_keep_buffer(keep: Any = None) -> Any:
+        """lua-cjson's buffer reuse switch: no buffer to keep here; checks its argument."""
+        if keep is not None and not isinstance(keep, (bool, int, float)):
+            raise LibError("bad argument #1 to 'encode_keep_buffer' (boolean expected)")
+        return keep
+
+    return {"encode": encode, "decode": decode, "null": null,
+            "encode_keep_buffer": encode_keep_buffer}
 
 
 def make_cmsgpack(rt: Any, null: Any) -> dict[str, Any]:
     def pack(*values: Any) -> bytes:
         if not values:
             raise LibError("MessagePack pack needs input.")
-        return b"".join(msgpack.packb(to_python(rt, v, null), use_bin_type=False)
-                        for v in values)
+        return b"".join(msgpack.packb(to_python(rt, v, null, nest=MSGPACK_NESTING),
+                                      use_bin_type=False) for v in values)
 
     def unpack(data: Any) -> Any:
         if not isinstance(data, bytes):
@@ -106,11 +117,39 @@ def make_cmsgpack(rt: Any, null: Any) -> dict[str, Any]:
         unpacker = msgpack.Unpacker(raw=True, strict_map_key=False)
         unpacker.feed(data)
         try:
-            return tuple(to_lua(rt, v, null) for v in unpacker)
+            return tuple(to_lua(rt, v, None) for v in unpacker)  # msgpack nil: Lua nil
         except (ValueError, msgpack.UnpackException) as e:
             raise LibError(f"Bad data format in input: {e}") from None
 
-    return {"pack": pack, "unpack": unpack}
+    def unpack_limit(data: Any, limit: Any = 0, offset: Any = 0) -> Any:
+        """lua-cmsgpack's: at most `limit` values (0: all) from byte `offset`; returns the
+        offset after them (-1 at the end of `data`) and the values."""
+        if not isinstance(data, bytes):
+            raise LibError("bad argument #1 to 'unpack_limit' (string expected)")
+        lim, off = int(limit or 0), int(offset or 0)
+        if lim < 0 or off < 0:
+            raise LibError(f"Invalid request to unpack with offset of {off} and limit of "
+                           f"{lim}.")
+        if off > len(data):
+            raise LibError(f"Start offset {off} greater than input length {len(data)}.")
+        unpacker = msgpack.Unpacker(raw=True, strict_map_key=False)
+        unpacker.feed(data[off:])
+        out = []
+        try:
+            for v in unpacker:
+                out.append(to_lua(rt, v, None))
+                if lim and len(out) >= lim:
+                    break
+        except (ValueError, msgpack.UnpackException) as e:
+            raise LibError(f"Bad data format in input: {e}") from None
+        end = off + unpacker.tell()
+        return (-1 if end >= len(data) else end, *out)
+
+    def unpack_one(data: Any, offset: Any = 0) -> Any:
+        return unpack_limit(data, 1, offset)
+
+    return {"pack": pack, "unpack": unpack, "unpack_limit": unpack_limit,
+            "unpack_one": unpack_one}
 
 
 # ---- bit (LuaBitOp) ------------------------------------------------------------------------

@@ -64,9 +64,12 @@ class Run:
     resp: int = 2  # redis.setresp
     wrote: bool = False  # a write command ran: SCRIPT KILL refuses (UNKILLABLE)
     kill: bool = False
+    kill_text: bytes | None = None  # the error a kill raises, when not SCRIPT/FUNCTION KILL's
     tokens: list[Any] = field(default_factory=list)  # commit tokens of its writes
     # redis.acl_check_cmd: True/False for the calling user, None for an unknown command
     acl_check: Callable[[list[bytes]], bool | None] = lambda argv: True
+    # called by the count hook: past busy-reply-threshold it hands the loop back (runner.py)
+    tick: Callable[[], None] = lambda: None
 
 
 def sha1hex(code: bytes) -> str:
@@ -148,8 +151,13 @@ class LuaState:
 
     def _killed(self) -> bytes | None:
         run = self.run
-        if run is None or not run.kill:
+        if run is None:
             return None
+        run.tick()
+        if not run.kill:
+            return None
+        if run.kill_text is not None:
+            return run.kill_text
         return KILLED_FUNCTION if run.function else KILLED
 
     def _acl_check(self, *args: Any) -> bool:

@@ -1,86 +1,63 @@
-"""Where a script runs: one worker thread, with every command it calls executed on the loop
-thread (the engine's one thread) and nothing else running meanwhile.
+"""Where a script runs: inline on the loop thread (the engine's one thread), inside a
+greenlet, so a script that runs long can be suspended and resumed without a thread hop.
 
-Why a thread: a Lua script cannot give the trio loop a turn in the middle (Lua 5.1 hooks
-cannot yield), yet a script running past `busy-reply-threshold` must let the server answer
-other clients `-BUSY` and accept SCRIPT KILL, as Redis does. So the Lua code runs on the
-worker thread and the loop thread serves it:
+Why a greenlet: a Lua script cannot give the trio loop a turn in the middle (Lua 5.1 hooks
+cannot yield a coroutine), yet a script running past `busy-reply-threshold` must let the
+server answer other clients `-BUSY` and accept SCRIPT KILL, as Redis does. A greenlet saves
+the C stack (Lua's frames and lupa's included) when it switches out, so the script's own
+count hook (sandbox.lua Rule 3) and each `redis.call` can hand the loop back (`tick`):
 
-Rule 1 (atomic, the usual case): `execute` hands the job to the worker and then BLOCKS the
-loop thread (synchronously, inside the EVAL command) serving the script's `redis.call`s one
-by one from `Job.to_loop`, until the script is done. No other task of either front, no
-timer and no storage writer runs meanwhile: the script is one engine step.
-Rule 2 (busy): if the script is still running at the threshold, the loop thread stops
-blocking (`detached`): EVAL returns an awaitable (the session waits for it as for a blocking
-command), `on_busy(text)` publishes the BUSY text, which the dispatcher answers to every
-command but the `allow_busy` ones (SCRIPT KILL, FUNCTION KILL, SHUTDOWN, ...), and the
-script's later `redis.call`s run on the loop thread through `trio.from_thread.run_sync`.
-The switch is decided under `Job.lock`, so each call goes exactly one of the two ways and no
-call is lost. At the end `on_busy(None)`.
+Rule 1 (atomic, the usual case): `execute` switches into the runner's greenlet, which runs
+the whole script on the loop thread, its `redis.call`s as plain function calls, and switches
+back when it is done. Nothing else (no task of either front, no timer, no storage writer)
+runs meanwhile: the script is one engine step, and it costs no thread hand-off.
+Rule 2 (busy): `tick` (called by the count hook every 100,000 Lua instructions and before
+each `redis.call`) switches back to the loop when the script is past the threshold. EVAL
+then returns an awaitable (the session waits for it as for a blocking command), `on_busy`
+publishes the BUSY text, which the dispatcher answers to every command but the `allow_busy`
+ones (SCRIPT KILL, FUNCTION KILL, SHUTDOWN, ...), and a system task (`_drive`, not the
+client's: the script ends even if its client goes away) resumes the script for slices of
+SLICE_S, giving the loop one turn (a checkpoint: its ready I/O is served) between slices.
+Its `redis.call`s still run directly. At the end `on_busy(None)` and the waiters wake.
 Rule 3: commands always run on the loop thread (trio events, the WAL's batches and the
-engine's waiters are the loop's), never on the worker.
-Rule 4: without a running trio loop (unit tests) there is no BUSY phase: the loop thread
-serves the script until it ends.
+engine's waiters are the loop's): there is no other thread.
+Rule 4: without a running trio loop (unit tests) there is no BUSY phase: the script runs to
+its end in one switch.
+Rule 5: a greenlet belongs to the thread that made it: the runner makes its greenlet on first
+use and again if it is used from another thread (tests run servers in threads). A greenlet
+left suspended (the loop ended under a busy script) is kept referenced (`_PARKED`) so it is
+never collected mid-script (collection would throw GreenletExit into the Lua code).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import greenlet
 import trio
 
-_DONE = object()
-
-
-class _Call:
-    __slots__ = ("fn", "result", "error", "event")
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.fn = fn
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.event = threading.Event()
-
-    def run(self) -> None:
-        try:
-            self.result = self.fn()
-        except BaseException as e:  # handed back to the worker, raised there
-            self.error = e
-        self.event.set()
+SLICE_S = 0.01  # Rule 2: the script's share between two loop turns while busy
+_PARKED: list[Any] = []  # Rule 5
 
 
 class Job:
-    __slots__ = ("work", "to_loop", "lock", "detached", "token", "finished", "result",
-                 "error", "started", "on_busy")
+    __slots__ = ("work", "done", "result", "error", "started", "yield_at", "back",
+                 "finished", "on_busy", "busy")
 
-    def __init__(self, work: Callable[[], Any]) -> None:
+    def __init__(self, work: Callable[[], Any], threshold: float) -> None:
         self.work = work
-        self.to_loop: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.lock = threading.Lock()
-        self.detached = False
-        self.token: Any = None
-        self.finished: trio.Event | None = None
+        self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
         self.started = time.monotonic()
+        self.yield_at = self.started + threshold  # when `tick` hands the loop back
+        self.back: Any = None  # the greenlet that switched in (the loop's)
+        self.finished: trio.Event | None = None
         self.on_busy: Callable[[str | None], None] = lambda text: None
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        """Worker side: run `fn` on the loop thread (Rules 1-3)."""
-        with self.lock:
-            c = None if self.detached else _Call(fn)
-            if c is not None:
-                self.to_loop.put(c)
-        if c is None:
-            return trio.from_thread.run_sync(fn, trio_token=self.token)
-        c.event.wait()
-        if c.error is not None:
-            raise c.error
-        return c.result
+        self.busy = False
 
     def outcome(self) -> Any:
         if self.error is not None:
@@ -89,66 +66,76 @@ class Job:
 
 
 class Runner:
-    """The worker thread and the job running on it (at most one)."""
+    """The greenlet scripts run in and the job running in it (at most one)."""
 
     def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
-        self.thread: threading.Thread | None = None
+        self.glet: Any = None
+        self.thread = 0
         self.current: Job | None = None
 
-    def _worker(self) -> None:
+    def _body(self, job: Job) -> None:
+        """The greenlet: runs jobs one after another, switching back after each."""
         while True:
-            job = self.jobs.get()
             try:
                 job.result = job.work()
+            except greenlet.GreenletExit:
+                raise
             except BaseException as e:
                 job.error = e
-            with job.lock:
-                if not job.detached:
-                    job.to_loop.put(_DONE)
-                    continue
-            job.token.run_sync_soon(self._finish, job)
+            job.done = True
+            job = job.back.switch()
 
-    def _finish(self, job: Job) -> None:
-        """Loop thread: a detached job ended (even if its client went away meanwhile)."""
+    def tick(self) -> None:
+        """Inside the script (Rule 2): hand the loop back if its time is up."""
+        job = self.current
+        if job is not None and time.monotonic() >= job.yield_at and \
+                greenlet.getcurrent() is self.glet:
+            job.back.switch()
+
+    def execute(self, work: Callable[[], Any], threshold: float,
+                on_busy: Callable[[str | None], None], busy_text: str) -> Any:
+        """Run `work` in the greenlet: its result, or an awaitable of it past `threshold`."""
+        if self.current is not None:
+            raise RuntimeError("a script is already running")  # the dispatcher answers BUSY
+        job = Job(work, threshold)
+        try:
+            trio.lowlevel.current_trio_token()
+            job.finished = trio.Event()
+        except RuntimeError:  # Rule 4
+            job.yield_at = float("inf")
+        me = threading.get_ident()
+        if self.glet is None or self.glet.dead or self.thread != me:
+            if self.glet is not None and not self.glet.dead:
+                _PARKED.append(self.glet)
+            self.glet, self.thread = greenlet.greenlet(self._body), me
+        self.current = job
+        job.back = greenlet.getcurrent()
+        self.glet.switch(job)  # first switch: starts _body / resumes its `back.switch()`
+        if job.done:
+            self.current = None
+            return job.outcome()
+        job.on_busy = on_busy
+        job.busy = True
+        on_busy(busy_text)
+        trio.lowlevel.spawn_system_task(self._drive, job, name="topicsrv-lua-busy")
+        return _wait(job)
+
+    async def _drive(self, job: Job) -> None:
+        """Loop side of Rule 2: resume the script slice by slice until it ends."""
+        try:
+            while not job.done:
+                await trio.lowlevel.checkpoint()
+                job.back = greenlet.getcurrent()
+                job.yield_at = time.monotonic() + SLICE_S
+                self.glet.switch()
+        except trio.Cancelled:  # the loop is ending (shutdown) under a busy script: Rule 5
+            _PARKED.append(self.glet)
+            self.glet = None
+            raise
         self.current = None
         job.on_busy(None)
         assert job.finished is not None
         job.finished.set()
-
-    def execute(self, work: Callable[[], Any], threshold: float,
-                on_busy: Callable[[str | None], None], busy_text: str) -> Any:
-        """Run `work` on the worker; its result, or an awaitable of it past `threshold`."""
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._worker, name="topicsrv-lua", daemon=True)
-            self.thread.start()
-        job = Job(work)
-        try:
-            job.token = trio.lowlevel.current_trio_token()
-            job.finished = trio.Event()
-        except RuntimeError:  # Rule 4
-            threshold = float("inf")
-        self.current = job
-        self.jobs.put(job)
-        deadline = job.started + threshold
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                msg = job.to_loop.get(timeout=min(left, 3600.0)) if left > 0 else \
-                    job.to_loop.get_nowait()
-            except queue.Empty:
-                with job.lock:
-                    if job.to_loop.empty():
-                        job.detached = True
-                        break
-                continue
-            if msg is _DONE:
-                self.current = None
-                return job.outcome()
-            msg.run()
-        job.on_busy = on_busy
-        on_busy(busy_text)
-        return _wait(job)
 
 
 async def _wait(job: Job) -> Any:

@@ -22,6 +22,7 @@ local function readonly(t)
 end
 
 local base = {}
+local real_getmetatable = getmetatable
 for _, name in ipairs({"assert", "error", "getmetatable", "ipairs", "next", "pairs", "pcall",
                        "rawequal", "rawget", "select", "setmetatable", "tonumber", "tostring",
                        "type", "unpack", "xpcall", "gcinfo", "_VERSION"}) do
@@ -31,6 +32,18 @@ end
 base.rawset = function(t, k, v)
   if getmetatable(t) == false then error("Attempt to modify a readonly table", 2) end
   return rawset(t, k, v)
+end
+-- a protected table's metatable is itself read-only (as Redis's readonly tables): changing it,
+-- or a field of it, is "Attempt to modify a readonly table"
+local protected_meta = readonly({})
+base.getmetatable = function(t)
+  local m = real_getmetatable(t)
+  if m == false then return protected_meta end
+  return m
+end
+base.setmetatable = function(t, m)
+  if real_getmetatable(t) == false then error("Attempt to modify a readonly table", 2) end
+  return setmetatable(t, m)
 end
 
 local function lib(t)
@@ -119,8 +132,17 @@ local function where(e)
   return {e, "", 0}
 end
 
+-- once killed, the hook runs on every line (as Redis): a pcall loop cannot swallow the kill,
+-- the next line outside the pcall raises it again
+local user_chunk = {["@user_script"] = true, ["@user_function"] = true}
 local function hook()
-  if py.killed() then error({err = py.killed()}, 0) end
+  local killed = py.killed()
+  if killed then
+    local info = debug_getinfo(2, "S")  -- raised in user code only, never in the runner's
+    if info == nil or not user_chunk[info.source] then return end
+    debug_sethook(hook, "l")
+    error({err = killed}, 0)
+  end
 end
 
 local runner = {}

@@ -1,5 +1,5 @@
 """The server's scripting state: the EVAL scripts' Lua state, the function libraries, the
-worker thread, the running script, and the settings (busy-reply-threshold).
+greenlet scripts run in, the running script, and the settings (busy-reply-threshold).
 
 Rule 1: one per server (`scripting_of`), made on first use; the libraries stored in the data
 dir (storage/functions.py) are loaded then, so functions survive a restart.
@@ -15,6 +15,8 @@ notifications (engine/core.py Rule 3): a blocked XREAD, an SSE watch or a long p
 the script's first write would otherwise read the state between two of its writes once the
 script is past the threshold; they wake when it ends. Other RESP commands answer BUSY
 (dispatch Rule 9) and HTTP requests 503 `busy` (topicsrv/http/app.py Rule 5).
+Rule 5: FUNCTION LOAD loads into the libraries' existing Lua state (functions.py); the stored
+file is rewritten only when the set of library codes changed (`stored` is the set on disk).
 """
 
 from __future__ import annotations
@@ -52,10 +54,12 @@ class Scripting:
         self.runner = Runner()
         self.threshold_s = THRESHOLD_S
         self.running: Run | None = None
-        self.running_command = ""
+        self.running_command: list[bytes] = []  # its argv (FUNCTION STATS)
         self.group_open = False  # the running script's commit group (Rule 3)
+        self.stored: list[bytes] | None = None  # the libraries on disk (Rule 5)
         if server.config.storage:
-            for code in stored.load(server.config.data_dir):
+            self.stored = stored.load(server.config.data_dir)
+            for code in self.stored:
                 try:
                     self.libraries.load(code, replace=True)
                 except ScriptError as e:  # a library that loaded once loads again
@@ -65,9 +69,13 @@ class Scripting:
         self.scripts = LuaState(self.memory_limit)
 
     def persist(self) -> None:
+        """Store the libraries (storage/functions.py), unless the set is the one already on
+        disk: a FUNCTION LOAD REPLACE of the same code costs no fsynced rewrite (Rule 5)."""
         if self.server.config.storage:
-            stored.save(self.server.config.data_dir,
-                        [lib.code for lib in self.libraries.libraries.values()])
+            codes = [lib.code for lib in self.libraries.libraries.values()]
+            if codes != self.stored:
+                stored.save(self.server.config.data_dir, codes)
+                self.stored = codes
 
     def _busy(self, text: str | None) -> None:
         self.server.busy = text
@@ -81,19 +89,18 @@ class Scripting:
             engine.journal.end_group()
             engine.release_changes()
 
-    def execute(self, run: Run, command: str, work: Callable[[], Any]) -> Any:
-        """Run `work` (which runs the script) on the worker: its result or an awaitable. The
-        script's commands run on the loop thread (runner.py Rule 3)."""
+    def execute(self, run: Run, command: list[bytes], work: Callable[[], Any]) -> Any:
+        """Run `work` (which runs the script) in the runner's greenlet on the loop thread: its
+        result or an awaitable (runner.py Rules 1-2)."""
         self.running, self.running_command = run, command
-        inner, runner = run.caller, self.runner
+        inner, tick = run.caller, self.runner.tick
 
         def on_loop(argv: list[bytes], r: Run) -> tuple[bool, bytes]:
-            job = runner.current
-            assert job is not None
-            result: tuple[bool, bytes] = job.call(lambda: inner(argv, r))
-            return result
+            tick()  # past the threshold: hand the loop back first (runner.py Rule 2)
+            return inner(argv, r)
 
         run.caller = on_loop
+        run.tick = tick
 
         def job() -> Any:
             try:

@@ -83,7 +83,7 @@ def _fcall(ctx: CommandContext, args: list[bytes], read_only: bool, name: str) -
         raise Err("ERR Can not execute a script with write flag using *_ro command.")
     keys, argv = split_keys(args[1:])
     run = new_run(ctx, fn.name, True, read_only or no_writes)
-    return run_script(ctx, run, name, work(ctx, libs.state, run, fn.callback, keys, argv, True))
+    return run_script(ctx, run, [name.encode(), *args], work(ctx, libs.state, run, fn.callback, keys, argv, True))
 
 
 @command("fcall", -3, FCALL_FLAGS, 0, 0, 0, "scripting", "Invokes a function.", "7.0.0",
@@ -199,7 +199,7 @@ def function_stats(ctx: CommandContext, args: list[bytes]) -> Any:
     running: Any = None
     run, job = sc.running, sc.runner.current
     if run is not None and run.function and job is not None:
-        running = {"name": run.name, "command": [sc.running_command.encode()],
+        running = {"name": run.name, "command": sc.running_command,
                    "duration_ms": int((time.monotonic() - job.started) * 1000)}
     libs = sc.libraries
     return {"running_script": running,

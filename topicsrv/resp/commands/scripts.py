@@ -1,7 +1,7 @@
 """Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP, and
 the bridge every script (and function: functions.py) uses to call commands.
 
-The Lua side (sandbox, conversions, the worker thread) is topicsrv/scripting/.
+The Lua side (sandbox, conversions, the runner) is topicsrv/scripting/.
 
 Rule 1 (one dispatch): `redis.call` goes through `dispatch.execute`, the fronts' own path,
 as a client of its own with the caller's ACL user and the script's `setresp` protocol, with
@@ -9,8 +9,8 @@ as a client of its own with the caller's ACL user and the script's `setresp` pro
 the script rules, in Redis's order and texts: unknown command, arity, `noscript` commands
 (MULTI/EXEC/WATCH/SUBSCRIBE/EVAL...), the calling user's permission (acl.py Rule 5), writes
 from a read-only script.
-Rule 2 (atomic, topicsrv/scripting/runner.py): the script runs on the worker thread and
-every command it calls runs on the loop thread while nothing else runs; past
+Rule 2 (atomic, topicsrv/scripting/runner.py): the script runs inline on the loop thread (in
+a greenlet) and every command it calls runs there while nothing else runs; past
 busy-reply-threshold others read -BUSY and SCRIPT KILL may stop it if it wrote nothing.
 Rule 3 (durable as a reply, one commit group): the commit tokens of every write of a script are
 gathered (the writes are one commit group, topicsrv/scripting/service.py Rule 3); the
@@ -152,11 +152,11 @@ def new_run(ctx: CommandContext, name: str, function: bool, read_only: bool) -> 
     return Run(name, function, read_only, make_caller(ctx), acl_check=make_acl_check(ctx))
 
 
-def run_script(ctx: CommandContext, run: Run, command_name: str,
+def run_script(ctx: CommandContext, run: Run, command: list[bytes],
                work: Callable[[], Any]) -> Any:
     """Run `work` (the Lua call) as the running script; the reply value (Rules 2-4)."""
     sc = scripting_of(ctx.server)
-    result = sc.execute(run, command_name, work)
+    result = sc.execute(run, command, work)
     if inspect.isawaitable(result):
         return _finish_later(result, run)
     return _reply(result, run)
@@ -223,7 +223,7 @@ def _eval(ctx: CommandContext, args: list[bytes], by_sha: bool, read_only: bool,
         f = state.scripts[sha]
     keys, argv = split_keys(args[1:])
     run = new_run(ctx, sha, False, read_only)
-    return run_script(ctx, run, name, work(ctx, state, run, f, keys, argv, False))
+    return run_script(ctx, run, [name.encode(), *args], work(ctx, state, run, f, keys, argv, False))
 
 
 def _body(code: bytes) -> bytes:
@@ -309,13 +309,12 @@ def kill(ctx: CommandContext, function: bool) -> Any:
     run = scripting_of(ctx.server).running
     if run is None or ctx.server.busy is None:
         raise Err("NOTBUSY No scripts in execution right now.")
-    if run.function != function:
-        raise Err("ERR No scripts in execution right now." if not function else
-                  "NOTBUSY No scripts in execution right now.")
     if run.wrote:
         raise Err("UNKILLABLE Sorry the script already executed write commands against the "
                   "dataset. You can either wait the script termination or kill the server in "
                   "a hard way using the SHUTDOWN NOSAVE command.")
+    if run.function != function:  # SCRIPT KILL of a function or the reverse: the BUSY text
+        raise Err(ctx.server.busy)  # naming the right KILL (as Redis 7.0)
     run.kill = True
     return OK
 
