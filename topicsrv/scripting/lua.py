@@ -215,8 +215,16 @@ class LuaState:
     def _collect(self) -> None:
         """A full collection after a failed script (Rule 3): what a script that ran out of
         memory allocated is garbage, but would fail the next script's compile until the
-        collector's next cycle."""
-        self.rt.globals()[b"collectgarbage"](b"collect")
+        collector's next cycle. The limit is lifted for the collection itself: calling
+        `collectgarbage` from Python pushes its name and arguments outside any protected call,
+        and an allocation failing there is a Lua panic, which aborts the whole process."""
+        rt = self.rt
+        limit = rt.get_max_memory()
+        rt.set_max_memory(0)
+        try:
+            rt.gccollect()
+        finally:
+            rt.set_max_memory(limit)
 
     def _error(self, run: Run, info: Any) -> str:
         if lua_type(info) != "table":
