@@ -212,6 +212,7 @@ def test_large_writes_do_not_starve_a_small_request(server_factory: Any) -> None
 
     conn = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=60)
     thread = threading.Thread(target=writer)
+    started = time.perf_counter()
     thread.start()
     worst = 0.0
     while not done.is_set():
@@ -221,10 +222,13 @@ def test_large_writes_do_not_starve_a_small_request(server_factory: Any) -> None
         worst = max(worst, time.perf_counter() - t0)
         time.sleep(0.005)
     thread.join()
+    took = time.perf_counter() - started
     conn.close()
     assert not errors, errors
     check = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=60)
     check.request("GET", "/v0/topics/big?touch=false")
     assert orjson.loads(check.getresponse().read())["count"] == 30_000
     check.close()
-    assert worst < 0.5, f"a health check waited {worst:.2f} s behind large writes"
+    # relative, so that no machine speed or load flips it: three writes, each in many turns; a
+    # write done in one step would hold a health check for a third of the whole
+    assert worst < took / 6, f"a health check waited {worst:.2f} s behind large writes ({took:.2f} s)"
