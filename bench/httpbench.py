@@ -10,15 +10,26 @@ fast result.
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import selectors
 import socket
+import statistics
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from bench.respbench import VALUE, Measure
+
+# `python -m bench.httpbench` rows: (size key of bench.__main__.SIZES, run against an HTTP port)
+ROWS: dict[str, tuple[str, Callable[[int, int], Measure]]] = {
+    "write": ("http_records", lambda port, n: write_batches(port, "hd", n)),
+    "diff": ("http_records", lambda port, n: diff_paging(port, "hd", n)),  # after "write"
+    "sse": ("sse", lambda port, n: sse_fanout(port, "sse", n)),
+}
 
 DATA = VALUE.decode()
 
@@ -164,3 +175,55 @@ def sse_fanout(port: int, topic: str, records: int, watchers: int = 10,
         h.close()
     delivered = sum(counts.values())
     return Measure(delivered / elapsed, delivered / elapsed, elapsed, delivered)
+
+
+def ab_main(prog: str, rows: dict[str, tuple[str, Callable[[int, int], Measure]]],
+            argv: list[str] | None = None) -> int:
+    """`python -m <prog> [--rounds 3] [--sizes quick] [--rows a,b] [--against TREE]`: the rows
+    (records/s) on a fresh topicsrv per round and tree, all rows in order on that server;
+    with `--against TREE` that tree's server (its own .venv, bench/procs.py) runs in every
+    round too, which tree goes first alternating; per-round values and NEW/OLD printed."""
+    from bench import procs as procs_mod
+    from bench.__main__ import SIZES
+
+    ap = argparse.ArgumentParser(prog=prog)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sizes", choices=sorted(SIZES), default="quick")
+    ap.add_argument("--rows", default=",".join(rows))
+    ap.add_argument("--against", type=Path, help="a second source tree (the base of the A/B)")
+    args = ap.parse_args(argv)
+    trees: dict[str, Path | None] = {"this": None}
+    if args.against:
+        trees = {"base": args.against.resolve(), **trees}
+    names = args.rows.split(",")
+    got: dict[tuple[str, str], list[float]] = {(r, t): [] for r in names for t in trees}
+    procs = procs_mod.Procs()
+    procs_mod.install_signal_handlers()
+    try:
+        for rnd in range(args.rounds):
+            order = list(trees.items())
+            for tree, root in order[::-1] if rnd % 2 else order:
+                top = procs.start_topicsrv(cwd=root)
+                try:
+                    for row in names:
+                        key, fn = rows[row]
+                        m = fn(top.http_port or 0, SIZES[args.sizes][key])
+                        got[(row, tree)].append(m.records_per_s)
+                        print(f"round {rnd + 1} {row} {tree}: {m.records_per_s:,.0f} rec/s",
+                              flush=True)
+                finally:
+                    procs.stop(top)
+    finally:
+        procs.stop_all()
+    for row in names:
+        line = "  ".join(f"{t} {statistics.median(got[(row, t)]):,.0f} "
+                         f"({', '.join(f'{x:,.0f}' for x in got[(row, t)])})" for t in trees)
+        if "base" in trees:
+            ab = [a / b for a, b in zip(got[(row, "this")], got[(row, "base")], strict=True)]
+            line += f"  this/base {statistics.median(ab):.2f} ({', '.join(f'{x:.2f}' for x in ab)})"
+        print(f"{row}: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(ab_main("python -m bench.httpbench", ROWS))

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
+HERE = ROOT  # this tree, whose interpreter runs the bench (ROOT may be pointed elsewhere)
 
 
 def free_port() -> int:
@@ -102,14 +103,18 @@ class Procs:
     def start_topicsrv(self, timeout: float = 60.0, extra: tuple[str, ...] = (),
                        env: dict[str, str] | None = None, cwd: Path | None = None) -> Proc:
         """`extra`: more `serve` options; `env`: more environment variables; `cwd`: the
-        source tree to run (default ROOT)."""
+        source tree to run (default ROOT), with that tree's own `.venv` if it has one (its
+        own compiled build and dependencies, for A/B of two trees)."""
         workdir = Path(tempfile.mkdtemp(prefix="bench-topicsrv-"))
         log = open(workdir / "server.log", "wb")  # noqa: SIM115 - lives as long as the process
+        tree = cwd or ROOT
+        venv = tree / ".venv" / "bin" / "python"
+        exe = str(venv) if tree.resolve() != HERE and venv.exists() else sys.executable
         popen = subprocess.Popen(
-            [sys.executable, "-m", "topicsrv", "serve", "--data-dir", str(workdir / "data"),
+            [exe, "-m", "topicsrv", "serve", "--data-dir", str(workdir / "data"),
              "--bind", "127.0.0.1", "--http-port", "0", "--resp-port", "0",
              "--log-level", "WARNING", *extra],
-            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=cwd or ROOT,
+            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, cwd=tree,
             env={**os.environ, **env} if env else None,
         )
         log.close()

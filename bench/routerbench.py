@@ -23,7 +23,7 @@ import time
 import uuid
 from typing import Any
 
-from bench.httpbench import Http, post_batches
+from bench.httpbench import Http, ab_main, post_batches
 from bench.respbench import Measure
 
 BATCH = 1000
@@ -111,3 +111,10 @@ def write_ratio(port: int, records: int, rounds: int = 2) -> dict[str, Any]:
                 best[n], drained[n] = m, d
     return {"none": best[0], "four": best[4], "ratio": best[4].records_per_s / best[0].records_per_s,
             "four_drained_s": drained[4]}
+
+
+if __name__ == "__main__":  # `python -m bench.routerbench [--against TREE]`: httpbench.ab_main
+    raise SystemExit(ab_main("python -m bench.routerbench", {
+        "fwd1": ("router_fwd", lambda port, n: forwarding(port, n, 1)),
+        "fwd4": ("router_fwd", lambda port, n: forwarding(port, n, 4)),
+    }))
