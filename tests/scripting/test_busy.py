@@ -160,3 +160,23 @@ def test_function_stats_names_the_running_call_and_function_kill_ends_it(srv: In
     t.join(20)
     assert box["error"].startswith("Script killed by user with FUNCTION KILL")
     assert r.ping() is True
+
+
+def test_a_pipelined_run_of_writes_reads_busy_and_writes_nothing(srv: InProc) -> None:
+    """A run of plain XADDs (or SETs) is written as one batch (resp/batch.py) without going
+    through the dispatcher: past the threshold it must read BUSY like any other command."""
+    other = redis.Redis(port=srv.port, socket_timeout=10)
+    t, box = in_thread(lambda: redis.Redis(port=srv.port, socket_timeout=20).eval(LOOP, 0))
+    wait_for(lambda: busy(other), "another client reads BUSY")
+    xadds = other.pipeline(transaction=False)
+    for i in range(3):
+        xadds.xadd("busy:run", {"i": str(i)})
+    sets = other.pipeline(transaction=False)
+    for i in range(3):
+        sets.set(f"busy:k{i}", "v")
+    for pipe in (xadds, sets):
+        replies = pipe.execute(raise_on_error=False)
+        assert [str(r).split(" ", 1)[0] for r in replies] == ["BUSY"] * 3, replies
+    assert other.script_kill() is True
+    t.join(10)
+    assert other.exists("busy:run", "busy:k0", "busy:k1", "busy:k2") == 0

@@ -52,10 +52,8 @@ def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
 def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
     """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
     first = cmds[i]
-    client = ctx.client
-    if len(first) < 5 or not client.authenticated or client.user != acl.DEFAULT or \
-            client.pubsub is not None or ctx.server.bus.keyspace.flags:
-        return None  # each XADD on its own: subscribed mode, keyspace events (keyevents.py)
+    if len(first) < 5 or not _plain_client(ctx):
+        return None  # each XADD on its own (Rules 4 and 9)
     key = first[1]
     end = min(len(cmds), i + MAX_RUN)
     run: list[list[bytes]] = []
@@ -66,9 +64,8 @@ def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
         run.append(pairs)
     if len(run) < 2:
         return None
-    memory = ctx.server.memory
-    if memory.limit and memory.over(sum(len(a) for argv in cmds[i:i + len(run)] for a in argv)):
-        return None  # over --max-memory: each XADD is refused on its own (-OOM)
+    if _over_memory(ctx, cmds[i:i + len(run)]):
+        return None  # each XADD is refused on its own (-OOM)
     try:
         return _run(ctx, key, run, cmds[i:i + len(run)])
     except Exception:
@@ -101,13 +98,7 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
             reply = b"%d-%d" % planned[k] if planned else ids.format_id(ts, seq)
             replies[slot] = reply if token is None else Pending(token, reply)
             seq += 1
-    n = len(run)
-    ctx.front.stats.total_commands += n
-    ctx.client.last_cmd = "xadd"
-    # each XADD of the run is observed with an equal share of its time (Rule 4)
-    dt = perf_counter() - t0
-    ctx.server.metrics.resp_latency.observe("xadd", dt / n, n)
-    count_call(ctx.front, "xadd", dt, n, n - len(slots))
+    _account(ctx, "xadd", len(run), t0, len(run) - len(slots))
     return replies
 
 
@@ -122,8 +113,10 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
 # operation notifies each change), a SET over a topic replaces it as alone (strings.put).
 # Rule 8: a run of `GET key` answers each from the keyspace in order (its value, nil, or its
 # own WRONGTYPE), skipping only the dispatcher's per-command checks.
-# Rule 9: the guards of run_xadds (Rule 4, Rule 6) apply to both, and a BUSY script stops
-# them; keyspace notifications on (Redis's `m` and `$` events) disable both.
+# Rule 9: the guards of Rules 4 and 6 apply to all three runs (`_plain_client`,
+# `_over_memory`), and a BUSY script stops them, XADD runs included (a run written past the
+# threshold would land in the middle of the script); keyspace notifications on (Redis's `m`,
+# `$` and `t` events) disable them.
 
 
 def _run_of(cmds: list[list[bytes]], i: int, lower: bytes, upper: bytes, argc: int) -> int:
@@ -142,10 +135,18 @@ def _run_of(cmds: list[list[bytes]], i: int, lower: bytes, upper: bytes, argc: i
 
 
 def _plain_client(ctx: CommandContext) -> bool:
+    """Rules 4 and 9: a client whose commands the dispatcher would check one by one (NOAUTH,
+    NOPERM, subscribed mode, keyspace events, a BUSY script) never coalesces."""
     client = ctx.client
     server = ctx.server
     return client.authenticated and client.user == acl.DEFAULT and client.pubsub is None and \
         not server.bus.keyspace.flags and server.busy is None
+
+
+def _over_memory(ctx: CommandContext, run: list[list[bytes]]) -> bool:
+    """Rule 6: the run's bytes counted once against --max-memory."""
+    memory = ctx.server.memory
+    return bool(memory.limit) and memory.over(sum(len(a) for argv in run for a in argv))
 
 
 def run_strings(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
@@ -162,10 +163,8 @@ def run_strings(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[An
     if n < 2 or not _plain_client(ctx):
         return None
     run = cmds[i:i + n]
-    if argc == 3:
-        memory = ctx.server.memory
-        if memory.limit and memory.over(sum(len(a) for argv in run for a in argv)):
-            return None  # over --max-memory: each SET is refused on its own (-OOM)
+    if argc == 3 and _over_memory(ctx, run):
+        return None  # each SET is refused on its own (-OOM)
     try:
         return _sets(ctx, run) if argc == 3 else _gets(ctx, run)
     except Exception:
@@ -174,6 +173,8 @@ def run_strings(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[An
 
 
 def _account(ctx: CommandContext, name: str, n: int, t0: float, failed: int) -> None:
+    """Rule 4: n commands counted as if run alone, each observed with an equal share of the
+    run's time."""
     dt = perf_counter() - t0
     ctx.front.stats.total_commands += n
     ctx.client.last_cmd = name
