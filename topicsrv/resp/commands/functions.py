@@ -15,14 +15,19 @@ from typing import Any
 
 from topicsrv.resp.commands.admin import DUMP_REFUSED
 from topicsrv.resp.commands.base import CommandContext, Err, Simple, command, container
-from topicsrv.resp.commands.scripts import kill, new_run, run_script, split_keys, work
+from topicsrv.resp.commands.scripts import (
+    EVAL_FLAGS,
+    kill,
+    new_run,
+    run_script,
+    split_keys,
+    work,
+)
 from topicsrv.scripting.functions import FLAGS
 from topicsrv.scripting.lua import ScriptError
 from topicsrv.scripting.service import scripting_of
 
 OK = Simple("OK")
-FCALL_FLAGS = ["noscript", "skip_monitor", "may_replicate", "no_mandatory_keys", "stale",
-               "movablekeys"]
 FUNCTION_HELP = [
     "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "LOAD [REPLACE] <FUNCTION CODE>",
@@ -86,13 +91,13 @@ def _fcall(ctx: CommandContext, args: list[bytes], read_only: bool, name: str) -
     return run_script(ctx, run, [name.encode(), *args], work(ctx, libs.state, run, fn.callback, keys, argv, True))
 
 
-@command("fcall", -3, FCALL_FLAGS, 0, 0, 0, "scripting", "Invokes a function.", "7.0.0",
+@command("fcall", -3, EVAL_FLAGS, 0, 0, 0, "scripting", "Invokes a function.", "7.0.0",
          syntax="function:string numkeys:integer [key:key...] [arg:string...]")
 def fcall(ctx: CommandContext, args: list[bytes]) -> Any:
     return _fcall(ctx, args, False, "fcall")
 
 
-@command("fcall_ro", -3, [*FCALL_FLAGS, "readonly"], 0, 0, 0, "scripting",
+@command("fcall_ro", -3, [*EVAL_FLAGS, "readonly"], 0, 0, 0, "scripting",
          "Invokes a read-only function.", "7.0.0",
          syntax="function:string numkeys:integer [key:key...] [arg:string...]")
 def fcall_ro(ctx: CommandContext, args: list[bytes]) -> Any:

@@ -39,7 +39,7 @@ from topicsrv.resp.commands.base import (
     lookup,
     parse_int,
 )
-from topicsrv.resp.commands.server import SETTERS
+from topicsrv.resp.commands.server import SETTERS, parse_count
 from topicsrv.resp.dispatch import execute
 from topicsrv.resp.encoder import encode
 from topicsrv.scripting.convert import ReplyTooBig
@@ -50,6 +50,7 @@ OK = Simple("OK")
 NO_WRITES = "ERR Write commands are not allowed from read-only scripts."
 # Redis 7.0's text (script.c scriptVerifyACL): ERR, not NOPERM, inside a script.
 SCRIPT_NOPERM = b"ERR The user executing the script can't run this command or subcommand"
+# the command flags of every command that runs a script (EVAL*, EVALSHA*, FCALL*: Redis 7's)
 EVAL_FLAGS = ["noscript", "skip_monitor", "may_replicate", "no_mandatory_keys", "stale",
               "movablekeys"]
 SCRIPT_HELP = [
@@ -330,16 +331,6 @@ def script_help(ctx: CommandContext, args: list[bytes]) -> Any:
     return [Simple(line) for line in SCRIPT_HELP]
 
 
-def _parse_ms(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError("argument couldn't be parsed into an integer") from None
-    if not 0 <= n < 1 << 63:
-        raise ValueError("argument must be between 0 and 9223372036854775807 inclusive")
-    return n
-
-
 def _set_threshold(name: str) -> Callable[[CommandContext, int], None]:
     def apply(ctx: CommandContext, ms: int) -> None:
         scripting_of(ctx.server).threshold_s = ms / 1000 if ms else float("inf")
@@ -348,5 +339,5 @@ def _set_threshold(name: str) -> Callable[[CommandContext, int], None]:
     return apply
 
 
-SETTERS["busy-reply-threshold"] = (_parse_ms, _set_threshold("busy-reply-threshold"))
-SETTERS["lua-time-limit"] = (_parse_ms, _set_threshold("lua-time-limit"))
+SETTERS["busy-reply-threshold"] = (parse_count, _set_threshold("busy-reply-threshold"))
+SETTERS["lua-time-limit"] = (parse_count, _set_threshold("lua-time-limit"))

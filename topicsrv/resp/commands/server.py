@@ -202,7 +202,8 @@ def _set_maxmemory(ctx: CommandContext, size: int) -> None:
     ctx.server.memory.limit = size
 
 
-def _parse_count(value: str) -> int:
+def parse_count(value: str) -> int:
+    """A CONFIG SET value that is a count or a duration in ms: 0 .. 2^63-1 (Redis's texts)."""
     try:
         n = int(value)
     except ValueError:
@@ -270,7 +271,7 @@ def _set_buffer_limits(ctx: CommandContext, limits: list[tuple[str, int, int, in
 SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], None]]] = {
     "maxmemory": (_parse_memory, _set_maxmemory),
     "stream-node-max-bytes": (_parse_memory, _remember("stream-node-max-bytes")),
-    "stream-node-max-entries": (_parse_count, _remember("stream-node-max-entries")),
+    "stream-node-max-entries": (parse_count, _remember("stream-node-max-entries")),
     "timeout": (_parse_timeout, _remember("timeout")),  # idle clients closed: resp/server.py
     "notify-keyspace-events": (parse_flags, _set_notify),  # topicsrv/bus/keyspace.py
     "client-output-buffer-limit": (_parse_buffer_limits, _set_buffer_limits),  # pubsub only
