@@ -28,6 +28,7 @@ subscriber's business (`Subscriber.offer` returns, the front schedules the write
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +68,7 @@ class Message:
         self.cache: dict[Any, bytes] = {}
 
 
-class Subscriber:
+class Subscriber(ABC):
     """A front's end of the bus. Subclasses implement `encode`, `pending`, `enqueue`, `cut`.
 
     The sets are the subscriber's subscriptions, in subscription order (dicts as ordered sets);
@@ -90,21 +91,21 @@ class Subscriber:
 
     # ---- implemented by the fronts ------------------------------------------------------
 
+    @abstractmethod
     def encode(self, msg: Message, pattern: bytes | None) -> bytes:
         """The bytes one delivery adds to this subscriber's output."""
-        raise NotImplementedError
 
+    @abstractmethod
     def pending(self) -> int:
         """Bytes queued to this subscriber and not yet taken by its socket."""
-        raise NotImplementedError
 
+    @abstractmethod
     def enqueue(self, data: bytes) -> None:
         """Queue `data` and make sure the front's writer will send it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def cut(self, reason: str) -> None:
         """Disconnect the subscriber (it was over its output limit)."""
-        raise NotImplementedError
 
 
 class Bus:
