@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from topicsrv.engine.journal import Group, all_of
 from topicsrv.engine.keyspace import values
 from topicsrv.engine.keyspace.ops import Op
-from topicsrv.engine.keyspace.space import STREAM, Keyspace, wrongtype
+from topicsrv.engine.keyspace.space import STREAM, Keyspace
 from topicsrv.errors import TopicsError
 
 if TYPE_CHECKING:
@@ -224,9 +224,3 @@ def copy(ks: Keyspace, src: str, dst: str, replace: bool) -> tuple[int, CommitTo
         tokens = _replace_topics(ks, [dst])
         tokens.append(ks.commit([("s", dst, value, ks.expiry.get(src) or 0, ks.enc.get(src, ""))]))
     return 1, all_of(tokens)
-
-
-def check_string(ks: Keyspace, name: str) -> None:
-    """WRONGTYPE unless `name` is missing or a string."""
-    if ks.kind(name) == STREAM:
-        raise wrongtype(name)
