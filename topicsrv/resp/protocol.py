@@ -141,19 +141,21 @@ def split_args(line: bytes) -> list[bytes] | None:
         out.append(bytes(cur))
 
 
-def _frame_size(frame: list[Any], max_bulk_len: int) -> int:
-    """The canonical encoded size of a hiredis frame of bulks, -1 when it is not a list of
-    bytes each at most `max_bulk_len` long (the strict parser then gives Redis's verdict).
-    One pass: the frame's checks and its size."""
-    size = 3 + digits(len(frame))
+def _frame_size(frame: list[Any], buf: bytearray, start: int, max_bulk_len: int) -> int:
+    """The encoded size of a hiredis frame of bulks that starts at `buf[start]`, -1 when it is
+    not a list of bulk strings each at most `max_bulk_len` long (the strict parser then gives
+    Redis's verdict). One pass: the frame's checks and its size. hiredis also returns bytes for
+    a simple string (`+x`) or a verbatim string inside the array, whose encoding is shorter,
+    so each element's header byte is checked to be '$' where a bulk would start."""
+    p = start + 3 + digits(len(frame))
     for a in frame:
         if type(a) is not bytes:
             return -1
         n = len(a)
-        if n > max_bulk_len:
+        if n > max_bulk_len or p >= len(buf) or buf[p] != 0x24:  # a bulk starts with "$"
             return -1
-        size += n + 5 + digits(n)
-    return size
+        p += n + 5 + digits(n)
+    return p - start
 
 
 class RequestParser:
@@ -251,7 +253,7 @@ class RequestParser:
                 continue
             # hiredis does not say where the frame ended; its encoding is canonical (hiredis
             # rejects leading zeros and signs), so the size follows from the contents.
-            size = _frame_size(frame, self.max_bulk_len) if type(frame) is list else -1
+            size = _frame_size(frame, buf, start, self.max_bulk_len) if type(frame) is list else -1
             if size < 0:
                 self._drop_reader()  # malformed or over a limit: get Redis's exact verdict
                 if not self._strict(cmds):
