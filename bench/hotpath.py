@@ -47,6 +47,10 @@ WORK: dict[str, tuple[bytes, int]] = {  # name -> (one read's bytes, commands in
     "xadd-p16": (frame(b"XADD", b"s", b"*", b"f", b"v") * 16, 16),
     "xrange100-p16": (frame(b"XRANGE", b"r", b"-", b"+", b"COUNT", b"100") * 16, 16),
     "xread100-p16": (frame(b"XREAD", b"COUNT", b"100", b"STREAMS", b"r", b"0") * 16, 16),
+    "get-p1": (frame(b"GET", b"key:000000000001"), 1),
+    "set-p1": (frame(b"SET", b"key:000000000001", b"v" * 100), 1),
+    "get-p16": (b"".join(frame(b"GET", b"key:%012d" % i) for i in range(16)), 16),
+    "set-p16": (b"".join(frame(b"SET", b"key:%012d" % i, b"v" * 100) for i in range(16)), 16),
 }
 QUEUE_WORK = {"claim1+ack": 1, "claim100+ack": 100}  # name -> MAX; µs per job (claim + ack)
 
@@ -87,6 +91,9 @@ def _measure(only: list[str]) -> dict[str, float]:
 
     for _ in range(N_STREAM // 100):
         serve(sessions[0], frame(b"XADD", b"r", b"*", b"f", b"x" * 100) * 100)
+    for i in range(0, 1000, 100):  # the string keys the get/set workloads read and overwrite
+        serve(sessions[0], b"".join(frame(b"SET", b"key:%012d" % k, b"v" * 100)
+                                    for k in range(i, i + 100)))
     res: dict[str, float] = {}
     for name, (data, per) in WORK.items():
         if only and name not in only:

@@ -198,7 +198,7 @@ class Activity:
 
     async def run(self, engine: Engine, ready: Callable[[], bool] = lambda: True, *,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        engine.listeners.append(self.changed)
+        engine.topic_listeners.append(self.changed)  # topics only (engine/core.py Rule 4)
         try:
             self.sweep(engine, trio.current_time(), ready())
             task_status.started()
@@ -212,7 +212,7 @@ class Activity:
                     self.sample(topics[i:i + SWEEP_CHUNK])
                 self.end(topics)
         finally:
-            engine.listeners.remove(self.changed)
+            engine.topic_listeners.remove(self.changed)
 
     # ---- reading --------------------------------------------------------------------------
 

@@ -150,3 +150,18 @@ def test_a_tls_record_or_a_nul_in_an_inline_line_is_an_attack_not_commands() -> 
     assert RequestParser().feed(b"\x16x\r\n") == ([[b"\x16x"]], None)
     assert RequestParser().feed(frame(b"SET", b"k", b"\x00\x16\x03")) == (
         [[b"SET", b"k", b"\x00\x16\x03"]], None)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from([b"*", b"~", b">", b"%", b"|", b"$", b"\r\n"]),
+                          st.binary(max_size=4), st.from_regex(rb"\A[0-9]{1,9}\Z")), max_size=10))
+def test_the_huge_header_check_is_the_regex_it_replaces(pieces: list[bytes]) -> None:
+    """The translate-and-find test of an aggregate header with 7+ digits (a frame hiredis would
+    allocate hugely for goes to the strict parser) finds exactly what the regex finds."""
+    import re
+
+    from topicsrv.resp.protocol import _SUSPECT, _SUSPECT_MAP
+
+    data = b"".join(pieces)
+    assert (_SUSPECT in data.translate(_SUSPECT_MAP)) == bool(
+        re.search(rb"[*~>%|][0-9]{7}", data))

@@ -6,6 +6,9 @@ Rule 3: after a mutation the engine tells its listeners the topic name (the fron
 waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal. Between
 `hold_changes` and `release_changes` (a Lua script running: its writes are one step to other
 clients) the names are gathered and told once each at the release, in first-change order.
+Rule 4: `listeners` hear every key that changed (waiters, WATCH); `topic_listeners` (routers,
+the activity sampler) only topics: a change of string keys (`notify_strings`, a run of SETs)
+is told to `listeners` only, with the list read once per change, not once per key.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class Engine:
         self.topics: SortedDict = SortedDict()
         self.epochs: dict[str, int] = {}  # last epoch per name, kept after a topic is deleted
         self.listeners: list[Callable[[str], None]] = []
+        self.topic_listeners: list[Callable[[str], None]] = []  # Rule 4
         self.held: dict[str, None] | None = None  # names changed while held (Rule 3)
         # the delivery scheduler's oldest ready waiter of a topic (the age term of P_eff)
         self.ready_since: Callable[[str], int | None] | None = None
@@ -77,6 +81,22 @@ class Engine:
             return
         for listener in self.listeners:
             listener(name)
+        for listener in self.topic_listeners:
+            listener(name)
+
+    def notify_strings(self, names: Collection[str]) -> None:
+        """Rule 4: string keys changed (never a topic): only `listeners` hear them."""
+        held = self.held
+        if held is not None:
+            for name in names:
+                held[name] = None
+            return
+        for listener in self.listeners:
+            for name in names:
+                listener(name)
+
+    def all_listeners(self) -> list[Callable[[str], None]]:
+        return [*self.listeners, *self.topic_listeners]
 
     def hold_changes(self) -> None:
         """Rule 3: gather the changed names instead of telling the listeners."""

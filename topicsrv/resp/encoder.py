@@ -68,8 +68,17 @@ def _str(out: bytearray, v: str, resp3: bool) -> None:
     out += b"$%d\r\n%b\r\n" % (len(b), b)
 
 
+_SIMPLE_CACHE: dict[str, bytes] = {}  # the encodings of the simple replies met (OK, PONG, ...)
+_SIMPLE_CACHE_MAX = 256
+
+
 def _simple(out: bytearray, v: str, resp3: bool) -> None:
-    out += b"+%b\r\n" % _enc(v.replace("\r", " ").replace("\n", " "))
+    cached = _SIMPLE_CACHE.get(v)
+    if cached is None:
+        cached = b"+%b\r\n" % _enc(v.replace("\r", " ").replace("\n", " "))
+        if len(v) <= 16 and len(_SIMPLE_CACHE) < _SIMPLE_CACHE_MAX:
+            _SIMPLE_CACHE[str(v)] = cached
+    out += cached
 
 
 def _none(out: bytearray, v: None, resp3: bool) -> None:

@@ -33,10 +33,14 @@ INLINE_MAX = 64 * 1024
 MULTIBULK_MAX = 1024 * 1024
 UNAUTH_MULTIBULK_MAX = 10
 UNAUTH_BULK_MAX = 16384
-_SUSPECT = re.compile(rb"[*~>%|][0-9]{7}")  # a header hiredis would allocate hugely for
-# every digit as b"0": a buffer with no 7-digit run (nearly every one) needs no regex search
-_DIGITS_AS_0 = bytes(0x30 if 0x30 <= c <= 0x39 else c for c in range(256))
-_SEVEN = b"0000000"
+# A header hiredis would allocate hugely for is an aggregate type byte and 7 digits (regex
+# [*~>%|][0-9]{7}). Mapping every digit to "0" and every aggregate type byte to "*" turns the
+# search into one translate and one substring search (a regex search cost 13% of a pipelined
+# SET whose random keys hold 12-digit runs).
+_AGGREGATES = b"*~>%|"
+_SUSPECT_MAP = bytes(0x30 if 0x30 <= c <= 0x39 else 0x2A if c in _AGGREGATES else c
+                     for c in range(256))
+_SUSPECT = b"*0000000"
 _BULK_HEADER = re.compile(rb"\$(0|[1-9][0-9]{0,17})\r\n")
 
 _DIGITS = frozenset(b"0123456789")
@@ -188,8 +192,8 @@ class RequestParser:
         buf = self._buf
         # the second search covers a header split across reads; with nothing buffered it
         # would only look at data[:8] again
-        if (_SEVEN in data.translate(_DIGITS_AS_0) and _SUSPECT.search(data)) or (
-                buf and _SUSPECT.search(bytes(buf[-8:]) + data[:8])):
+        if _SUSPECT in data.translate(_SUSPECT_MAP) or (
+                buf and _SUSPECT in (bytes(buf[-8:]) + data[:8]).translate(_SUSPECT_MAP)):
             self._strict_until = len(buf) + len(data)
         buf += data
         cmds: list[list[bytes]] = []

@@ -84,6 +84,7 @@ from topicsrv.resp.commands.base import (
     Front,
     Pending,
     Pushed,
+    Simple,
 )
 from topicsrv.resp.dispatch import BIG_ARGV, execute, internal_error, is_awaitable, security_attack
 from topicsrv.resp.encoder import encode, encode_error
@@ -225,8 +226,15 @@ class Session:
                 if replies is not None:
                     pos += len(replies)
                     resp3 = client.protocol == 3
-                    for reply in replies:
-                        emit(out, marks, reply, resp3, ctx)
+                    first = replies[0]
+                    if type(first) is Simple and client.reply_mode == REPLY_ON and \
+                            replies.count(first) == len(replies):  # a run of SETs: +OK each
+                        start = len(out)
+                        _emit(out, marks, first, resp3, ctx)
+                        out += out[start:] * (len(replies) - 1)
+                    else:
+                        for reply in replies:
+                            emit(out, marks, reply, resp3, ctx)
                     if len(out) >= self.flush_at:
                         self.pos = pos
                         return self._output()

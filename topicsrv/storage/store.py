@@ -181,7 +181,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
                 topic.config = placeholder.config
                 routerlog.carry(placeholder, topic)
                 restore.install(self.engine, topic)
-                for listener in self.engine.listeners:
+                for listener in self.engine.all_listeners():
                     listener(img.name)
                 done += 1
         self.pending = []
@@ -396,7 +396,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         return sh.batch.commit.token(False)
 
     def _wake(self, name: str) -> None:
-        for listener in self.engine.listeners:
+        for listener in self.engine.all_listeners():
             listener(name)
 
     def _reveal(self, topic: Topic, upto: int) -> None:

@@ -102,7 +102,7 @@ class Routers:
         self._dest_events: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         self.steps = 0
-        engine.listeners.append(self.changed)
+        engine.topic_listeners.append(self.changed)  # engine/core.py Rule 4
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run a worker per router until cancelled (Rule 1)."""

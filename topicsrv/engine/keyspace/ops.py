@@ -26,6 +26,7 @@ Op = list[Change]
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_S_TAIL = struct.Struct("<QBI")  # a put's deadline, encoding and value length
 _ENC = {"": 0, "raw": 1, "embstr": 2}
 _ENC_NAMES = {v: k for k, v in _ENC.items()}
 
@@ -41,8 +42,9 @@ def encode(op: Op) -> bytes:
         kind = ch[0]
         if kind == "s":
             value = ch[2]
-            out += [b"s", _key(ch[1]), _U64.pack(ch[3]), bytes((_ENC[ch[4]],)),
-                    _U32.pack(len(value)), value]
+            raw = ch[1].encode("latin-1")
+            out += [b"s", _U32.pack(len(raw)), raw, _S_TAIL.pack(ch[3], _ENC[ch[4]], len(value)),
+                    value]
         elif kind == "d":
             out += [b"d", _key(ch[1])]
         elif kind == "x":

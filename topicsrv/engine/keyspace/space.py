@@ -20,7 +20,7 @@ Rule 4: sans-IO and synchronous like the rest of the engine; time comes from `ho
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sortedcontainers import SortedDict
@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 WRONGTYPE_TEXT = "Operation against a key holding the wrong kind of value"
 ACTIVE_BUDGET = 200  # heap pops per active-expiry tick (Rule 3)
 STRING, STREAM = "string", "stream"
+
+
+# SortedDict.__setitem__ is Python code that keeps the sorted key list; replacing the value of a
+# key already present needs only the dict part (SortedDict is a dict subclass)
+_dict_set = dict.__setitem__
 
 
 def wrongtype(name: str | None = None) -> TopicsError:
@@ -52,6 +57,8 @@ class Host(Protocol):
     def now(self) -> int: ...
 
     def notify(self, name: str) -> None: ...
+
+    def notify_strings(self, names: Collection[str]) -> None: ...
 
     def delete_topic(self, name: str) -> tuple[Any, CommitToken | None]: ...
 
@@ -200,28 +207,42 @@ class Keyspace:
         self.apply(op)
         token = journal.keyspace_changed(op)
         self.stats["string_writes"] += 1
+        host = self.host
+        if len(op) == 1 and op[0][0] != "x":  # one string (or FLUSHDB, which tells nobody)
+            if op[0][0] != "f":
+                host.notify_strings((op[0][1],))
+            return token
+        names: dict[str, None] = {}
         for ch in op:
-            if ch[0] != "f":
-                self.host.notify(ch[1])
+            kind = ch[0]
+            if kind == "x":
+                host.notify(ch[1])  # a TTL may be a topic's (engine/core.py Rule 4)
+            elif kind != "f":
+                names[ch[1]] = None
+        host.notify_strings(names)
         return token
 
     def apply(self, op: Op) -> None:
         """Apply an operation's changes in memory (the live path and recovery's replay)."""
-        strings, expiry = self.strings, self.expiry
+        strings, expiry, enc = self.strings, self.expiry, self.enc
         for ch in op:
             kind = ch[0]
             if kind == "s":
-                name = ch[1]
+                name, value = ch[1], ch[2]
                 old = strings.get(name)
-                self.nbytes += len(ch[2]) - len(old) if old is not None else len(name) + len(ch[2])
-                strings[name] = ch[2]
-                if ch[4]:
-                    self.enc[name] = ch[4]
+                if old is not None:  # an overwrite: the sorted name index does not change
+                    self.nbytes += len(value) - len(old)
+                    _dict_set(strings, name, value)
                 else:
-                    self.enc.pop(name, None)
+                    self.nbytes += len(name) + len(value)
+                    strings[name] = value
+                if ch[4]:
+                    enc[name] = ch[4]
+                elif enc:
+                    enc.pop(name, None)
                 if ch[3]:
                     expiry.set(name, ch[3])
-                else:
+                elif expiry.deadlines:
                     expiry.clear(name)
             elif kind == "d":
                 name = ch[1]
