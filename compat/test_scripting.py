@@ -180,3 +180,87 @@ def test_lock_and_register_script(targets: list[Target], key: str) -> None:
             assert incr_by(keys=[f"{key}:n"], args=[2]) == 7, t.name
         finally:
             r.close()
+
+
+def _lib(body: str, header: str = "#!lua name=t1") -> str:
+    return f"{header}\n{body}"
+
+
+# redis.register_function's checks and the library context (Redis 7.0's function_lua.c)
+REGISTRATIONS = [
+    "redis.register_function(1, function() return 1 end)",  # a number is a string to Lua
+    "redis.register_function('c', 1)",
+    "redis.register_function('c d', function() end)",
+    "redis.register_function('', function() end)",
+    "redis.register_function('b')",
+    "redis.register_function()",
+    "redis.register_function(1, 2, 3)",
+    "redis.register_function({function_name='x', callback=function() end}, 2)",
+    "redis.register_function{function_name={}, callback=function() end}",
+    "redis.register_function{callback=function() end}",
+    "redis.register_function{function_name='x'}",
+    "redis.register_function{function_name='x', callback=1}",
+    "redis.register_function{function_name='x', callback=function() end, flags={'bad'}}",
+    "redis.register_function{function_name='x', callback=function() end, flags={1}}",
+    "redis.register_function{function_name='x', callback=function() end, flags='no-writes'}",
+    "redis.register_function{function_name='x', callback=function() end, foo=1}",
+    "redis.register_function{function_name='x', callback=function() end, description={}}",
+    "redis.register_function{FUNCTION_NAME='x', Callback=function() end, flags={'NO-WRITES'},"
+    " description=2}",
+    "redis.register_function('x', function() end)\nredis.register_function('x', function() end)",
+    "redis.register_function('x', function() end)\nlocal x = nil\nx.y = 1",
+    "return (",
+    # the library context: `redis` with register_function, log and the versions only
+    "redis.register_function('x', function() end)\nredis.log(redis.LOG_WARNING, 'loaded')",
+    "redis.register_function('x', function() end)\nlocal v = redis.REDIS_VERSION_NUM",
+    "redis.math.random()", "redis.call('ping')", "redis.setresp(3)", "redis.set_repl(0)",
+    "redis.pcall('ping')", "redis.acl_check_cmd('set')", "local x = math.random()",
+    "mt = getmetatable(_G)", "local t = _G", "error('x')", "return KEYS",
+]
+
+
+def test_function_registration(differ: Any) -> None:
+    steps = []
+    for body in REGISTRATIONS:
+        steps += [S("FUNCTION", "FLUSH"), S("FUNCTION", "LOAD", _lib(body)), S("FUNCTION", "LIST")]
+    differ.check(steps)
+
+
+HEADERS = ["#! name=t1", "#!lua name=foo name=bar", '#!lua name="t1"', '#!lua name="t1',
+           "#!lua name='t1'", "#!lua  name=t1   foo", "#!lua name=", "#!", "#!LUA NAME=t1",
+           "#!lua name=t-1", "#!nosuch name=t-1", "#!nosuch name=t1", "lua name=t1"]
+
+
+def test_function_headers(differ: Any) -> None:
+    steps = [S("FUNCTION", "FLUSH")]
+    for header in HEADERS:
+        steps += [S("FUNCTION", "LOAD", "REPLACE",
+                    _lib("redis.register_function('hf', function() return 1 end)", header)),
+                  S("FUNCTION", "DELETE", "t1")]
+    differ.check([*steps, S("FUNCTION", "LOAD", "#!lua name=t1")])
+
+
+def test_function_calls(differ: Any) -> None:
+    """Function names without regard to case, FCALL's numkeys text, FUNCTION FLUSH's
+    arguments, a failed REPLACE keeping the old library, the library context's `redis`
+    captured and used at run time, no register_function in EVAL."""
+    differ.check([
+        S("FUNCTION", "FLUSH"),
+        S("FUNCTION", "LOAD", _lib("redis.register_function('Test', function() return 1 end)")),
+        S("FCALL", "TEST", "0"), S("FCALL", "test", "0"),
+        S("FUNCTION", "LOAD", _lib("redis.register_function('tesT', function() end)", "#!lua name=T2")),
+        S("FCALL", "test", "bad"), S("FCALL_RO", "test", "bad"), S("FCALL", "nosuch", "bad"),
+        S("FCALL", "test", "-1"), S("FCALL", "test", "2", "k"),
+        S("FUNCTION", "LOAD", "REPLACE", _lib("error")), S("FCALL", "test", "0"),
+        S("FUNCTION", "DELETE", "T1"),
+        # the error names the subcommand as typed in Redis, in lower case here: typed so
+        S("FUNCTION", "flush", "SYNC", "extra"), S("FUNCTION", "FLUSH", "bad"),
+        S("FUNCTION", "LOAD", "REPLACE", _lib(
+            "local lib = redis\n"
+            "lib.register_function('f1', function() lib.redis = redis return 1 end)\n"
+            "lib.register_function('f2', function() lib.register_function('f3', function() end) end)")),
+        S("FCALL", "f1", "0"), S("FCALL", "f2", "0"),
+        S("EVAL", "return type(redis.register_function)", "0"),
+        S("EVAL", "redis.register_function('a', function() end)", "0"),
+        S("FUNCTION", "FLUSH"),
+    ])

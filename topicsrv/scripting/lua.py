@@ -117,8 +117,9 @@ class LuaState:
         }
         code = resources.files("topicsrv.scripting").joinpath("sandbox.lua").read_bytes()
         self.runner = rt.execute(code, _table(rt, helpers))
-        self._compile, self._run, self._run_with = (self.runner[b"compile"], self.runner[b"run"],
-                                                    self.runner[b"run_with"])
+        self._compile, self._run, self._run_with, self._run_load = (
+            self.runner[b"compile"], self.runner[b"run"], self.runner[b"run_with"],
+            self.runner[b"run_load"])
 
     # ---- helpers called from Lua ---------------------------------------------------------
 
@@ -172,12 +173,13 @@ class LuaState:
 
     # ---- scripts -------------------------------------------------------------------------
 
-    def compile(self, code: bytes, chunk: str) -> Any:
-        """A compiled chunk; ScriptError with Redis's text on a syntax error."""
+    def compile(self, code: bytes, chunk: str,
+                failure: str = "Error compiling script (new function)") -> Any:
+        """A compiled chunk; ScriptError `ERR <failure>: <Lua's message>` on a syntax error."""
         res = self._compile(code, chunk.encode())
         f, err = res if isinstance(res, tuple) else (res, None)
         if f is None:
-            raise ScriptError(f"ERR Error compiling script (new function): {_text(err)}")
+            raise ScriptError(f"ERR {failure}: {_text(err)}")
         return f
 
     def load(self, code: bytes) -> str:
@@ -194,20 +196,30 @@ class LuaState:
         """Run `f` (a compiled script, or a function's callback with (keys, args)); its Lua
         return value. ScriptError on failure (Rule 4)."""
         rt = self.rt
+
+        def go() -> Any:
+            k, a = rt.table_from(keys), rt.table_from(argv)
+            return self._run_with(f, k, a) if function_args else self._run(k, a, f)
+
+        return self._execute(run, go)
+
+    def load_library(self, run: Run, f: Any) -> None:
+        """Run a library's top-level code in the library context (sandbox.lua Rule 4).
+        ScriptError `ERR <text>` without the script/line suffix (FUNCTION LOAD's)."""
+        self._execute(run, lambda: self._run_load(f), where=False)
+
+    def _execute(self, run: Run, go: Callable[[], Any], where: bool = True) -> Any:
         self.run = run
         try:
-            k, a = rt.table_from(keys), rt.table_from(argv)
-            if function_args:
-                ok, value = self._run_with(f, k, a)
-            else:
-                ok, value = self._run(k, a, f)
-        except MemoryError:
-            self._collect()
-            raise ScriptError("ERR Error running script: not enough memory") from None
+            try:
+                ok, value = go()
+            except MemoryError:
+                self._collect()
+                raise ScriptError("ERR Error running script: not enough memory") from None
         finally:
             self.run = None
         if not ok:
-            text = self._error(run, value)
+            text = self._error(run, value, where)
             self._collect()
             raise ScriptError(text)
         return value
@@ -226,15 +238,15 @@ class LuaState:
         finally:
             rt.set_max_memory(limit)
 
-    def _error(self, run: Run, info: Any) -> str:
+    def _error(self, run: Run, info: Any, where: bool = True) -> str:
         if lua_type(info) != "table":
             return f"ERR {_text(info)}"
         e, source, line = info[1], info[2], info[3]
         err = convert.error_text(self.rt, e)
         text = _text(err) if err is not None else f"ERR {_text(e)}"
-        where = (f" script: {run.name}, on {_text(source)}:{int(line or 0)}." if source
-                 else "")
-        return text + where
+        if where and source:
+            text += f" script: {run.name}, on {_text(source)}:{int(line or 0)}."
+        return text
 
     def reply(self, value: Any, resp3: bool, script_resp: int, limit: int) -> bytes:
         return convert.lua_to_resp(self.rt, self.rawget, value, resp3, script_resp == 3, limit)

@@ -8,6 +8,11 @@
 -- reading a global that does not exist is an error, as in Redis 7.
 -- Rule 3: every run installs a count hook that asks Python whether SCRIPT KILL / FUNCTION
 -- KILL asked the script to stop (the only way Lua code stops without returning).
+-- Rule 4 (FUNCTION LOAD, Redis 7.0's library context): a library's top-level code sees one
+-- global, `redis`, with register_function, log, the LOG_* levels and REDIS_VERSION[_NUM] only;
+-- anything else it reads is "Script attempted to access nonexistent global variable". The
+-- globals' lookup is switched for the load and back, so the functions it registers see the
+-- normal globals when they run (and no register_function).
 local py = ...
 local debug_sethook, debug_getinfo = debug.sethook, debug.getinfo
 local setmetatable, error, pcall, xpcall, type, tostring = setmetatable, error, pcall, xpcall, type, tostring
@@ -97,21 +102,40 @@ redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end
 redis.debug = function() end
 redis.acl_check_cmd = function(...) return py.acl_check(...) end
-redis.register_function = function(...) return py.register(...) end
 redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
 redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = py.version, py.version_num
 base.redis = readonly(redis)
 
-local env_meta = {__newindex = readonly_error, __metatable = false}
-env_meta.__index = function(t, name)
-  local v = base[name]
-  if v == nil then
-    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-  end
-  return v
+-- reading a global (or a field of the library context's `redis`) that does not exist
+local function nonexistent(name)
+  error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 3)
 end
-local env = setmetatable({}, env_meta)
+local function strict(t)
+  return setmetatable({}, {__newindex = readonly_error, __metatable = false,
+                           __index = function(_, name)
+                             local v = t[name]
+                             if v == nil then nonexistent(name) end
+                             return v
+                           end})
+end
+
+-- the library context (Rule 4)
+local load_redis = {register_function = function(...) return py.register(...) end,
+                    log = redis.log, REDIS_VERSION = redis.REDIS_VERSION,
+                    REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM}
+for _, level in ipairs({"LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"}) do
+  load_redis[level] = redis[level]
+end
+local load_base = {redis = strict(load_redis)}
+
+local globals = base  -- what the globals read: base, or load_base while a library loads
+local env = setmetatable({}, {__newindex = readonly_error, __metatable = false,
+                              __index = function(_, name)
+                                local v = globals[name]
+                                if v == nil then nonexistent(name) end
+                                return v
+                              end})
 base._G = env
 
 local chunk = "@user_script"
@@ -156,6 +180,7 @@ end
 -- run f(...) under the kill hook: true, value | false, {error, source, line}
 runner.run = function(keys, argv, f)
   chunk = "@user_script"
+  globals = base
   base.KEYS, base.ARGV = keys, argv
   debug_sethook(hook, "", 100000)
   local ok, v = xpcall(f, where)
@@ -165,9 +190,20 @@ runner.run = function(keys, argv, f)
 end
 runner.run_with = function(f, a, b)
   chunk = "@user_function"
+  globals = base
   debug_sethook(hook, "", 100000)
   local ok, v = xpcall(function() return f(a, b) end, where)
   debug_sethook()
+  return ok, v
+end
+-- run a library's top-level code in the library context (Rule 4)
+runner.run_load = function(f)
+  chunk = "@user_function"
+  globals = load_base
+  debug_sethook(hook, "", 100000)
+  local ok, v = xpcall(f, where)
+  debug_sethook()
+  globals = base
   return ok, v
 end
 runner.is_table = function(v) return type(v) == "table" end

@@ -404,6 +404,12 @@ def lookup(argv: list[bytes]) -> tuple[CommandSpec | None, int]:
     return spec, 1
 
 
+def subcommand_syntax(parent: str, name: str) -> Err:
+    """Redis's addReplySubcommandSyntaxError: a known subcommand given the wrong arguments."""
+    return Err(f"ERR unknown subcommand or wrong number of arguments for '{name}'. "
+               f"Try {parent.upper()} HELP.")
+
+
 def unknown_subcommand(parent: str, sub: bytes) -> Err:
     text = sub.decode("utf-8", "replace")
     return Err(

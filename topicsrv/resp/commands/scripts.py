@@ -28,6 +28,7 @@ from typing import Any
 
 from topicsrv.resp import acl
 from topicsrv.resp.commands.base import (
+    NOT_INT,
     Client,
     CommandContext,
     Err,
@@ -197,9 +198,10 @@ def work(ctx: CommandContext, state: Any, run: Run, f: Any, keys: list[bytes],
     return job
 
 
-def split_keys(args: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-    """numkeys key... arg... as Redis parses them."""
-    n = parse_int(args[0])
+def split_keys(args: list[bytes], bad: str = NOT_INT) -> tuple[list[bytes], list[bytes]]:
+    """numkeys key... arg... as Redis parses them (`bad`: the error of a numkeys that is not
+    an integer: FCALL's differs)."""
+    n = parse_int(args[0], bad)
     if n < 0:
         raise Err("ERR Number of keys can't be negative")
     if n > len(args) - 1:
