@@ -264,3 +264,147 @@ def test_function_calls(differ: Any) -> None:
         S("EVAL", "redis.register_function('a', function() end)", "0"),
         S("FUNCTION", "FLUSH"),
     ])
+
+
+SHEBANGS = ["#!not-lua\nreturn 1", "#!lua", "#!lua\nreturn 1", "#!lua flags=a,,b\nreturn 1",
+            '#!lua "flags=no-writes"\nreturn 1', '#!lua flags="no-writes\nreturn 1',
+            "#!lua flags=no-writes,\nreturn 1", "#!lua flags=NO-WRITES\nreturn 1",
+            "#!lua flags=allow-oom,what?\nreturn 1", "#!lua badger=data\nreturn 1",
+            "#!lua flags=\nreturn 1", "#!lua flags=no-writes,allow-oom,allow-stale,no-cluster,"
+            "allow-cross-slot-keys\nreturn 1", "#!lua\nreturn (", "#!lua\n\nerror('line 3')"]
+
+
+def test_shebang(differ: Any, key: str) -> None:
+    """EVAL's `#!lua flags=...` line: its errors, no-writes under EVAL and EVAL_RO."""
+    steps = []
+    for code in SHEBANGS:
+        steps += [S("EVAL", code, "0"), S("SCRIPT", "LOAD", code)]
+    differ.check([
+        *steps,
+        S("EVAL", "#!lua flags=no-writes\nlocal x = redis.call('set', KEYS[1], 1)", "1", key),
+        S("EVAL", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "1", key),
+        S("EVAL_RO", "#!lua\nreturn 1", "0"),
+        S("EVAL_RO", "#!lua flags=no-writes\nreturn 2", "0"),
+        S("EVAL", "#!lua\nlocal x = redis.call('set', KEYS[1], 1) return x", "1", key),
+        S("EVALSHA_RO", "a2ab5e5f1d4c72fd87e4ea3d1c6e3d4b3f1e3a3f", "0"),
+    ])
+
+
+def test_scripts_over_maxmemory(differ: Any, key: str) -> None:
+    """Over maxmemory (Valkey's `allow-oom shebang flag`): a script without a shebang has its
+    first write refused, reads pass; with a shebang it is refused before it runs unless it
+    is no-writes or allow-oom; allow-oom's writes pass; a function likewise by its flags."""
+    lib = ("#!lua name=oom\n"
+           "redis.register_function{function_name='oom_w', callback=function(keys) "
+           "return redis.call('set', keys[1], 'w') end}\n"
+           "redis.register_function{function_name='oom_a', callback=function(keys) "
+           "return redis.call('set', keys[1], 'a') end, flags={'allow-oom'}}\n"
+           "redis.register_function{function_name='oom_r', callback=function(keys) "
+           "return redis.call('get', keys[1]) end, flags={'no-writes'}}\n")
+    steps = [
+        S("SET", key, "123"), S("FUNCTION", "LOAD", "REPLACE", lib),
+        S("CONFIG", "SET", "maxmemory", "1"),
+        S("EVAL", "redis.call('set', KEYS[1], 1) return 1", "1", key),
+        S("EVAL", "return redis.pcall('set', KEYS[1], 1)", "1", key),
+        S("EVAL", "return redis.call('get', KEYS[1])", "1", key),
+        S("EVAL", "#!lua flags=\nreturn 1", "0"), S("EVAL", "#!lua\nreturn 1", "0"),
+        S("EVAL", "#!lua flags=allow-oom\nreturn redis.call('set', KEYS[1], 'oom')", "1", key),
+        S("EVAL", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "1", key),
+        S("EVAL_RO", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "1", key),
+        S("EVAL_RO", "return redis.call('get', KEYS[1])", "1", key),
+        # the first write decides: past it the script cannot be stopped half way
+        S("EVAL", "redis.call('del', KEYS[1] .. 'none') return redis.call('set', KEYS[1], 2)",
+          "1", key),
+        S("FCALL", "oom_w", "1", key), S("FCALL", "oom_a", "1", key),
+        S("FCALL", "oom_r", "1", key), S("FCALL", "nosuch", "1", key),
+    ]
+    try:
+        differ.check(steps)
+    finally:
+        differ.check([S("CONFIG", "SET", "maxmemory", "0"), S("FUNCTION", "DELETE", "oom")])
+
+
+def test_error_reply_api(differ: Any) -> None:
+    differ.check([
+        S("EVAL", "return redis.error_reply('')", "0"),
+        S("EVAL", "return redis.error_reply('single')", "0"),
+        S("EVAL", "return redis.error_reply('two words')", "0"),
+        S("EVAL", "return redis.error_reply('-FOO bar')", "0"),
+        S("EVAL", "return redis.error_reply('a\\r\\n')", "0"),
+        S("EVAL", "return redis.error_reply('single').err", "0"),
+        S("EVAL", "return redis.error_reply()", "0"),
+        S("EVAL", "return redis.error_reply(1)", "0"),
+        S("EVAL", "return {pcall(redis.error_reply, 1)}", "0"),
+        S("EVAL", "return redis.status_reply(1)", "0"),
+        S("EVAL", "return redis.status_reply('A', 'B')", "0"),
+        S("EVAL", "return redis.status_reply('-x')", "0"),
+        S("EVAL", "local t = redis.pcall('set', 'x') local n = 0 "
+          "for k in pairs(t) do n = n + 1 end return {n, t.ignore_error_stats_update}", "0"),
+    ])
+
+
+# (maxmemory, command, commands whose commandstats are compared): Valkey's `Consistent eval
+# error reporting` and more (errorstats, total_error_replies, calls/rejected/failed)
+STATS = [
+    ("1", ("EVAL", "return redis.call('set','x','y')", "1", "x"), ("set", "eval")),
+    ("1", ("EVAL", "local t = redis.pcall('set','x','y') return 1", "1", "x"), ("set", "eval")),
+    ("1", ("EVAL", "return redis.pcall('set','x','y')", "1", "x"), ("set", "eval")),
+    ("1", ("EVAL", "#!lua\nreturn 1", "0"), ("eval",)),
+    ("0", ("EVAL", "return redis.call('select',99)", "0"), ("select", "eval")),
+    ("0", ("EVAL", "local t = redis.pcall('select',99) return 1", "0"), ("select", "eval")),
+    ("0", ("EVAL_RO", "return redis.call('set','x','y')", "1", "x"), ("set", "eval_ro")),
+    ("0", ("EVAL_RO", "local t = redis.pcall('set','x','y') return 1", "1", "x"),
+     ("set", "eval_ro")),
+    ("0", ("EVAL", "return redis.error_reply('MY_ERR_CODE custom msg')", "0"), ("eval",)),
+    ("0", ("EVAL", "return redis.error_reply('')", "0"), ("eval",)),
+    ("0", ("EVAL", "return redis.status_reply('MY_OK_CODE')", "0"), ("eval",)),
+    ("0", ("EVAL", "redis.pcall('nosuch') return 1", "0"), ("eval",)),
+    ("0", ("EVAL", "redis.pcall('set', 'a') return 1", "0"), ("set", "eval")),
+    ("0", ("EVAL", "error('x')", "0"), ("eval",)),
+    ("0", ("EVAL", "return {redis.pcall('select', 99)}", "0"), ("select", "eval")),
+    ("0", ("EVAL", "return {redis.error_reply('X y'), {err='Z q'}, redis.pcall('select', 99)}",
+           "0"), ("select", "eval")),
+]
+
+
+def _stats(r: redis.Redis, commands: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(r.info("errorstats"))
+    out["total_error_replies"] = r.info("stats")["total_error_replies"]
+    cmdstats = r.info("commandstats")
+    for c in commands:
+        st = cmdstats.get(f"cmdstat_{c}")
+        out[c] = st and (st["calls"], st["rejected_calls"], st["failed_calls"])
+    return out
+
+
+@pytest.mark.parametrize(("maxmemory", "argv", "commands"), STATS)
+def test_script_error_stats(targets: list[Target], maxmemory: str, argv: tuple[str, ...],
+                            commands: tuple[str, ...]) -> None:
+    seen = []
+    for t in targets:
+        r = _client(t)
+        try:
+            r.config_set("maxmemory", maxmemory)
+            r.config_resetstat()
+            try:
+                r.execute_command(*argv)
+            except redis.ResponseError:
+                pass
+            seen.append(_stats(r, commands))
+        finally:
+            r.config_set("maxmemory", "0")
+            r.close()
+    assert all(s == seen[0] for s in seen), seen
+
+
+def test_call_with_many_arguments(differ: Any, key: str) -> None:
+    """Valkey's `Script check unpack with massive arguments`: ~8,000 arguments to one call."""
+    differ.check([
+        S("EVAL", "local a = {} for i=1,7999 do a[i] = 1 end return redis.call('exists', unpack(a))",
+          "0"),
+        S("EVAL", "local a = {} for i=1,7998 do a[i] = tostring(i) end "
+          "return redis.call('xadd', KEYS[1], '*', unpack(a))", "1", key),
+        S("XLEN", key),
+        S("EVAL", "local a = {} for i=1,100 do a[i] = 1 end a[50] = nil "
+          "return redis.pcall('exists', unpack(a, 1, 100))", "0"),
+    ])

@@ -23,7 +23,7 @@ def run(state: LuaState, body: str, keys: list[bytes] | None = None,
     sha = state.load(body.encode())
     r = Run(sha, False, read_only, caller or _caller([]))
     value = state.call(r, state.scripts[sha], keys or [], args or [])
-    return state.reply(value, resp3, r.resp, 1 << 20)
+    return state.reply(value, resp3, r.resp, 1 << 20)[0]
 
 
 @pytest.fixture(scope="module")

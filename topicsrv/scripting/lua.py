@@ -15,6 +15,9 @@ so the next one has the memory back.
 Rule 4: script errors are Redis 7's texts: an error raised as a table {err=...} keeps its text,
 a string error is prefixed by "ERR ", and both get " script: <sha or function>, on
 @user_script:<line>." appended.
+Rule 5 (INFO errorstats, as Redis 7.0): the error table of a command that failed inside the
+script carries `ignore_error_stats_update = true` (the caller counted the error when it
+happened); returned or raised as the script's reply, it is not counted a second time.
 """
 
 from __future__ import annotations
@@ -42,11 +45,13 @@ KILLED_FUNCTION = b"ERR Script killed by user with FUNCTION KILL..."
 
 
 class ScriptError(Exception):
-    """A script failed; `text` is the whole error line (prefix included)."""
+    """A script failed; `text` is the whole error line (prefix included). `counted`: the error
+    is one a command inside the script answered, already counted in INFO errorstats (Rule 5)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, counted: bool = False) -> None:
         super().__init__(text)
         self.text = text
+        self.counted = counted
 
 
 # argv -> (True, RESP bytes of the reply) | (False, error text)
@@ -59,8 +64,9 @@ class Run:
 
     name: str  # the SHA1 (EVAL) or the function name (FCALL)
     function: bool  # FCALL: errors say @user_function, kill says FUNCTION KILL
-    read_only: bool  # EVAL_RO / FCALL_RO / a no-writes function
+    read_only: bool  # EVAL_RO / FCALL_RO / a no-writes function or script
     caller: Caller
+    allow_oom: bool = False  # the allow-oom flag: its writes pass over maxmemory
     resp: int = 2  # redis.setresp
     wrote: bool = False  # a write command ran: SCRIPT KILL refuses (UNKILLABLE)
     kill: bool = False
@@ -103,10 +109,11 @@ class LuaState:
         self.run: Run | None = None
         self.scripts: dict[str, Any] = {}  # sha -> compiled function (SCRIPT LOAD / EVAL)
         self.bodies: dict[str, bytes] = {}
+        self.flags: dict[str, frozenset[str] | None] = {}  # sha -> its shebang flags
         self.register: Callable[..., Any] = _no_register
         null = rt.eval("newproxy(false)")
         helpers = {
-            "call": self._call, "sha1hex": lambda s: sha1hex(s).encode(),
+            "call": self._call, "call_packed": self._call_packed, "sha1hex": lambda s: sha1hex(s).encode(),
             "log": self._log, "setresp": self._setresp, "killed": self._killed,
             "acl_check": self._acl_check, "register": lambda *a: self.register(*a),
             "version": REDIS_VERSION.encode(), "version_num": REDIS_VERSION_NUM,
@@ -134,13 +141,21 @@ class LuaState:
         try:
             ok, data = run.caller(argv, run)
             if not ok:
-                return False, rt.table_from({b"err": data})
+                return False, rt.table_from({b"err": data, convert.COUNTED: True})
             return True, convert.resp_to_lua(rt, data)
         except MemoryError:
             return False, rt.table_from({b"err": b"ERR reply too large for the script memory"})
         except Exception:
             log.exception("redis.call failed")
             return False, rt.table_from({b"err": b"ERR internal error (logged)"})
+
+    def _call_packed(self, args: Any, n: int) -> tuple[bool, Any]:
+        """redis.call's arguments as one table (sandbox.lua `invoke`: many arguments)."""
+        return self._call(*(args[i] for i in range(1, int(n) + 1)))
+
+    def counted(self, value: Any) -> bool:
+        """Is `value` the error table of a failed command (Rule 5)?"""
+        return lua_type(value) == "table" and self.rawget(value, convert.COUNTED) is True
 
     def _log(self, level: Any, text: bytes) -> None:
         lvl = LOG_LEVELS[min(max(int(level), 0), 3)]
@@ -182,13 +197,16 @@ class LuaState:
             raise ScriptError(f"ERR {failure}: {_text(err)}")
         return f
 
-    def load(self, code: bytes) -> str:
-        """SCRIPT LOAD / EVAL: compile once per body; its SHA1."""
+    def load(self, code: bytes, skip: int = 0, flags: frozenset[str] | None = None) -> str:
+        """SCRIPT LOAD / EVAL: compile once per body (without its first `skip` bytes, a
+        shebang line: the line count stays); its SHA1. `flags`: the shebang's script flags
+        (None: no shebang, Redis's compatibility mode), kept for EVALSHA."""
         sha = sha1hex(code)
         if sha not in self.scripts:
-            f = self.compile(code, "@user_script")
+            f = self.compile(code[skip:], "@user_script")
             self.scripts[sha] = f
             self.bodies[sha] = code
+            self.flags[sha] = flags
         return sha
 
     def call(self, run: Run, f: Any, keys: list[bytes], argv: list[bytes],
@@ -221,7 +239,7 @@ class LuaState:
         if not ok:
             text = self._error(run, value, where)
             self._collect()
-            raise ScriptError(text)
+            raise ScriptError(text, lua_type(value) == "table" and self.counted(value[1]))
         return value
 
     def _collect(self) -> None:
@@ -248,7 +266,9 @@ class LuaState:
             text += f" script: {run.name}, on {_text(source)}:{int(line or 0)}."
         return text
 
-    def reply(self, value: Any, resp3: bool, script_resp: int, limit: int) -> bytes:
+    def reply(self, value: Any, resp3: bool, script_resp: int,
+              limit: int) -> tuple[bytes, list[tuple[bytes, bool]]]:
+        """The script's reply in RESP and the error replies in it (convert.Writer.errors)."""
         return convert.lua_to_resp(self.rt, self.rawget, value, resp3, script_resp == 3, limit)
 
 

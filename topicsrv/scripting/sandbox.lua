@@ -61,22 +61,44 @@ base.cjson, base.cmsgpack = readonly(py.cjson), readonly(py.cmsgpack)
 base.bit, base.struct = readonly(py.bit), readonly(py.struct)
 
 local redis = {}
-local pycall = py.call
+local pycall, pycall_packed, select = py.call, py.call_packed, select
+-- a call with many arguments crosses as one table: lupa cannot take ~8,000 arguments on the
+-- Lua stack of its Python call (Valkey's `Script check unpack with massive arguments`)
+local function invoke(...)
+  local n = select("#", ...)
+  if n > 64 then return pycall_packed({...}, n) end
+  return pycall(...)
+end
 redis.call = function(...)
-  local ok, v = pycall(...)
+  local ok, v = invoke(...)
   if not ok then error(v, 0) end
   return v
 end
 redis.pcall = function(...)
-  local ok, v = pycall(...)
+  local ok, v = invoke(...)
   return v
 end
-redis.error_reply = function(msg)
-  if type(msg) ~= "string" then error("wrong number or type of arguments", 2) end
-  return {err = msg}
+-- luaPushErrorBuff: "-CODE msg" keeps CODE, anything else gets ERR; \r\n trimmed off the ends
+local function error_table(e)
+  local code, msg = "ERR", e
+  if e:sub(1, 1) == "-" then
+    local space = e:find(" ", 1, true)
+    if space then code, msg = e:sub(2, space - 1), e:sub(space + 1) else msg = e:sub(2) end
+  end
+  msg = msg:gsub("^[\r\n]+", ""):gsub("[\r\n]+$", "")
+  return {err = code .. " " .. msg}
 end
-redis.status_reply = function(msg)
-  if type(msg) ~= "string" then error("wrong number or type of arguments", 2) end
+local function bad_reply_args() return {err = "ERR wrong number or type of arguments"} end
+-- wrong arguments are not raised: the call returns the error table (Redis 7.0)
+redis.error_reply = function(...)
+  local msg = ...
+  if select("#", ...) ~= 1 or type(msg) ~= "string" then return bad_reply_args() end
+  if msg:sub(1, 1) ~= "-" then msg = "-" .. msg end
+  return error_table(msg)
+end
+redis.status_reply = function(...)
+  local msg = ...
+  if select("#", ...) ~= 1 or type(msg) ~= "string" then return bad_reply_args() end
   return {ok = msg}
 end
 redis.sha1hex = function(s)

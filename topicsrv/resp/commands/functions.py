@@ -26,6 +26,7 @@ from topicsrv.resp.commands.scripts import (
     EVAL_FLAGS,
     kill,
     new_run,
+    refuse_over_memory,
     run_script,
     split_keys,
     work,
@@ -90,12 +91,10 @@ def _fcall(ctx: CommandContext, args: list[bytes], read_only: bool, name: str) -
     fn = libs.find(args[0].decode("latin-1"))
     if fn is None:
         raise Err("ERR Function not found")
+    refuse_over_memory(ctx, fn.flags)
     keys, argv = split_keys(args[1:], "ERR Bad number of keys provided")
-    no_writes = "no-writes" in fn.flags
-    if read_only and not no_writes:
-        raise Err("ERR Can not execute a script with write flag using *_ro command.")
-    run = new_run(ctx, fn.name, True, read_only or no_writes)
-    return run_script(ctx, run, [name.encode(), *args], work(ctx, libs.state, run, fn.callback, keys, argv, True))
+    run = new_run(ctx, fn.name, True, read_only, fn.flags)
+    return run_script(ctx, run, [name.encode(), *args], work(ctx, name, libs.state, run, fn.callback, keys, argv, True))
 
 
 @command("fcall", -3, EVAL_FLAGS, 0, 0, 0, "scripting", "Invokes a function.", "7.0.0",
