@@ -408,3 +408,92 @@ def test_call_with_many_arguments(differ: Any, key: str) -> None:
         S("EVAL", "local a = {} for i=1,100 do a[i] = 1 end a[50] = nil "
           "return redis.pcall('exists', unpack(a, 1, 100))", "0"),
     ])
+
+
+def test_cjson_options(differ: Any) -> None:
+    """lua-cjson's settings (they last until SCRIPT FLUSH, as in Redis) and its encoder's
+    rules (Valkey's `EVAL - JSON smoke test`)."""
+    differ.check([
+        S("SCRIPT", "FLUSH"),
+        S("EVAL", "local t = {} t[false] = 'f' return {pcall(cjson.encode, t)}", "0"),
+        S("EVAL", "local x = cjson.encode({[true]=1})", "0"),
+        S("EVAL", "return cjson.encode({[1.5]=1, [2]=2, [-1]=3})", "0"),
+        S("EVAL", "return cjson.encode({a={1,2,{b=true}}, s='x/y\\1\\127\\200'})", "0"),
+        S("EVAL", "return cjson.encode({1, 2.5, 1e20, 1/3, 123456789012345678})", "0"),
+        S("EVAL", "return cjson.encode({{}, {cjson.null}})", "0"),
+        S("EVAL", "return {pcall(cjson.encode, {[1]=1, [30]=3})}", "0"),
+        S("EVAL", "return {pcall(cjson.encode, function() end)}", "0"),
+        S("EVAL", "return {pcall(cjson.encode)}", "0"),
+        S("EVAL", "return {pcall(cjson.encode, {n=0/0})}", "0"),
+        S("EVAL", "local t = {} t[1] = t return {pcall(cjson.encode, t)}", "0"),
+        S("EVAL", "local t = {} local c = t for i=1,999 do c[1] = {} c = c[1] end "
+          "return #cjson.encode(t)", "0"),
+        S("EVAL", "return {cjson.encode_max_depth(), cjson.decode_max_depth(), "
+          "cjson.encode_invalid_numbers(), cjson.encode_number_precision(), "
+          "cjson.encode_sparse_array()}", "0"),
+        S("EVAL", "local s = string.rep('[', 1001) .. string.rep(']', 1001) "
+          "return {pcall(cjson.decode, s)}", "0"),
+        S("EVAL", "cjson.encode_max_depth(1) return {pcall(cjson.encode, {a={1}})}", "0"),
+        S("EVAL", "return cjson.encode_max_depth()", "0"),  # the setting stays
+        S("EVAL", "cjson.decode_max_depth(1) "
+          "return {pcall(cjson.decode, '{\"obj\": {\"a\": [1]}}')}", "0"),
+        S("EVAL", "cjson.encode_invalid_numbers(true) return cjson.encode({0/0, 1/0, -1/0})",
+          "0"),
+        S("EVAL", "cjson.encode_invalid_numbers('null') return {cjson.encode({0/0}), "
+          "cjson.encode_invalid_numbers()}", "0"),
+        # (through pcall Lua names the function '?' in these: not compared)
+        S("EVAL", "local x = cjson.encode_invalid_numbers('x')", "0"),
+        S("EVAL", "local x = cjson.encode_max_depth(0)", "0"),
+        S("EVAL", "local x = cjson.encode_max_depth('a')", "0"),
+        S("EVAL", "cjson.encode_number_precision(3) return cjson.encode(1/3)", "0"),
+        S("EVAL", "return {cjson.encode_sparse_array(true, 3, 5)}", "0"),
+        S("EVAL", "return cjson.encode({[1]=1, [30]=3})", "0"),
+        S("SCRIPT", "FLUSH"),
+        S("EVAL", "return cjson.encode_max_depth()", "0"),
+    ])
+
+
+def test_loadstring(differ: Any) -> None:
+    """Redis 7.0's loadstring: text compiles into the script's globals, bytecode is refused
+    (Valkey's `Binary code loading failed`)."""
+    differ.check([
+        S("EVAL", "return loadstring(string.dump(function() return 1 end))()", "0"),
+        S("EVAL", "local f, e = loadstring(string.dump(function() return 1 end)) "
+          "return {tostring(f), e}", "0"),
+        S("EVAL", "local f, e = loadstring('return (', 'chunk') return {tostring(f), e}", "0"),
+        S("EVAL", "return {pcall(loadstring('return x'))}", "0"),
+        S("EVAL", "return {pcall(loadstring('x = 1'))}", "0"),
+        S("EVAL", "return loadstring('return KEYS[1], 1 + 1')()", "1", "kk"),
+        S("EVAL", "return {pcall(loadstring, 1)}", "0"),
+        S("EVAL", "return {pcall(loadstring)}", "0"),
+        S("EVAL", "return {pcall(loadstring, {})}", "0"),
+        S("EVAL", "local x = loadstring('local y = nil\\nreturn y.z')()", "0"),
+    ])
+
+
+def test_info_memory_script_counts(targets: list[Target]) -> None:
+    """INFO memory's number_of_cached_scripts and number_of_functions count what is loaded
+    (Valkey's `SCRIPTING FLUSH ASYNC`)."""
+    seen = []
+    for t in targets:
+        r = _client(t)
+        try:
+            r.script_flush()
+            r.function_flush()
+            before = r.info("memory")["number_of_cached_scripts"]
+            for i in range(10):
+                r.script_load(f"return {i}")
+            r.function_load("#!lua name=memlib\nredis.register_function('mf1', function() end)\n"
+                            "redis.register_function('mf2', function() end)")
+            mem = r.info("memory")
+            loaded = (mem["number_of_cached_scripts"], mem["number_of_functions"],
+                      mem["used_memory_vm_eval"] > 0, mem["used_memory_vm_functions"] > 0)
+            r.script_flush("ASYNC")
+            r.function_flush()
+            mem = r.info("memory")
+            seen.append((before, loaded, mem["number_of_cached_scripts"],
+                         mem["number_of_functions"]))
+        finally:
+            r.close()
+    assert all(s == seen[0] for s in seen), seen
+    assert seen[0][1][:2] == (10, 2)

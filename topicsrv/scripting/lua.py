@@ -106,6 +106,7 @@ class LuaState:
                                         register_eval=False, register_builtins=False,
                                         max_memory=memory_limit)
         self.rawget = rt.eval("rawget")  # the real one, before the sandbox (convert.Writer)
+        self._kbytes = rt.eval("function() return collectgarbage('count') end")
         self.run: Run | None = None
         self.scripts: dict[str, Any] = {}  # sha -> compiled function (SCRIPT LOAD / EVAL)
         self.bodies: dict[str, bytes] = {}
@@ -148,6 +149,11 @@ class LuaState:
         except Exception:
             log.exception("redis.call failed")
             return False, rt.table_from({b"err": b"ERR internal error (logged)"})
+
+    def memory_used(self) -> int:
+        """The bytes the Lua state holds (INFO memory's used_memory_vm_*, as Redis's
+        lua_gc(LUA_GCCOUNT))."""
+        return int(self._kbytes() * 1024)
 
     def _call_packed(self, args: Any, n: int) -> tuple[bool, Any]:
         """redis.call's arguments as one table (sandbox.lua `invoke`: many arguments)."""

@@ -3,7 +3,9 @@
 --
 -- Rule 1: scripts see only what Redis 7 gives them: the base functions below, string, table,
 -- math, cjson, cmsgpack, bit, struct and redis; never io, os, debug, require, loadfile,
--- dofile, load, loadstring, print or coroutine.
+-- dofile, load, print or coroutine. `loadstring` compiles text into the script's globals
+-- and refuses bytecode as Redis 7.0's does (a chunk that starts with ESC is parsed as text,
+-- so it fails: "unexpected symbol near 'char(27)'").
 -- Rule 2: globals and library tables are read-only ("Attempt to modify a readonly table");
 -- reading a global that does not exist is an error, as in Redis 7.
 -- Rule 3: every run installs a count hook that asks Python whether SCRIPT KILL / FUNCTION
@@ -57,8 +59,26 @@ local function lib(t)
   return readonly(copy)
 end
 base.string, base.table, base.math = lib(string), lib(table), lib(math)
-base.cjson, base.cmsgpack = readonly(py.cjson), readonly(py.cmsgpack)
-base.bit, base.struct = readonly(py.bit), readonly(py.struct)
+-- the libraries written in Python raise Lua errors as Lua's C libraries do: a string (not
+-- the Python exception) positioned at the caller (level 3: the wrapper's tail call to finish
+-- counts as level 2), none when the caller is C (pcall)
+local function finish(ok, ...)
+  if not ok then error(tostring((...)), 3) end
+  return ...
+end
+local function lua_errors(t)
+  local out = {}
+  for name, f in pairs(t) do
+    if name == "null" then  -- cjson.null, the one value (Python callables are userdata)
+      out[name] = f
+    else
+      out[name] = function(...) return finish(pcall(f, ...)) end
+    end
+  end
+  return readonly(out)
+end
+base.cjson, base.cmsgpack = lua_errors(py.cjson), lua_errors(py.cmsgpack)
+base.bit, base.struct = lua_errors(py.bit), lua_errors(py.struct)
 
 local redis = {}
 local pycall, pycall_packed, select = py.call, py.call_packed, select
@@ -160,7 +180,33 @@ local env = setmetatable({}, {__newindex = readonly_error, __metatable = false,
                               end})
 base._G = env
 
+base.loadstring = function(...)
+  local code, name = ...
+  local kind = type(code)
+  if kind ~= "string" and kind ~= "number" then  -- Lua's own text, as called from C
+    if select("#", ...) == 0 then kind = "no value" end
+    error("bad argument #1 to '?' (string expected, got " .. kind .. ")", 0)
+  end
+  code = tostring(code)
+  local f, err
+  if code:byte(1) == 27 then  -- bytecode (Rule 1): parsed as text, named as Lua would name it
+    f, err = loadstring(" " .. code, name or code)
+  else
+    f, err = loadstring(code, name)
+  end
+  if f == nil then return nil, err end
+  setfenv(f, env)
+  return f
+end
+
 local chunk = "@user_script"
+-- user code: any Lua chunk but this sandbox's own (scripts, functions, and what loadstring
+-- compiled for them); C functions and tail calls have a source starting with "="
+local own_source = debug_getinfo(1, "S").source
+local function is_user(source)
+  return source ~= own_source and source:sub(1, 1) ~= "="
+end
+
 local function where(e)
   -- the error and the line of the innermost user code running when it was raised; a
   -- `return redis.call(...)` is a Lua tail call that leaves no frame: its line is unknown
@@ -169,7 +215,7 @@ local function where(e)
   for level = 2, 40 do
     local info = debug_getinfo(level, "Sl")
     if info == nil then break end
-    if info.source == "@user_script" or info.source == "@user_function" then
+    if is_user(info.source) then
       return {e, info.source, info.currentline}
     end
     tail = tail or info.source == "=(tail call)"
@@ -180,12 +226,11 @@ end
 
 -- once killed, the hook runs on every line (as Redis): a pcall loop cannot swallow the kill,
 -- the next line outside the pcall raises it again
-local user_chunk = {["@user_script"] = true, ["@user_function"] = true}
 local function hook()
   local killed = py.killed()
   if killed then
     local info = debug_getinfo(2, "S")  -- raised in user code only, never in the runner's
-    if info == nil or not user_chunk[info.source] then return end
+    if info == nil or not is_user(info.source) then return end
     debug_sethook(hook, "l")
     error({err = killed}, 0)
   end
