@@ -279,23 +279,14 @@ def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
             raise LibError("bad argument #1 to 'encode_keep_buffer' (boolean expected)")
         return keep
 
-    def encode_max_depth(*args: Any) -> int:
-        v = _int_option("encode_max_depth", args, 1, 2147483647)
-        if v is not None:
-            cfg.encode_max_depth = v
-        return cfg.encode_max_depth
-
-    def decode_max_depth(*args: Any) -> int:
-        v = _int_option("decode_max_depth", args, 1, 2147483647)
-        if v is not None:
-            cfg.decode_max_depth = v
-        return cfg.decode_max_depth
-
-    def encode_number_precision(*args: Any) -> int:
-        v = _int_option("encode_number_precision", args, 1, 14)
-        if v is not None:
-            cfg.precision = v
-        return cfg.precision
+    def int_setting(name: str, attr: str, hi: int) -> Any:
+        """A lua-cjson integer setting: sets it when given (1..hi), returns it."""
+        def setting(*args: Any) -> int:
+            v = _int_option(name, args, 1, hi)
+            if v is not None:
+                setattr(cfg, attr, v)
+            return int(getattr(cfg, attr))
+        return setting
 
     def encode_invalid_numbers(*args: Any) -> Any:
         """off / on / null (or false / true); returns the mode, a boolean for off and on."""
@@ -325,9 +316,10 @@ def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
         return cfg.sparse_convert, cfg.sparse_ratio, cfg.sparse_safe
 
     return {"encode": encode, "decode": decode, "null": null,
-            "encode_keep_buffer": encode_keep_buffer, "encode_max_depth": encode_max_depth,
-            "decode_max_depth": decode_max_depth,
-            "encode_number_precision": encode_number_precision,
+            "encode_keep_buffer": encode_keep_buffer,
+            "encode_max_depth": int_setting("encode_max_depth", "encode_max_depth", 2147483647),
+            "decode_max_depth": int_setting("decode_max_depth", "decode_max_depth", 2147483647),
+            "encode_number_precision": int_setting("encode_number_precision", "precision", 14),
             "encode_invalid_numbers": encode_invalid_numbers,
             "encode_sparse_array": encode_sparse_array}
 
