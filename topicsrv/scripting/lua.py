@@ -37,6 +37,7 @@ from topicsrv.scripting import convert, libs
 log = logging.getLogger("topicsrv.scripting")
 
 MEMORY_LIMIT = 256 << 20
+GC_PERIOD = 50
 REDIS_VERSION = "7.0.15"
 REDIS_VERSION_NUM = 0x07000F
 LOG_LEVELS = (logging.DEBUG, logging.DEBUG, logging.INFO, logging.WARNING)
@@ -107,6 +108,10 @@ class LuaState:
                                         max_memory=memory_limit)
         self.rawget = rt.eval("rawget")  # the real one, before the sandbox (convert.Writer)
         self._kbytes = rt.eval("function() return collectgarbage('count') end")
+        # as Redis's luaCallFunction: a collector step of GC_PERIOD every GC_PERIOD runs, so
+        # garbage does not pile up between Lua's own (rarer) full cycles
+        self._gc_step = rt.eval(f"function() collectgarbage('step', {GC_PERIOD}) end")
+        self._runs = 0
         self.run: Run | None = None
         self.scripts: dict[str, Any] = {}  # sha -> compiled function (SCRIPT LOAD / EVAL)
         self.bodies: dict[str, bytes] = {}
@@ -233,6 +238,10 @@ class LuaState:
         self._execute(run, lambda: self._run_load(f), where=False)
 
     def _execute(self, run: Run, go: Callable[[], Any], where: bool = True) -> Any:
+        self._runs += 1
+        if self._runs >= GC_PERIOD:
+            self._runs = 0
+            self._gc_step()
         self.run = run
         try:
             try:
