@@ -260,6 +260,8 @@ def test_function_calls(differ: Any) -> None:
             "lib.register_function('f1', function() lib.redis = redis return 1 end)\n"
             "lib.register_function('f2', function() lib.register_function('f3', function() end) end)")),
         S("FCALL", "f1", "0"), S("FCALL", "f2", "0"),
+        # FUNCTION RESTORE's arguments are checked before the payload (refused by design)
+        S("FUNCTION", "restore", "a", "b", "c"), S("FUNCTION", "RESTORE", "a", "bad"),
         S("EVAL", "return type(redis.register_function)", "0"),
         S("EVAL", "redis.register_function('a', function() end)", "0"),
         S("FUNCTION", "FLUSH"),

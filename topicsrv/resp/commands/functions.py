@@ -239,4 +239,10 @@ def function_dump(ctx: CommandContext, args: list[bytes]) -> Any:
 @_fn("restore", -3, ["write", "denyoom", "noscript"], "Restores all libraries from a payload "
      "(topicsrv: refused).", "serialized-value:string [(FLUSH|APPEND|REPLACE)]")
 def function_restore(ctx: CommandContext, args: list[bytes]) -> Any:
+    """Its arguments are checked as Redis 7.0 checks them; then refused (no RDB payload)."""
+    if len(args) > 2:
+        raise subcommand_syntax("function", "restore")
+    if len(args) == 2 and args[1].lower() not in (b"flush", b"append", b"replace"):
+        raise Err("ERR Wrong restore policy given, value should be either FLUSH, APPEND or "
+                  "REPLACE.")
     raise Err(DUMP_REFUSED)
