@@ -1,13 +1,16 @@
 """The Lua libraries Redis loads that lupa's Lua 5.1 lacks, written over well-kept Python code:
-cjson (orjson), cmsgpack (msgpack), bit (LuaBitOp's 32-bit semantics) and struct (Roberto
-Ierusalimschy's lua-struct, the one Redis bundles).
+cjson (its encoder a port of lua-cjson 2.1's, JsonEncoder; decoding by orjson), cmsgpack
+(msgpack), bit (LuaBitOp's 32-bit semantics) and struct (Roberto Ierusalimschy's lua-struct,
+the one Redis bundles).
 
-Rule 1: Lua tables cross to Python as a list when their keys are exactly 1..n, else as a dict
-(cjson/cmsgpack's own rule); an empty table is an object (`{}`), as Redis's cjson encodes it.
+Rule 1: Lua tables cross to Python (cmsgpack) as a list when their keys are exactly 1..n, else
+as a dict; cjson.encode applies lua-cjson's own rule (JsonEncoder.array_length); an empty
+table is an object (`{}`), as Redis's cjson encodes it.
 Rule 2: JSON null decodes to `cjson.null`, one userdata compared by identity, so scripts can
 test `v == cjson.null`; a Lua number with no fraction crosses as an integer.
 Rule 3: every failure is a Lua error with the library's own message prefix; nothing here
-raises past the Lua boundary (lupa turns a Python exception into a Lua error).
+raises past the Lua boundary (lupa turns a Python exception into a Lua error, which
+sandbox.lua's `lua_errors` turns into a string positioned at the caller).
 """
 
 from __future__ import annotations
