@@ -48,7 +48,7 @@ def test_a_library_that_loops_at_load_time_fails_and_the_old_one_stays(tmp_path:
                                                          max_memory=0))
     sc = service.Scripting(server)
     sc.libraries.load(LIB % 1, replace=False)
-    with pytest.raises(ScriptError, match="^ERR FUNCTION LOAD timeout"):
+    with pytest.raises(ScriptError, match="^ERR Error registering functions: ERR FUNCTION LOAD timeout$"):
         sc.libraries.load(b"#!lua name=test\nlocal a = 1 while 1 do a = a + 1 end",
                           replace=True)
     assert sc.libraries.libraries["test"].code == LIB % 1

@@ -21,7 +21,9 @@ Rule 5 (fairness): a command with more than BIG_ARGV arguments gets scheduler tu
 own before it runs and before its reply is encoded (topicsrv/resp/session.py Rule 5).
 Rule 6: over `--max-memory`, a command flagged `denyoom` (inside MULTI: any command queued, as
 Redis) is refused after the arity check with Redis's `-OOM` text, before its handler runs
-(topicsrv/memory.py); a MemoryError is `-OOM` too.
+(topicsrv/memory.py); a MemoryError is `-OOM` too. A script's own commands are checked by
+the script bridge instead (Redis's scriptVerifyOOM: `allow-oom`, first write only,
+topicsrv/resp/commands/scripts.py), and a script's shebang flags by its handler (`Refused`).
 Rule 7 (MULTI, topicsrv/resp/multi.py Rule 1): inside MULTI a command that passes the checks
 of Rule 1 and Rule 6 is queued (`+QUEUED`) instead of run, and one refused by them (or flagged
 `no_multi`, as SHUTDOWN: Redis's "Command not allowed inside a transaction") aborts the
@@ -41,9 +43,9 @@ redis-server's text, after the OOM check and before MULTI queueing, as processCo
 Rule 10 (INFO commandstats, `front.cmdstats`, as redis-server's call()/rejectCommand): a
 command whose handler ran counts one call and its time (a blocking one when it is done), and
 a failed call when it answered an error; a known command refused before its handler (NOAUTH,
-arity, NOPERM, BUSY, OOM, subscribed mode, not allowed in MULTI) counts a rejected call; an
-unknown command or subcommand and a command queued by MULTI count nothing (EXEC counts each
-queued command when it runs).
+arity, NOPERM, BUSY, OOM, subscribed mode, not allowed in MULTI) or by it (`Refused`) counts
+a rejected call; an unknown command or subcommand and a command queued by MULTI count nothing
+(EXEC counts each queued command when it runs).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from topicsrv.resp.commands.base import (
     CommandContext,
     Err,
     Front,
+    Refused,
     lookup,
     quote_bytes,
     unknown_subcommand,
@@ -190,14 +193,19 @@ def count_call(front: Front, name: str, seconds: float, n: int, failed: int) -> 
     st[3] += failed
 
 
-def _reject(front: Front, name: str, tx: Tx | None, err: Err) -> Err:
-    """A known command refused before its handler: a rejected call (Rule 10). A refused EXEC
-    ends the transaction with `EXECABORT ... because of: <the refusal>` (redis-server's
-    rejectCommand -> execCommandAbort: a BUSY script never sees half a transaction)."""
+def count_rejected(front: Front, name: str) -> None:
+    """INFO commandstats: one rejected call of `name` (Rule 10)."""
     st = front.cmdstats.get(name)
     if st is None:
         st = front.cmdstats[name] = [0.0, 0.0, 0.0, 0.0]
     st[2] += 1
+
+
+def _reject(front: Front, name: str, tx: Tx | None, err: Err) -> Err:
+    """A known command refused before its handler: a rejected call (Rule 10). A refused EXEC
+    ends the transaction with `EXECABORT ... because of: <the refusal>` (redis-server's
+    rejectCommand -> execCommandAbort: a BUSY script never sees half a transaction)."""
+    count_rejected(front, name)
     if name == "exec" and tx is not None and tx.multi:
         tx.end()
         text = err.text[4:] if err.text.startswith("ERR ") else err.text  # Redis's texts built
@@ -232,8 +240,9 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     handler = spec.handler
     assert handler is not None
     memory = ctx.server.memory
-    if memory.limit and ("denyoom" in spec.flags or tx is not None and tx.multi
-                         and base not in NOT_QUEUED) and memory.over(sum(map(len, argv))):
+    if memory.limit and not client.script and ("denyoom" in spec.flags or tx is not None
+                                               and tx.multi and base not in NOT_QUEUED) \
+            and memory.over(sum(map(len, argv))):
         return _reject(front, spec.name, tx, Err(oom_error().resp_line()))
     if client.pubsub is not None and client.protocol == 2 and base not in SUBSCRIBED_MODE \
             and client.subscribed():
@@ -252,6 +261,8 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     t0 = perf_counter()
     try:
         result = handler(ctx, argv[used:])
+    except Refused as e:
+        return _reject(front, spec.name, tx, Err(e.text))
     except Err as e:
         result = e
     except TopicsError as e:

@@ -16,6 +16,7 @@ from typing import Any
 
 from topicsrv.resp.commands.base import (
     ERROR_STATS,
+    CountedErr,
     Err,
     NoReply,
     NullArray,
@@ -140,6 +141,10 @@ def _err(out: bytearray, v: Err, resp3: bool) -> None:
     out += b"-%b\r\n" % _enc(v.text)
 
 
+def _counted_err(out: bytearray, v: Err, resp3: bool) -> None:
+    out += b"-%b\r\n" % _enc(v.text)
+
+
 def _nothing(out: bytearray, v: NoReply, resp3: bool) -> None:
     pass
 
@@ -171,6 +176,7 @@ _SLOW: dict[type, Callable[[bytearray, Any, bool], None]] = {
     bytearray: _bytes_like,
     memoryview: _bytes_like,
     Err: _err,
+    CountedErr: _counted_err,
     NoReply: _nothing,
     Pushed: _pushed,
 }

@@ -27,6 +27,8 @@ from lupa.lua51 import lua_type
 
 MAX_DEPTH = 300  # under Python's recursion limit (two frames a level)
 CRLF = b"\r\n"
+# the field of a failed command's error table: its error was counted already (lua.py Rule 5)
+COUNTED = b"ignore_error_stats_update"
 
 
 class ReplyTooBig(Exception):
@@ -135,9 +137,11 @@ def _line(text: bytes) -> bytes:
 
 class Writer:
     """Encodes one script return value for the caller (`resp3`: the caller's protocol;
-    `script_resp`: the protocol the script chose with redis.setresp)."""
+    `script_resp`: the protocol the script chose with redis.setresp). `errors`: the error
+    replies written, in order, each with whether a command's failure was counted for it
+    already (its table carries COUNTED, lua.py Rule 5)."""
 
-    __slots__ = ("rt", "resp3", "script_resp3", "out", "limit", "get")
+    __slots__ = ("rt", "resp3", "script_resp3", "out", "limit", "get", "errors")
 
     def __init__(self, rt: Any, rawget: Any, resp3: bool, script_resp3: bool,
                  limit: int) -> None:
@@ -148,6 +152,7 @@ class Writer:
         self.get = rawget
         self.out = bytearray()
         self.limit = limit
+        self.errors: list[tuple[bytes, bool]] = []
 
     def null(self) -> None:
         self.out += b"_\r\n" if self.resp3 else b"$-1\r\n"
@@ -181,7 +186,9 @@ class Writer:
         out, get = self.out, self.get
         err = get(t, b"err")
         if isinstance(err, bytes):
-            out += b"-%s\r\n" % _line(err)
+            line = _line(err)
+            out += b"-%s\r\n" % line
+            self.errors.append((line, get(t, COUNTED) is True))
             return
         ok = get(t, b"ok")
         if isinstance(ok, bytes):
@@ -231,9 +238,10 @@ class Writer:
 
 
 def lua_to_resp(rt: Any, rawget: Any, value: Any, resp3: bool, script_resp3: bool,
-                limit: int) -> bytes:
+                limit: int) -> tuple[bytes, list[tuple[bytes, bool]]]:
+    """The reply's RESP bytes and the error replies in it (Writer.errors)."""
     w = Writer(rt, rawget, resp3, script_resp3, limit)
     w.write(value)
     if len(w.out) > limit:
         raise ReplyTooBig(f"{len(w.out)} bytes")
-    return bytes(w.out)
+    return bytes(w.out), w.errors

@@ -20,14 +20,17 @@ from typing import Any
 
 from lupa.lua51 import lua_type
 
+from topicsrv.resp.protocol import split_args
 from topicsrv.scripting.libs import LibError
 from topicsrv.scripting.lua import LuaState, Run, ScriptError
 
 LOAD_TIMEOUT_S = 0.5
 FLAGS = ("no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys")
-NAME_RE = re.compile(rb"^[A-Za-z0-9_]+$")
-BAD_NAME = ("Function names can only contain letters, numbers, or underscores(_) and must be "
-            "at least one character long")
+NAME_RE = re.compile(rb"[A-Za-z0-9_]+")
+# Redis 7.0 says "Library names" for a bad function name too (functionLibCreateFunction)
+BAD_NAME = ("Library names can only contain letters, numbers, or underscores(_) and must be at "
+            "least one character long")
+API = "redis.register_function"
 
 
 @dataclass(slots=True)
@@ -47,38 +50,55 @@ class Library:
 
 
 def parse_header(code: bytes) -> tuple[str, bytes]:
-    """(library name, code with the header line blanked so line numbers stay)."""
+    """(library name, the code after the header line, so line numbers stay): Redis 7.0's
+    functionExtractLibMetaData (the line split as sdssplitargs does, quotes included), then
+    the name's check, then the engine's (Rule 3)."""
     if not code.startswith(b"#!"):
         raise ScriptError("ERR Missing library metadata")
-    first, nl, rest = code.partition(b"\n")
-    parts = first[2:].split()
+    end = code.find(b"\n")
+    parts = split_args(code[:end]) if end >= 0 else None
     if not parts:
-        raise ScriptError("ERR Missing library metadata")
-    engine = parts[0].decode("latin-1")
-    if engine.lower() != "lua":
-        raise ScriptError(f"ERR Engine '{engine}' not found")
+        raise ScriptError("ERR Invalid library metadata")
     name = None
     for p in parts[1:]:
-        if p.startswith(b"name="):
-            name = p[5:].decode("latin-1")
-        else:
+        if p[:5].lower() != b"name=":
             raise ScriptError(f"ERR Invalid metadata value given: {p.decode('latin-1')}")
-    if not name:
+        if name is not None:
+            raise ScriptError("ERR Invalid metadata value, name argument was given multiple "
+                              "times")
+        name = p[5:]
+    if name is None:
         raise ScriptError("ERR Library name was not given")
-    if not NAME_RE.match(name.encode("latin-1")):
-        raise ScriptError("ERR Library names can only contain letters, numbers, or "
-                          "underscores(_) and must be at least one character long")
-    return name, nl + rest
+    if not NAME_RE.fullmatch(name):
+        raise ScriptError(f"ERR {BAD_NAME}")
+    engine = parts[0][2:].decode("latin-1")
+    if engine.lower() != "lua":
+        raise ScriptError(f"ERR Engine '{engine}' not found")
+    return name.decode("latin-1"), code[end:]
+
+
+def _string(v: Any) -> bytes | None:
+    """A Lua string, or a number as Lua's tostring writes it (lua_isstring), else None."""
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return b"%.14g" % v
+    return None
 
 
 class Libraries:
-    """The loaded libraries and their functions (Rules 1-3)."""
+    """The loaded libraries and their functions (Rules 1-3). Function names are looked up
+    without regard to case (`functions` is keyed by the lower-cased name), library names
+    with it, as Redis's dictionaries."""
 
     def __init__(self, memory_limit: int) -> None:
         self.memory_limit = memory_limit
         self.state = LuaState(memory_limit)
         self.libraries: dict[str, Library] = {}
         self.functions: dict[str, Function] = {}
+
+    def find(self, name: str) -> Function | None:
+        return self.functions.get(name.lower())
 
     def flush(self) -> None:
         self.state = LuaState(self.memory_limit)
@@ -90,7 +110,7 @@ class Libraries:
         if lib is None:
             raise ScriptError("ERR Library not found")
         for fn in lib.functions:
-            self.functions.pop(fn, None)
+            self.functions.pop(fn.lower(), None)
 
     def load(self, code: bytes, replace: bool) -> str:
         name, body = parse_header(code)
@@ -98,7 +118,7 @@ class Libraries:
             raise ScriptError(f"ERR Library '{name}' already exists")
         lib = Library(name, code)
         state = self.state
-        f = state.compile(body, "@user_function")
+        f = state.compile(body, "@user_function", "Error compiling function")
 
         def register(*args: Any) -> None:
             self._register(lib, args)
@@ -113,61 +133,99 @@ class Libraries:
 
         run.tick = tick
         try:
-            state.call(run, f, [], [])
+            state.load_library(run, f)
         except ScriptError as e:
-            text = e.text.split(" script: ")[0]
-            raise ScriptError(text) from None
+            raise ScriptError(f"ERR Error registering functions: {e.text}") from None
         finally:
             state.register = _refuse
         if not lib.functions:
             raise ScriptError("ERR No functions registered")
         for fn in lib.functions:
-            owner = self.functions.get(fn)
+            owner = self.find(fn)
             if owner is not None and owner.library != name:
                 raise ScriptError(f"ERR Function {fn} already exists")
         if name in self.libraries:
             self.delete(name)
         self.libraries[name] = lib
-        self.functions.update(lib.functions)
+        self.functions.update((fn.lower(), f) for fn, f in lib.functions.items())
         return name
 
     def _register(self, lib: Library, args: tuple[Any, ...]) -> None:
+        """redis.register_function(name, callback) or ({function_name=, callback=, flags=,
+        description=}): Redis 7.0's checks and texts (function_lua.c)."""
         description = None
         flags: list[str] = []
-        if len(args) == 1 and lua_type(args[0]) == "table":
-            t = args[0]
-            for k, _ in t.items():
-                if k not in (b"function_name", b"callback", b"flags", b"description"):
-                    raise LibError("unknown argument given to redis.register_function")
-            name, callback = t[b"function_name"], t[b"callback"]
-            if t[b"description"] is not None:
-                description = t[b"description"]
-                if not isinstance(description, bytes):
-                    raise LibError("description argument given to redis.register_function "
-                                   "must be a string")
-            fl = t[b"flags"]
-            if fl is not None:
-                if lua_type(fl) != "table":
-                    raise LibError("flags argument to redis.register_function must be a table "
-                                   "representing function flags")
-                for _, v in fl.items():
-                    text = v.decode("latin-1") if isinstance(v, bytes) else ""
-                    if text not in FLAGS:
-                        raise LibError("unknown flag given")
-                    flags.append(text)
+        if len(args) == 1:
+            name, callback, description, flags = _named(args[0])
         elif len(args) == 2:
-            name, callback = args
+            first, callback = _string(args[0]), args[1]
+            if first is None:
+                raise LibError(f"first argument to {API} must be a string")
+            name = first
+            if lua_type(callback) != "function":
+                raise LibError(f"second argument to {API} must be a function")
         else:
-            raise LibError("wrong number of arguments to redis.register_function")
-        if not isinstance(name, bytes) or not NAME_RE.match(name):
+            raise LibError(f"wrong number of arguments to {API}")
+        if not NAME_RE.fullmatch(name):
             raise LibError(BAD_NAME)
-        if lua_type(callback) != "function":
-            raise LibError("callback argument given to redis.register_function must be a "
-                           "function")
         fname = name.decode("latin-1")
         if fname in lib.functions:
             raise LibError("Function already exists in the library")
         lib.functions[fname] = Function(fname, callback, tuple(flags), description, lib.name)
+
+
+def _named(t: Any) -> tuple[bytes, Any, bytes | None, list[str]]:
+    """The named arguments of redis.register_function{...}: name, callback, description,
+    flags (keys compared without regard to case, as Redis)."""
+    if lua_type(t) != "table":
+        raise LibError(f"calling {API} with a single argument is only applicable to Lua table "
+                       "(representing named arguments).")
+    name = callback = description = None
+    flags: list[str] = []
+    for k, v in t.items():
+        key = _string(k)
+        if key is None:
+            raise LibError(f"named argument key given to {API} is not a string")
+        key = key.lower()
+        if key == b"function_name":
+            name = _string(v)
+            if name is None:
+                raise LibError(f"function_name argument given to {API} must be a string")
+        elif key == b"description":
+            description = _string(v)
+            if description is None:
+                raise LibError(f"description argument given to {API} must be a string")
+        elif key == b"callback":
+            if lua_type(v) != "function":
+                raise LibError(f"callback argument given to {API} must be a function")
+            callback = v
+        elif key == b"flags":
+            if lua_type(v) != "table":
+                raise LibError(f"flags argument to {API} must be a table representing "
+                               "function flags")
+            flags = _flags(v)
+        else:
+            raise LibError(f"unknown argument given to {API}")
+    if name is None:
+        raise LibError(f"{API} must get a function name argument")
+    if callback is None:
+        raise LibError(f"{API} must get a callback argument")
+    return name, callback, description, flags
+
+
+def _flags(t: Any) -> list[str]:
+    """flags={...}: read as Redis reads them, t[1], t[2], ... up to the first nil; each a
+    known flag, without regard to case."""
+    out = []
+    i = 1
+    while (v := t[i]) is not None:
+        text = _string(v)
+        flag = text.decode("latin-1").lower() if text is not None else ""
+        if flag not in FLAGS:
+            raise LibError("unknown flag given")
+        out.append(flag)
+        i += 1
+    return out
 
 
 def _no_call(argv: list[bytes], run: Run) -> tuple[bool, bytes]:

@@ -1,17 +1,22 @@
 """The Lua libraries Redis loads that lupa's Lua 5.1 lacks, written over well-kept Python code:
-cjson (orjson), cmsgpack (msgpack), bit (LuaBitOp's 32-bit semantics) and struct (Roberto
-Ierusalimschy's lua-struct, the one Redis bundles).
+cjson (its encoder a port of lua-cjson 2.1's, JsonEncoder; decoding by orjson), cmsgpack
+(msgpack), bit (LuaBitOp's 32-bit semantics) and struct (Roberto Ierusalimschy's lua-struct,
+the one Redis bundles).
 
-Rule 1: Lua tables cross to Python as a list when their keys are exactly 1..n, else as a dict
-(cjson/cmsgpack's own rule); an empty table is an object (`{}`), as Redis's cjson encodes it.
+Rule 1: Lua tables cross to Python (cmsgpack) as a list when their keys are exactly 1..n, else
+as a dict; cjson.encode applies lua-cjson's own rule (JsonEncoder.array_length); an empty
+table is an object (`{}`), as Redis's cjson encodes it.
 Rule 2: JSON null decodes to `cjson.null`, one userdata compared by identity, so scripts can
 test `v == cjson.null`; a Lua number with no fraction crosses as an integer.
 Rule 3: every failure is a Lua error with the library's own message prefix; nothing here
-raises past the Lua boundary (lupa turns a Python exception into a Lua error).
+raises past the Lua boundary (lupa turns a Python exception into a Lua error, which
+sandbox.lua's `lua_errors` turns into a string positioned at the caller).
 """
 
 from __future__ import annotations
 
+import math
+import re
 import struct as pystruct
 from typing import Any
 
@@ -56,38 +61,215 @@ def _key(k: Any) -> Any:
     return str(k)
 
 
-def to_lua(rt: Any, value: Any, null: Any) -> Any:
-    """Plain Python (decoded JSON / msgpack) as Lua values (Rule 2)."""
+def _lua_scalar(value: Any, null: Any) -> Any:
     if value is None:
         return null
     if isinstance(value, str):
         return value.encode()
-    if isinstance(value, list):
-        return rt.table_from([to_lua(rt, v, null) for v in value])
-    if isinstance(value, dict):
-        return rt.table_from({(k.encode() if isinstance(k, str) else k): to_lua(rt, v, null)
-                              for k, v in value.items()})
     return value
 
 
-def _json_default(v: Any) -> Any:
+def _lua_key(k: Any) -> Any:
+    return k.encode() if isinstance(k, str) else k
+
+
+def to_lua(rt: Any, value: Any, null: Any) -> Any:
+    """Plain Python (decoded JSON / msgpack) as Lua values (Rule 2). Iterative (a container
+    becomes a table after its children), so any nesting the decoders accept converts without
+    Python's recursion limit."""
+    if not isinstance(value, (list, dict)):
+        return _lua_scalar(value, null)
+    # frames: [container, its items, converted (key, value) pairs, key of the open child]
+    stack: list[list[Any]] = [[value, iter(value.items() if isinstance(value, dict)
+                                           else enumerate(value)), [], None]]
+    while True:
+        frame = stack[-1]
+        for k, v in frame[1]:
+            if isinstance(v, (list, dict)):
+                frame[3] = k
+                stack.append([v, iter(v.items() if isinstance(v, dict) else enumerate(v)),
+                              [], None])
+                break
+            frame[2].append((k, _lua_scalar(v, null)))
+        else:
+            stack.pop()
+            pairs = frame[2]
+            table = (rt.table_from({_lua_key(k): x for k, x in pairs})
+                     if isinstance(frame[0], dict) else rt.table_from([x for _, x in pairs]))
+            if not stack:
+                return table
+            parent = stack[-1]
+            parent[2].append((parent[3], table))
+
+
+_JSON_ESCAPES = {c: b"\\u%04x" % c for c in (*range(32), 127)}
+_JSON_ESCAPES.update({8: b"\\b", 9: b"\\t", 10: b"\\n", 12: b"\\f", 13: b"\\r",
+                      34: b'\\"', 47: b"\\/", 92: b"\\\\"})
+_JSON_ESCAPE = re.compile(rb'[\x00-\x1f"/\\\x7f]')
+_INVALID_NUMBERS = (b"off", b"on", b"null")
+
+
+def _json_string(v: bytes) -> bytes:
+    return b'"' + _JSON_ESCAPE.sub(lambda m: _JSON_ESCAPES[m.group()[0]], v) + b'"'
+
+
+class JsonConfig:
+    """lua-cjson's settings (one per Lua state: they last until SCRIPT FLUSH, as Redis's)."""
+
+    def __init__(self) -> None:
+        self.encode_max_depth = 1000
+        self.decode_max_depth = 1000
+        self.encode_invalid_numbers = 0  # 0 off, 1 on, 2 null
+        self.precision = 14
+        self.sparse_convert = False
+        self.sparse_ratio = 2
+        self.sparse_safe = 10
+
+
+class JsonEncoder:
+    """lua-cjson 2.1's encoder (the one Redis bundles): its array rule (keys exactly the
+    positive integers, not too sparse), key types, %.14g numbers, escapes (bytes >= 128 go out
+    as they are), nesting limit and invalid-number modes, and its error texts."""
+
+    def __init__(self, cfg: JsonConfig, null: Any, rawequal: Any) -> None:
+        self.cfg, self.null, self.rawequal = cfg, null, rawequal
+
+    def number(self, v: float) -> bytes:
+        if math.isnan(v) or math.isinf(v):
+            mode = self.cfg.encode_invalid_numbers
+            if mode == 0:
+                raise LibError("Cannot serialise number: must not be NaN or Inf")
+            if mode == 2:
+                return b"null"
+            return b"nan" if math.isnan(v) else (b"inf" if v > 0 else b"-inf")
+        return b"%.*g" % (self.cfg.precision, float(v))
+
+    def encode(self, root: Any) -> bytes:
+        """The JSON text of `root`. Iterative (a stack of what is left to write: literal
+        bytes or (value, depth)), so nesting is bounded by encode_max_depth only."""
+        out: list[bytes] = []
+        todo: list[Any] = [(root, 0)]
+        while todo:
+            item = todo.pop()
+            if type(item) is bytes:
+                out.append(item)
+                continue
+            v, depth = item
+            if v is None or (lua_type(v) == "userdata" and self.rawequal(v, self.null)):
+                out.append(b"null")
+            elif v is True or v is False:
+                out.append(b"true" if v else b"false")
+            elif isinstance(v, (int, float)):
+                out.append(self.number(v))
+            elif isinstance(v, bytes):
+                out.append(_json_string(v))
+            elif lua_type(v) == "table":
+                todo += reversed(self.table(v, depth + 1))
+            else:
+                raise LibError(f"Cannot serialise {_typename(v)}: type not supported")
+        return b"".join(out)
+
+    def table(self, t: Any, depth: int) -> list[Any]:
+        """What a table writes, in order: literal bytes and (value, depth) to encode."""
+        if depth > self.cfg.encode_max_depth:
+            raise LibError(f"Cannot serialise, excessive nesting ({depth})")
+        items = list(t.items())
+        n = self.array_length(items)
+        parts: list[Any] = []
+        if n > 0:
+            for i in range(1, n + 1):
+                parts += (b"," if i > 1 else b"[", (t[i], depth))
+            parts.append(b"]")
+            return parts
+        for i, (k, v) in enumerate(items):
+            if isinstance(k, bytes):
+                key = _json_string(k)
+            elif isinstance(k, (int, float)) and not isinstance(k, bool):
+                key = b'"' + self.number(k) + b'"'
+            else:
+                raise LibError(f"Cannot serialise {_typename(k)}: table key must be a number or "
+                               "string")
+            parts += ((b"," if i else b"{") + key + b":", (v, depth))
+        parts.append(b"}" if items else b"{}")
+        return parts
+
+    def array_length(self, items: list[tuple[Any, Any]]) -> int:
+        """lua-cjson's lua_array_length: the array's length, 0 for an object (also an empty
+        table, as Redis's cjson encodes it), or the sparse-array refusal."""
+        top = 0
+        for k, _ in items:
+            if isinstance(k, bool) or not isinstance(k, (int, float)) or k < 1 or k != int(k):
+                return 0
+            top = max(top, int(k))
+        cfg = self.cfg
+        if cfg.sparse_ratio > 0 and top > len(items) * cfg.sparse_ratio and \
+                top > cfg.sparse_safe:
+            if not cfg.sparse_convert:
+                raise LibError("Cannot serialise table: excessively sparse array")
+            return 0
+        return top
+
+
+def _decode_depth(text: bytes, limit: int) -> None:
+    """lua-cjson's decode nesting limit, checked before parsing: the first `[`/`{` (outside
+    strings) past `limit` levels is refused with its 1-based position."""
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == 34:  # a string: skip it and its escapes
+            i += 1
+            while i < n and text[i] != 34:
+                i += 2 if text[i] == 92 else 1
+        elif c in (91, 123):
+            depth += 1
+            if depth > limit:
+                raise LibError(f"Found too many nested data structures ({depth}) at character "
+                               f"{i + 1}")
+        elif c in (93, 125):
+            depth -= 1
+        i += 1
+
+
+def _typename(v: Any) -> str:
+    """Lua's name of the type of a value crossing from Lua."""
     if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    raise TypeError(f"Cannot serialise {type(v).__name__}")
+        return "string"
+    if isinstance(v, bool):
+        return "boolean"
+    return lua_type(v) or ("nil" if v is None else "number")
+
+
+def _int_option(name: str, args: tuple[Any, ...], lo: int, hi: int) -> int | None:
+    """lua-cjson's json_integer_option: the new value, None when not given."""
+    if not args or args[0] is None:
+        return None
+    v = args[0]
+    if isinstance(v, bytes):  # Lua's checkinteger takes a numeric string
+        try:
+            v = float(v)
+        except ValueError:
+            pass
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise LibError(f"bad argument #1 to '{name}' (number expected, got "
+                       f"{_typename(v)})")
+    if not lo <= int(v) <= hi:
+        raise LibError(f"bad argument #1 to '{name}' (expected integer between {lo} and {hi})")
+    return int(v)
 
 
 def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
-    def encode(value: Any) -> bytes:
-        try:
-            out = orjson.dumps(to_python(rt, value, null), default=_json_default,
-                               option=orjson.OPT_NON_STR_KEYS)
-        except (TypeError, LibError) as e:
-            raise LibError(str(e)) from None
-        return out.replace(b"/", b"\\/")
+    cfg = JsonConfig()
+    rawequal = rt.eval("rawequal")  # userdata cross to Python as new wrappers each time
+
+    def encode(*args: Any) -> bytes:
+        if len(args) != 1:
+            raise LibError("bad argument #1 to '?' (expected 1 argument)")
+        return JsonEncoder(cfg, null, rawequal).encode(args[0])
 
     def decode(text: Any) -> Any:
         if not isinstance(text, bytes):
             raise LibError("bad argument #1 to 'decode' (string expected)")
+        _decode_depth(text, cfg.decode_max_depth)
         try:
             return to_lua(rt, orjson.loads(text), null)
         except orjson.JSONDecodeError as e:
@@ -100,8 +282,49 @@ def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
             raise LibError("bad argument #1 to 'encode_keep_buffer' (boolean expected)")
         return keep
 
+    def int_setting(name: str, attr: str, hi: int) -> Any:
+        """A lua-cjson integer setting: sets it when given (1..hi), returns it."""
+        def setting(*args: Any) -> int:
+            v = _int_option(name, args, 1, hi)
+            if v is not None:
+                setattr(cfg, attr, v)
+            return int(getattr(cfg, attr))
+        return setting
+
+    def encode_invalid_numbers(*args: Any) -> Any:
+        """off / on / null (or false / true); returns the mode, a boolean for off and on."""
+        if args and args[0] is not None:
+            v = args[0]
+            if isinstance(v, bool):
+                cfg.encode_invalid_numbers = int(v)
+            elif isinstance(v, bytes) and v in _INVALID_NUMBERS:
+                cfg.encode_invalid_numbers = _INVALID_NUMBERS.index(v)
+            else:
+                shown = v.decode("latin-1") if isinstance(v, bytes) else str(v)
+                raise LibError(f"bad argument #1 to 'encode_invalid_numbers' (invalid option "
+                               f"'{shown}')")
+        mode = cfg.encode_invalid_numbers
+        return mode == 1 if mode <= 1 else b"null"
+
+    def encode_sparse_array(*args: Any) -> tuple[Any, ...]:
+        """convert (boolean), ratio, safe: lua-cjson's sparse array handling."""
+        if args and args[0] is not None:
+            cfg.sparse_convert = bool(args[0])
+        ratio = _int_option("encode_sparse_array", args[1:], 0, 2147483647)
+        safe = _int_option("encode_sparse_array", args[2:], 0, 2147483647)
+        if ratio is not None:
+            cfg.sparse_ratio = ratio
+        if safe is not None:
+            cfg.sparse_safe = safe
+        return cfg.sparse_convert, cfg.sparse_ratio, cfg.sparse_safe
+
     return {"encode": encode, "decode": decode, "null": null,
-            "encode_keep_buffer": encode_keep_buffer}
+            "encode_keep_buffer": encode_keep_buffer,
+            "encode_max_depth": int_setting("encode_max_depth", "encode_max_depth", 2147483647),
+            "decode_max_depth": int_setting("decode_max_depth", "decode_max_depth", 2147483647),
+            "encode_number_precision": int_setting("encode_number_precision", "precision", 14),
+            "encode_invalid_numbers": encode_invalid_numbers,
+            "encode_sparse_array": encode_sparse_array}
 
 
 def make_cmsgpack(rt: Any, null: Any) -> dict[str, Any]:

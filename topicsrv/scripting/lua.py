@@ -15,6 +15,9 @@ so the next one has the memory back.
 Rule 4: script errors are Redis 7's texts: an error raised as a table {err=...} keeps its text,
 a string error is prefixed by "ERR ", and both get " script: <sha or function>, on
 @user_script:<line>." appended.
+Rule 5 (INFO errorstats, as Redis 7.0): the error table of a command that failed inside the
+script carries `ignore_error_stats_update = true` (the caller counted the error when it
+happened); returned or raised as the script's reply, it is not counted a second time.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from topicsrv.scripting import convert, libs
 log = logging.getLogger("topicsrv.scripting")
 
 MEMORY_LIMIT = 256 << 20
+GC_PERIOD = 50
 REDIS_VERSION = "7.0.15"
 REDIS_VERSION_NUM = 0x07000F
 LOG_LEVELS = (logging.DEBUG, logging.DEBUG, logging.INFO, logging.WARNING)
@@ -42,11 +46,13 @@ KILLED_FUNCTION = b"ERR Script killed by user with FUNCTION KILL..."
 
 
 class ScriptError(Exception):
-    """A script failed; `text` is the whole error line (prefix included)."""
+    """A script failed; `text` is the whole error line (prefix included). `counted`: the error
+    is one a command inside the script answered, already counted in INFO errorstats (Rule 5)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, counted: bool = False) -> None:
         super().__init__(text)
         self.text = text
+        self.counted = counted
 
 
 # argv -> (True, RESP bytes of the reply) | (False, error text)
@@ -59,8 +65,9 @@ class Run:
 
     name: str  # the SHA1 (EVAL) or the function name (FCALL)
     function: bool  # FCALL: errors say @user_function, kill says FUNCTION KILL
-    read_only: bool  # EVAL_RO / FCALL_RO / a no-writes function
+    read_only: bool  # EVAL_RO / FCALL_RO / a no-writes function or script
     caller: Caller
+    allow_oom: bool = False  # the allow-oom flag: its writes pass over maxmemory
     resp: int = 2  # redis.setresp
     wrote: bool = False  # a write command ran: SCRIPT KILL refuses (UNKILLABLE)
     kill: bool = False
@@ -100,13 +107,19 @@ class LuaState:
                                         register_eval=False, register_builtins=False,
                                         max_memory=memory_limit)
         self.rawget = rt.eval("rawget")  # the real one, before the sandbox (convert.Writer)
+        self._kbytes = rt.eval("function() return collectgarbage('count') end")
+        # as Redis's luaCallFunction: a collector step of GC_PERIOD every GC_PERIOD runs, so
+        # garbage does not pile up between Lua's own (rarer) full cycles
+        self._gc_step = rt.eval(f"function() collectgarbage('step', {GC_PERIOD}) end")
+        self._runs = 0
         self.run: Run | None = None
         self.scripts: dict[str, Any] = {}  # sha -> compiled function (SCRIPT LOAD / EVAL)
         self.bodies: dict[str, bytes] = {}
+        self.flags: dict[str, frozenset[str] | None] = {}  # sha -> its shebang flags
         self.register: Callable[..., Any] = _no_register
         null = rt.eval("newproxy(false)")
         helpers = {
-            "call": self._call, "sha1hex": lambda s: sha1hex(s).encode(),
+            "call": self._call, "call_packed": self._call_packed, "sha1hex": lambda s: sha1hex(s).encode(),
             "log": self._log, "setresp": self._setresp, "killed": self._killed,
             "acl_check": self._acl_check, "register": lambda *a: self.register(*a),
             "version": REDIS_VERSION.encode(), "version_num": REDIS_VERSION_NUM,
@@ -117,8 +130,9 @@ class LuaState:
         }
         code = resources.files("topicsrv.scripting").joinpath("sandbox.lua").read_bytes()
         self.runner = rt.execute(code, _table(rt, helpers))
-        self._compile, self._run, self._run_with = (self.runner[b"compile"], self.runner[b"run"],
-                                                    self.runner[b"run_with"])
+        self._compile, self._run, self._run_with, self._run_load = (
+            self.runner[b"compile"], self.runner[b"run"], self.runner[b"run_with"],
+            self.runner[b"run_load"])
 
     # ---- helpers called from Lua ---------------------------------------------------------
 
@@ -133,13 +147,26 @@ class LuaState:
         try:
             ok, data = run.caller(argv, run)
             if not ok:
-                return False, rt.table_from({b"err": data})
+                return False, rt.table_from({b"err": data, convert.COUNTED: True})
             return True, convert.resp_to_lua(rt, data)
         except MemoryError:
             return False, rt.table_from({b"err": b"ERR reply too large for the script memory"})
         except Exception:
             log.exception("redis.call failed")
             return False, rt.table_from({b"err": b"ERR internal error (logged)"})
+
+    def memory_used(self) -> int:
+        """The bytes the Lua state holds (INFO memory's used_memory_vm_*, as Redis's
+        lua_gc(LUA_GCCOUNT))."""
+        return int(self._kbytes() * 1024)
+
+    def _call_packed(self, args: Any, n: int) -> tuple[bool, Any]:
+        """redis.call's arguments as one table (sandbox.lua `invoke`: many arguments)."""
+        return self._call(*(args[i] for i in range(1, int(n) + 1)))
+
+    def counted(self, value: Any) -> bool:
+        """Is `value` the error table of a failed command (Rule 5)?"""
+        return lua_type(value) == "table" and self.rawget(value, convert.COUNTED) is True
 
     def _log(self, level: Any, text: bytes) -> None:
         lvl = LOG_LEVELS[min(max(int(level), 0), 3)]
@@ -172,21 +199,25 @@ class LuaState:
 
     # ---- scripts -------------------------------------------------------------------------
 
-    def compile(self, code: bytes, chunk: str) -> Any:
-        """A compiled chunk; ScriptError with Redis's text on a syntax error."""
+    def compile(self, code: bytes, chunk: str,
+                failure: str = "Error compiling script (new function)") -> Any:
+        """A compiled chunk; ScriptError `ERR <failure>: <Lua's message>` on a syntax error."""
         res = self._compile(code, chunk.encode())
         f, err = res if isinstance(res, tuple) else (res, None)
         if f is None:
-            raise ScriptError(f"ERR Error compiling script (new function): {_text(err)}")
+            raise ScriptError(f"ERR {failure}: {_text(err)}")
         return f
 
-    def load(self, code: bytes) -> str:
-        """SCRIPT LOAD / EVAL: compile once per body; its SHA1."""
+    def load(self, code: bytes, skip: int = 0, flags: frozenset[str] | None = None) -> str:
+        """SCRIPT LOAD / EVAL: compile once per body (without its first `skip` bytes, a
+        shebang line: the line count stays); its SHA1. `flags`: the shebang's script flags
+        (None: no shebang, Redis's compatibility mode), kept for EVALSHA."""
         sha = sha1hex(code)
         if sha not in self.scripts:
-            f = self.compile(code, "@user_script")
+            f = self.compile(code[skip:], "@user_script")
             self.scripts[sha] = f
             self.bodies[sha] = code
+            self.flags[sha] = flags
         return sha
 
     def call(self, run: Run, f: Any, keys: list[bytes], argv: list[bytes],
@@ -194,22 +225,36 @@ class LuaState:
         """Run `f` (a compiled script, or a function's callback with (keys, args)); its Lua
         return value. ScriptError on failure (Rule 4)."""
         rt = self.rt
+
+        def go() -> Any:
+            k, a = rt.table_from(keys), rt.table_from(argv)
+            return self._run_with(f, k, a) if function_args else self._run(k, a, f)
+
+        return self._execute(run, go)
+
+    def load_library(self, run: Run, f: Any) -> None:
+        """Run a library's top-level code in the library context (sandbox.lua Rule 4).
+        ScriptError `ERR <text>` without the script/line suffix (FUNCTION LOAD's)."""
+        self._execute(run, lambda: self._run_load(f), where=False)
+
+    def _execute(self, run: Run, go: Callable[[], Any], where: bool = True) -> Any:
+        self._runs += 1
+        if self._runs >= GC_PERIOD:
+            self._runs = 0
+            self._gc_step()
         self.run = run
         try:
-            k, a = rt.table_from(keys), rt.table_from(argv)
-            if function_args:
-                ok, value = self._run_with(f, k, a)
-            else:
-                ok, value = self._run(k, a, f)
-        except MemoryError:
-            self._collect()
-            raise ScriptError("ERR Error running script: not enough memory") from None
+            try:
+                ok, value = go()
+            except MemoryError:
+                self._collect()
+                raise ScriptError("ERR Error running script: not enough memory") from None
         finally:
             self.run = None
         if not ok:
-            text = self._error(run, value)
+            text = self._error(run, value, where)
             self._collect()
-            raise ScriptError(text)
+            raise ScriptError(text, lua_type(value) == "table" and self.counted(value[1]))
         return value
 
     def _collect(self) -> None:
@@ -226,17 +271,19 @@ class LuaState:
         finally:
             rt.set_max_memory(limit)
 
-    def _error(self, run: Run, info: Any) -> str:
+    def _error(self, run: Run, info: Any, where: bool = True) -> str:
         if lua_type(info) != "table":
             return f"ERR {_text(info)}"
         e, source, line = info[1], info[2], info[3]
         err = convert.error_text(self.rt, e)
         text = _text(err) if err is not None else f"ERR {_text(e)}"
-        where = (f" script: {run.name}, on {_text(source)}:{int(line or 0)}." if source
-                 else "")
-        return text + where
+        if where and source:
+            text += f" script: {run.name}, on {_text(source)}:{int(line or 0)}."
+        return text
 
-    def reply(self, value: Any, resp3: bool, script_resp: int, limit: int) -> bytes:
+    def reply(self, value: Any, resp3: bool, script_resp: int,
+              limit: int) -> tuple[bytes, list[tuple[bytes, bool]]]:
+        """The script's reply in RESP and the error replies in it (convert.Writer.errors)."""
         return convert.lua_to_resp(self.rt, self.rawget, value, resp3, script_resp == 3, limit)
 
 

@@ -135,6 +135,17 @@ class Err(Exception):
         self.text = text.replace("\r", " ").replace("\n", " ")
 
 
+class CountedErr(Err):
+    """An error reply already counted in INFO errorstats: a script's reply that is the error a
+    command inside it answered (topicsrv/scripting/lua.py Rule 5); encoded without counting."""
+
+
+class Refused(Err):
+    """An error a handler raises for a command refused before it runs, on grounds that depend
+    on its arguments (a script whose shebang flags deny it under maxmemory): dispatch counts
+    a rejected call, not a failed one, as redis-server's processCommand."""
+
+
 def wrong_args(name: str) -> Err:
     return Err(f"ERR wrong number of arguments for '{name.lower()}' command")
 
@@ -402,6 +413,12 @@ def lookup(argv: list[bytes]) -> tuple[CommandSpec | None, int]:
         if sub is not None:
             return sub, 2
     return spec, 1
+
+
+def subcommand_syntax(parent: str, name: str) -> Err:
+    """Redis's addReplySubcommandSyntaxError: a known subcommand given the wrong arguments."""
+    return Err(f"ERR unknown subcommand or wrong number of arguments for '{name}'. "
+               f"Try {parent.upper()} HELP.")
 
 
 def unknown_subcommand(parent: str, sub: bytes) -> Err:

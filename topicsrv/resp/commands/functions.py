@@ -14,11 +14,19 @@ import time
 from typing import Any
 
 from topicsrv.resp.commands.admin import DUMP_REFUSED
-from topicsrv.resp.commands.base import CommandContext, Err, Simple, command, container
+from topicsrv.resp.commands.base import (
+    CommandContext,
+    Err,
+    Simple,
+    command,
+    container,
+    subcommand_syntax,
+)
 from topicsrv.resp.commands.scripts import (
     EVAL_FLAGS,
     kill,
     new_run,
+    refuse_over_memory,
     run_script,
     split_keys,
     work,
@@ -80,15 +88,13 @@ FUNCTION_HELP = [
 
 def _fcall(ctx: CommandContext, args: list[bytes], read_only: bool, name: str) -> Any:
     libs = scripting_of(ctx.server).libraries
-    fn = libs.functions.get(args[0].decode("latin-1"))
+    fn = libs.find(args[0].decode("latin-1"))
     if fn is None:
         raise Err("ERR Function not found")
-    no_writes = "no-writes" in fn.flags
-    if read_only and not no_writes:
-        raise Err("ERR Can not execute a script with write flag using *_ro command.")
-    keys, argv = split_keys(args[1:])
-    run = new_run(ctx, fn.name, True, read_only or no_writes)
-    return run_script(ctx, run, [name.encode(), *args], work(ctx, libs.state, run, fn.callback, keys, argv, True))
+    refuse_over_memory(ctx, fn.flags)
+    keys, argv = split_keys(args[1:], "ERR Bad number of keys provided")
+    run = new_run(ctx, fn.name, True, read_only, fn.flags)
+    return run_script(ctx, run, [name.encode(), *args], work(ctx, name, libs.state, run, fn.callback, keys, argv, True))
 
 
 @command("fcall", -3, EVAL_FLAGS, 0, 0, 0, "scripting", "Invokes a function.", "7.0.0",
@@ -144,7 +150,9 @@ def function_delete(ctx: CommandContext, args: list[bytes]) -> Any:
 @_fn("flush", -2, ["write", "noscript"], "Deletes all libraries and functions.",
      "[(ASYNC|SYNC)]")
 def function_flush(ctx: CommandContext, args: list[bytes]) -> Any:
-    if len(args) > 1 or (args and args[0].lower() not in (b"async", b"sync")):
+    if len(args) > 1:
+        raise subcommand_syntax("function", "flush")
+    if args and args[0].lower() not in (b"async", b"sync"):
         raise Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
     sc = scripting_of(ctx.server)
     sc.libraries.flush()
@@ -231,4 +239,10 @@ def function_dump(ctx: CommandContext, args: list[bytes]) -> Any:
 @_fn("restore", -3, ["write", "denyoom", "noscript"], "Restores all libraries from a payload "
      "(topicsrv: refused).", "serialized-value:string [(FLUSH|APPEND|REPLACE)]")
 def function_restore(ctx: CommandContext, args: list[bytes]) -> Any:
+    """Its arguments are checked as Redis 7.0 checks them; then refused (no RDB payload)."""
+    if len(args) > 2:
+        raise subcommand_syntax("function", "restore")
+    if len(args) == 2 and args[1].lower() not in (b"flush", b"append", b"replace"):
+        raise Err("ERR Wrong restore policy given, value should be either FLUSH, APPEND or "
+                  "REPLACE.")
     raise Err(DUMP_REFUSED)

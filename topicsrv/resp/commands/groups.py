@@ -24,6 +24,7 @@ from topicsrv.resp.commands.base import (
     container,
     key_name,
     parse_int,
+    subcommand_syntax,
 )
 from topicsrv.resp.commands.group_args import command, stream, text
 
@@ -82,16 +83,12 @@ def parse_entries_read(raw: bytes) -> int | None:
 container("xgroup", "stream", "A container for consumer groups commands.", "5.0.0")
 
 
-def _subcommand_syntax(name: str) -> Err:
-    return Err(f"ERR unknown subcommand or wrong number of arguments for '{name}'. Try XGROUP HELP.")
-
-
 @command("xgroup|create", -5, ["write", "denyoom"], 2, 2, 1, "Creates a consumer group.",
          "key:key group:string (id:string|$) [MKSTREAM] [ENTRIESREAD:entries-read:integer]")
 def xgroup_create(ctx: CommandContext, args: list[bytes]) -> Any:
     key, name, raw_id, opts = args[0], args[1], args[2], args[3:]
     if len(args) > 6:
-        raise _subcommand_syntax("CREATE")
+        raise subcommand_syntax("xgroup", "CREATE")
     mkstream, entries_read = False, None
     a = Args(opts)
     while a:
@@ -100,7 +97,7 @@ def xgroup_create(ctx: CommandContext, args: list[bytes]) -> Any:
         elif a.option(b"entriesread"):
             entries_read = parse_entries_read(a.next())
         else:
-            raise _subcommand_syntax("CREATE")
+            raise subcommand_syntax("xgroup", "CREATE")
     topic = stream(ctx, key)
     if raw_id != b"$":  # (`-` is refused here, as Redis 7.0 does; SETID takes it)
         ids.parse_id(raw_id, 0)
@@ -123,7 +120,7 @@ def xgroup_setid(ctx: CommandContext, args: list[bytes]) -> Any:
     if len(args) == 5 and args[3].upper() == b"ENTRIESREAD":
         entries_read = parse_entries_read(args[4])
     elif len(args) != 3:
-        raise _subcommand_syntax("SETID")
+        raise subcommand_syntax("xgroup", "SETID")
     topic, group = _existing_group(ctx, key, name)
     if raw_id not in (b"$", b"-"):
         ids.parse_id(raw_id, 0)

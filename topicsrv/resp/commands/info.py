@@ -89,12 +89,32 @@ def _memory(ctx: CommandContext) -> Section:
         ("used_memory", data), ("used_memory_human", human(data)),
         ("used_memory_rss", rss), ("used_memory_rss_human", human(rss)),
         ("used_memory_peak", max(data, rss)), ("used_memory_peak_human", human(max(data, rss))),
-        ("used_memory_dataset", data), ("number_of_cached_scripts", 0),
-        ("number_of_functions", 0), ("number_of_libraries", 0),
+        ("used_memory_dataset", data), *_scripting_memory(ctx),
         ("maxmemory", limit), ("maxmemory_human", human(limit)),
         ("maxmemory_policy", "noeviction"), ("mem_fragmentation_ratio", "1.00"),
         ("mem_allocator", "pymalloc"), ("active_defrag_running", 0),
         ("lazyfree_pending_objects", 0), ("lazyfreed_objects", 0),
+    ]
+
+
+def _scripting_memory(ctx: CommandContext) -> Section:
+    """The scripts' and functions' Lua states and counts (Redis 7.0's fields); nothing is
+    made for INFO: before the first script every count is 0."""
+    sc: Any = ctx.server.scripting
+    if sc is None:
+        scripts = functions = libraries = eval_vm = functions_vm = 0
+    else:
+        scripts, eval_vm = len(sc.scripts.scripts), sc.scripts.memory_used()
+        libs = sc.libraries
+        functions, libraries = len(libs.functions), len(libs.libraries)
+        functions_vm = libs.state.memory_used()
+    return [
+        ("used_memory_lua", eval_vm), ("used_memory_vm_eval", eval_vm),
+        ("used_memory_lua_human", human(eval_vm)), ("number_of_cached_scripts", scripts),
+        ("number_of_functions", functions), ("number_of_libraries", libraries),
+        ("used_memory_vm_functions", functions_vm),
+        ("used_memory_vm_total", eval_vm + functions_vm),
+        ("used_memory_vm_total_human", human(eval_vm + functions_vm)),
     ]
 
 

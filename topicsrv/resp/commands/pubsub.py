@@ -29,6 +29,7 @@ from topicsrv.resp.commands.base import (
     Simple,
     command,
     container,
+    subcommand_syntax,
 )
 from topicsrv.resp.encoder import encode
 from topicsrv.resp.pubsub import RespSubscriber, subscriber
@@ -159,8 +160,7 @@ def _sub(name: str, arity: int, summary: str, syntax: str = "", since: str = "2.
 def _channels(ctx: CommandContext, args: list[bytes], shard: bool) -> Any:
     if len(args) > 1:
         name = "SHARDCHANNELS" if shard else "CHANNELS"
-        raise Err(f"ERR unknown subcommand or wrong number of arguments for '{name}'. "
-                  "Try PUBSUB HELP.")
+        raise subcommand_syntax("pubsub", name)
     try:
         return ctx.server.bus.active_channels(args[0] if args else None, shard)
     except PatternTooLong as e:

@@ -18,21 +18,37 @@ script's reply goes out only once all of them are durable (an fsync-class write 
 script is acknowledged only on disk), and a failed commit turns the reply into its error.
 Rule 4: a script's reply is encoded for the caller's protocol by the Lua side, bounded by the
 client output limit; a top-level error reply stays an error (INFO errorstats counts it).
+Rule 5 (stats, as Redis 7.0's scriptCall): a command the script rules refuse counts a rejected
+call of that command (commandstats); every error a `redis.call`/`pcall` gets is counted in
+errorstats when it happens, even if the script swallows it, and a script whose reply is that
+error (raised or returned) is not counted again (`CountedErr`, scripting/lua.py Rule 5).
+Rule 6 (script flags: a `#!lua flags=...` shebang, or a function's flags): without a shebang
+an EVAL runs in Redis's compatibility mode (EVAL_RO is read-only, its writes over maxmemory
+are refused one by one); with one, `no-writes` makes the script read-only (and EVAL_RO
+refuses a script without it), and a script that may write and lacks `allow-oom` is refused
+before it runs when the server is over maxmemory; `allow-oom` lets its writes pass. A
+script's writes over maxmemory are refused only until its first write (it cannot stop half
+way), as Redis's scriptVerifyOOM.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
+from topicsrv.memory import OOM_MESSAGE
 from topicsrv.resp import acl
 from topicsrv.resp.commands.base import (
+    ERROR_STATS,
+    NOT_INT,
     Client,
     CommandContext,
+    CountedErr,
     Err,
     Pending,
     Raw,
+    Refused,
     Simple,
     command,
     container,
@@ -40,13 +56,16 @@ from topicsrv.resp.commands.base import (
     parse_int,
 )
 from topicsrv.resp.commands.server import SETTERS, parse_count
-from topicsrv.resp.dispatch import execute
+from topicsrv.resp.dispatch import count_call, count_rejected, execute
 from topicsrv.resp.encoder import encode
+from topicsrv.resp.protocol import split_args
 from topicsrv.scripting.convert import ReplyTooBig
+from topicsrv.scripting.functions import FLAGS
 from topicsrv.scripting.lua import Run, ScriptError
 from topicsrv.scripting.service import scripting_of
 
 OK = Simple("OK")
+OOM_TEXT = f"OOM {OOM_MESSAGE}"
 NO_WRITES = "ERR Write commands are not allowed from read-only scripts."
 # Redis 7.0's text (script.c scriptVerifyACL): ERR, not NOPERM, inside a script.
 SCRIPT_NOPERM = b"ERR The user executing the script can't run this command or subcommand"
@@ -89,29 +108,41 @@ class Tokens:
 
 
 def make_caller(ctx: CommandContext) -> Callable[[list[bytes], Run], tuple[bool, bytes]]:
-    """The `redis.call` bridge for a script run by `ctx`'s client (Rule 1)."""
+    """The `redis.call` bridge for a script run by `ctx`'s client (Rules 1, 5)."""
     me = ctx.client
     client = Client(id=0, addr=me.addr, laddr=me.laddr, user=me.user, authenticated=True,
                     script=True)
     sctx = CommandContext(ctx.server, client, ctx.front)
+    front = ctx.front
+    memory = ctx.server.memory
     limit = ctx.server.config.client_output_limit
 
-    def call(argv: list[bytes], run: Run) -> tuple[bool, bytes]:
+    def refuse(name: str, text: bytes) -> tuple[bool, bytes]:  # a rejected call (Rule 5)
+        count_rejected(front, name)
+        return False, text
+
+    def run_command(argv: list[bytes], run: Run) -> tuple[bool, bytes]:
         spec, used = lookup(argv)
         if spec is None:
             return False, b"ERR Unknown Redis command called from script"
         n = len(argv)
         if (spec.arity > 0 and n != spec.arity) or n < -spec.arity or \
                 (spec.subcommands and used == 1):
-            return False, b"ERR Wrong number of args calling Redis command from script"
+            return refuse(spec.name, b"ERR Wrong number of args calling Redis command from "
+                                     b"script")
         flags = spec.flags
         if "noscript" in flags:
-            return False, b"ERR This Redis command is not allowed from script"
+            return refuse(spec.name, b"ERR This Redis command is not allowed from script")
         if client.user != acl.DEFAULT and not acl.permitted(client.user, spec):
-            return False, SCRIPT_NOPERM
+            return refuse(spec.name, SCRIPT_NOPERM)
         write = "write" in flags
         if write and run.read_only:
-            return False, NO_WRITES.encode()
+            return refuse(spec.name, NO_WRITES.encode())
+        # Redis's scriptVerifyOOM: not with allow-oom, and never once the script has written
+        # (it cannot stop half way)
+        if "denyoom" in flags and not run.allow_oom and not run.wrote and memory.limit and \
+                memory.over(sum(map(len, argv))):
+            return refuse(spec.name, OOM_TEXT.encode())
         client.protocol = run.resp
         reply = execute(sctx, argv, nowait=True)
         if inspect.isawaitable(reply):
@@ -131,6 +162,12 @@ def make_caller(ctx: CommandContext) -> Callable[[list[bytes], Run], tuple[bool,
             return False, b"ERR reply of the command is over the client output limit"
         return True, bytes(out)
 
+    def call(argv: list[bytes], run: Run) -> tuple[bool, bytes]:
+        ok, data = run_command(argv, run)
+        if not ok:  # counted where it happens; the script's reply will not count it again
+            ERROR_STATS[data.partition(b" ")[0].decode("utf-8", "replace")] += 1
+        return ok, data
+
     return call
 
 
@@ -148,9 +185,26 @@ def make_acl_check(ctx: CommandContext) -> Callable[[list[bytes]], bool | None]:
     return check
 
 
-def new_run(ctx: CommandContext, name: str, function: bool, read_only: bool) -> Run:
-    """The Run of a script or function called by `ctx`'s client (Rule 1: its user)."""
-    return Run(name, function, read_only, make_caller(ctx), acl_check=make_acl_check(ctx))
+def refuse_over_memory(ctx: CommandContext, flags: Collection[str] | None) -> None:
+    """A script with flags (shebang, function) that may write and lacks `allow-oom` is a
+    `denyoom` command: over maxmemory it is refused before it runs (Rule 6)."""
+    if flags is None or "no-writes" in flags or "allow-oom" in flags:
+        return
+    memory = ctx.server.memory
+    if memory.limit and memory.over():
+        raise Refused(OOM_TEXT)
+
+
+def new_run(ctx: CommandContext, name: str, function: bool, read_only: bool,
+            flags: Collection[str] | None) -> Run:
+    """The Run of a script or function called by `ctx`'s client (Rule 1: its user), under
+    its flags (Rule 6: None for a script without a shebang)."""
+    no_writes = flags is not None and "no-writes" in flags
+    if read_only and flags is not None and not no_writes:
+        raise Err("ERR Can not execute a script with write flag using *_ro command.")
+    return Run(name, function, read_only or no_writes, make_caller(ctx),
+               allow_oom=flags is not None and "allow-oom" in flags,
+               acl_check=make_acl_check(ctx))
 
 
 def run_script(ctx: CommandContext, run: Run, command: list[bytes],
@@ -170,36 +224,55 @@ async def _finish_later(aw: Any, run: Run) -> Any:
 def _reply(result: Any, run: Run) -> Any:
     if isinstance(result, Err):
         return result  # an error reply need not wait for the writes before it
-    data: bytes = result
-    if data[:1] == b"-":
-        reply: Any = Err(data[1:-2].decode("utf-8", "surrogateescape"))
-    else:
-        reply = Raw(data)
+    reply: Any = Raw(result)
     if run.tokens:
         return Pending(Tokens(run.tokens), reply)
     return reply
 
 
-def work(ctx: CommandContext, state: Any, run: Run, f: Any, keys: list[bytes],
-          args: list[bytes], function_args: bool) -> Callable[[], Any]:
+def _error(text: str, counted: bool) -> Err:
+    """The script's error reply; `counted`: a command inside it answered this error and it
+    was counted then (Rule 5)."""
+    return CountedErr(text) if counted else Err(text)
+
+
+def work(ctx: CommandContext, name: str, state: Any, run: Run, f: Any, keys: list[bytes],
+         args: list[bytes], function_args: bool) -> Callable[[], Any]:
+    """The job that runs the script `name` (eval, fcall, ...) called and encodes its reply."""
     resp3 = ctx.client.protocol == 3
     limit = ctx.server.config.client_output_limit
 
     def job() -> Any:
         try:
             value = state.call(run, f, keys, args, function_args)
-            return state.reply(value, resp3, run.resp, limit)
+            data, errors = state.reply(value, resp3, run.resp, limit)
+            if data[:1] == b"-":
+                return _error(data[1:-2].decode("utf-8", "surrogateescape"), errors[0][1])
+            if errors:  # error replies inside the reply (Rule 5, as Redis 7.0 counts them)
+                _count_nested(ctx, name, errors)
+            return data
         except ScriptError as e:
-            return Err(e.text)
+            return _error(e.text, e.counted)
         except ReplyTooBig as e:
             return Err(f"ERR the script's reply is over the client output limit ({e})")
 
     return job
 
 
-def split_keys(args: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-    """numkeys key... arg... as Redis parses them."""
-    n = parse_int(args[0])
+def _count_nested(ctx: CommandContext, name: str, errors: list[tuple[bytes, bool]]) -> None:
+    """Error replies nested in a script's reply: each not counted yet is counted in
+    errorstats; the script counts one failed call for them, and one more for each counted
+    already (Redis 7.0's afterErrorReply)."""
+    fresh = [e for e, counted in errors if not counted]
+    for e in fresh:
+        ERROR_STATS[e.partition(b" ")[0].decode("utf-8", "replace")] += 1
+    count_call(ctx.front, name, 0.0, 0, (1 if fresh else 0) + len(errors) - len(fresh))
+
+
+def split_keys(args: list[bytes], bad: str = NOT_INT) -> tuple[list[bytes], list[bytes]]:
+    """numkeys key... arg... as Redis parses them (`bad`: the error of a numkeys that is not
+    an integer: FCALL's differs)."""
+    n = parse_int(args[0], bad)
     if n < 0:
         raise Err("ERR Number of keys can't be negative")
     if n > len(args) - 1:
@@ -217,29 +290,49 @@ def _eval(ctx: CommandContext, args: list[bytes], by_sha: bool, read_only: bool,
         if f is None:
             raise Err("NOSCRIPT No matching script. Please use EVAL.")
     else:
-        try:
-            sha = state.load(_body(args[0]))
-        except ScriptError as e:
-            raise Err(e.text) from None
+        sha = _load(state, args[0])
         f = state.scripts[sha]
+    flags = state.flags[sha]
+    refuse_over_memory(ctx, flags)
     keys, argv = split_keys(args[1:])
-    run = new_run(ctx, sha, False, read_only)
-    return run_script(ctx, run, [name.encode(), *args], work(ctx, state, run, f, keys, argv, False))
+    run = new_run(ctx, sha, False, read_only, flags)
+    return run_script(ctx, run, [name.encode(), *args],
+                      work(ctx, name, state, run, f, keys, argv, False))
 
 
-def _body(code: bytes) -> bytes:
-    """An EVAL body; a `#!lua` shebang line (Redis 7 script flags) is blanked."""
+def parse_shebang(code: bytes) -> tuple[int, frozenset[str] | None]:
+    """A script's `#!lua flags=...` line (Redis 7 evalExtractShebangFlags, its texts): the
+    line's length and the flags; (0, None) without a shebang (Rule 6)."""
     if not code.startswith(b"#!"):
-        return code
-    first, nl, rest = code.partition(b"\n")
-    words = first[2:].split()
-    if not words or words[0] != b"lua":
-        raise Err("ERR Unexpected engine in script shebang: " +
-                  (words[0].decode("latin-1") if words else ""))
-    for w in words[1:]:
-        if not w.startswith(b"flags="):
-            raise Err(f"ERR Unknown lua shebang option: {w.decode('latin-1')}")
-    return nl + rest
+        return 0, None
+    end = code.find(b"\n")
+    if end < 0:
+        raise Err("ERR Invalid script shebang")
+    parts = split_args(code[:end])
+    if not parts:
+        raise Err("ERR Invalid engine in script shebang")
+    if parts[0] != b"#!lua":
+        raise Err(f"ERR Unexpected engine in script shebang: {parts[0].decode('latin-1')}")
+    flags: set[str] = set()
+    for p in parts[1:]:
+        if not p.startswith(b"flags="):
+            raise Err(f"ERR Unknown lua shebang option: {p.decode('latin-1')}")
+        for word in p[6:].split(b",") if len(p) > 6 else ():
+            flag = word.decode("latin-1")
+            if flag not in FLAGS:
+                raise Err(f"ERR Unexpected flag in script shebang: {flag}")
+            flags.add(flag)
+    return end, frozenset(flags)
+
+
+def _load(state: Any, code: bytes) -> str:
+    """EVAL / SCRIPT LOAD: the script compiled and cached (its shebang read); its SHA1."""
+    skip, flags = parse_shebang(code)
+    try:
+        sha: str = state.load(code, skip, flags)
+    except ScriptError as e:
+        raise Err(e.text) from None
+    return sha
 
 
 def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str,
@@ -284,10 +377,7 @@ def _sub(name: str, arity: int, flags: list[str], summary: str, syntax: str = ""
 @_sub("load", 3, ["noscript", "stale"], "Loads a server-side Lua script to the script cache.",
       "script:string")
 def script_load(ctx: CommandContext, args: list[bytes]) -> Any:
-    try:
-        return scripting_of(ctx.server).scripts.load(_body(args[0]))
-    except ScriptError as e:
-        raise Err(e.text) from None
+    return _load(scripting_of(ctx.server).scripts, args[0])
 
 
 @_sub("exists", -3, ["noscript"], "Determines whether server-side Lua scripts exist in the "

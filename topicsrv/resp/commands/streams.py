@@ -157,8 +157,8 @@ def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
     name = key_name(x.key)
     if x.nomkstream and ctx.engine.find(name) is None:
         return None
-    if len(x.pairs) > OFFLOAD_FIELDS:
-        return _xadd_offloaded(ctx, name, x)
+    if len(x.pairs) > OFFLOAD_FIELDS and not ctx.client.script:  # a script cannot wait: it
+        return _xadd_offloaded(ctx, name, x)  # runs atomically on the loop, encodes in line
     return _append(ctx, name, prepare_fields(x.pairs, x.node, x.tag), x.trim, x.xid, idmp_key(x))
 
 
