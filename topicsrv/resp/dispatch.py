@@ -253,7 +253,7 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
         if tx.multi and base not in NOT_QUEUED:
             if "no_multi" in spec.flags:
                 return _reject(front, spec.name, tx, Err("ERR Command not allowed inside a transaction"))
-            full = tx.queue(argv)
+            full = tx.queue(argv, "denyoom" in spec.flags)
             return QUEUED if full is None else Err(full)
         if base == "reset":
             tx.end()

@@ -82,19 +82,22 @@ def watches_of(engine: Any) -> Watches:
 class Tx:
     """One client's transaction and watches (Rules 1-4)."""
 
-    __slots__ = ("multi", "queued", "queued_bytes", "aborted", "watched", "dirty", "registry")
+    __slots__ = ("multi", "queued", "queued_bytes", "denyoom_bytes", "aborted", "watched",
+                 "dirty", "registry")
 
     def __init__(self) -> None:
         self.multi = False
         self.queued: list[tuple[bytes, ...]] = []
         self.queued_bytes = 0
+        self.denyoom_bytes = -1  # bytes of the queued `denyoom` commands, -1 when none
         self.aborted = False
         self.watched: dict[str, Fingerprint] = {}
         self.dirty = False
         self.registry: Watches | None = None
 
-    def queue(self, argv: list[bytes]) -> str | None:
-        """Queue a command; the error text when the queue is full (Rule 4)."""
+    def queue(self, argv: list[bytes], denyoom: bool = False) -> str | None:
+        """Queue a command; the error text when the queue is full (Rule 4). `denyoom`: the
+        command may grow memory (EXEC's check over --max-memory counts its bytes)."""
         size = sum(map(len, argv))
         if len(self.queued) >= MAX_QUEUED or self.queued_bytes + size > MAX_QUEUED_BYTES:
             self.aborted = True
@@ -102,6 +105,8 @@ class Tx:
                     f"{self.queued_bytes} bytes queued); EXEC or DISCARD it")
         self.queued.append(tuple(argv))  # Rule 5: a tuple of bytes leaves the GC's lists
         self.queued_bytes += size
+        if denyoom:
+            self.denyoom_bytes = max(self.denyoom_bytes, 0) + size
         return None
 
     def watch(self, engine: Any, name: str) -> None:
@@ -136,4 +141,5 @@ class Tx:
         self.multi = False
         self.queued = []
         self.queued_bytes = 0
+        self.denyoom_bytes = -1
         self.aborted = False

@@ -20,9 +20,9 @@ from typing import Any
 
 from lupa.lua51 import lua_type
 
-from topicsrv.resp.protocol import split_args
 from topicsrv.scripting.libs import LibError
 from topicsrv.scripting.lua import LuaState, Run, ScriptError
+from topicsrv.splitargs import split_args
 
 LOAD_TIMEOUT_S = 0.5
 FLAGS = ("no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys")

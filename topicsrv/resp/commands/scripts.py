@@ -58,11 +58,11 @@ from topicsrv.resp.commands.base import (
 from topicsrv.resp.commands.server import SETTERS, parse_count
 from topicsrv.resp.dispatch import count_call, count_rejected, execute
 from topicsrv.resp.encoder import encode
-from topicsrv.resp.protocol import split_args
 from topicsrv.scripting.convert import ReplyTooBig
 from topicsrv.scripting.functions import FLAGS
 from topicsrv.scripting.lua import Run, ScriptError
 from topicsrv.scripting.service import scripting_of
+from topicsrv.splitargs import split_args
 
 OK = Simple("OK")
 OOM_TEXT = f"OOM {OOM_MESSAGE}"
