@@ -22,6 +22,7 @@ from topicsrv.bus import Bus, OutputLimits
 from topicsrv.clock import Clock, SystemClock
 from topicsrv.engine import Engine
 from topicsrv.latency import Histogram, Latencies
+from topicsrv.lazyfree import LazyFree
 from topicsrv.lifecycle import Drain
 from topicsrv.memory import MemoryGuard
 from topicsrv.notify import Notifier
@@ -116,6 +117,7 @@ class ServerContext:
     bus: Bus = field(default_factory=Bus)  # pub/sub, both fronts (topicsrv/bus/)
     scripting: Any = None  # topicsrv/scripting/service.py, made on first use
     busy: str | None = None  # the BUSY text while a script runs past its threshold
+    lazyfree: LazyFree = field(default_factory=LazyFree)  # topicsrv/lazyfree.py
 
     def claims_service(self) -> Claims:
         if self.claims is None:

@@ -122,6 +122,7 @@ async def run(
             # routers forward once recovery has re-derived their dests (storage calls forward)
             await nursery.start(ctx.routers_service().run)
             nursery.start_soon(expire_keys, ctx.engine)
+            nursery.start_soon(ctx.lazyfree.run)  # topicsrv/lazyfree.py
             ctx.ready = True
             # the startup line comes once recovered, so a script may write right after it
             print("listening " + " ".join(parts), flush=True)

@@ -53,6 +53,7 @@ def start_inproc(clock: Clock | None = None, http: bool = False, **config: Any) 
             box["token"] = trio.lowlevel.current_trio_token()
             await nursery.start(ctx.claims_service().run)
             await nursery.start(ctx.routers_service().run)
+            nursery.start_soon(ctx.lazyfree.run)  # as topicsrv/server.py
             _, port = await nursery.start(serve_resp, ctx)
             box["port"] = port
             if http:

@@ -264,3 +264,23 @@ def test_a_big_transaction_leaves_the_gc_little_to_scan_and_waits_each_commit_on
     marks = [(shared, i, i + 1) for i in range(1000)] + [(other, 1000, 1001)]
     trio.run(settle, marks, bytearray(1001), s.front)
     assert Token.waits == 2
+
+
+def test_a_big_exec_is_answered_whole_and_its_queue_is_freed_after_the_step(srv: Srv) -> None:
+    """Issue 23 item 7 (topicsrv/lazyfree.py): the queue, the argv lists and the reply of an
+    EXEC of more than lazyfree.SLICE commands are released in slices after EXEC's step, not
+    inside it; the client still gets every reply, in order, and the writes are all there."""
+    from topicsrv.lazyfree import SLICE
+
+    s, _ = srv
+    n = SLICE + 5000
+    r = conn(s)
+    pipe = r.pipeline(transaction=True)
+    for i in range(n):
+        pipe.set(f"lazy:{i % 100}", str(i))
+    pipe.xadd("lazy:s", {"f": "v"})
+    replies = pipe.execute()
+    assert replies[:n] == [True] * n and replies[n].endswith("-1")
+    assert r.get("lazy:99") == str(n - 1) and r.xlen("lazy:s") == 1
+    lazy = s.ctx.lazyfree
+    wait_for(lambda: not lazy.pending and lazy.freed >= 3 * (n + 1))  # queue, argvs, reply

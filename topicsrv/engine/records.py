@@ -128,6 +128,12 @@ def prepare_json(rec: Any, index: int = 0) -> PreparedRecord:
 
 def prepare_fields(pairs: list[bytes], node: str | None = None, tag: str | None = None) -> PreparedRecord:
     """Validate one XADD record: field/value pairs kept byte-exact."""
+    if node is None and tag is None and len(pairs) == 2:  # one field, no label: the common XADD
+        f, v = pairs[0], pairs[1]
+        size = len(f) + len(v)
+        if size <= MAX_DATA_META_BYTES:
+            tail = b"*2\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(f), f, len(v), v)  # bulks(pairs)
+            return PreparedRecord(tail, KIND_FIELDS, None, None, size)
     items, node, tag, size = _fields(pairs, node, tag)
     return PreparedRecord(bulks(items), KIND_FIELDS, node, tag, size)
 
@@ -154,6 +160,8 @@ def _fields(pairs: list[bytes], node: str | None,
             size=size,
             limit=MAX_DATA_META_BYTES,
         )
+    if node is None and tag is None:
+        return pairs, node, tag, size  # encoded as they are (bulks only reads them)
     items = list(pairs)
     if node is not None:
         items += [b"$node", node.encode()]

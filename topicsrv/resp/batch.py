@@ -41,6 +41,13 @@ MAX_RUN = 1000
 OK = Simple("OK")
 
 
+def argv_lists(queued: list[tuple[bytes, ...]]) -> list[list[bytes]]:
+    """EXEC's queue (tuples: resp/multi.py Rule 5) as the argv lists the dispatcher takes.
+    Here because this module is compiled: the same comprehension interpreted was a fifth of a
+    300,000-command EXEC's stall (issue 23 item 7)."""
+    return [list(a) for a in queued]
+
+
 def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
     """The field/value pairs if argv is a plain XADD to `key` (Rule 1), else None."""
     if not 2 <= len(argv) <= BIG_ARGV or argv[1] != key or not (

@@ -449,6 +449,7 @@ def _emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
         finally:
             if paused:
                 gc.enable()
+        ctx.server.lazyfree.add(reply)  # its replies are freed in slices (topicsrv/lazyfree.py)
         return
     pending = type(reply) is Pending
     try:

@@ -41,7 +41,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from topicsrv.memory import oom_error
-from topicsrv.resp.batch import run_xadds
+from topicsrv.resp.batch import argv_lists, run_xadds
 from topicsrv.resp.commands.base import (
     NULL_ARRAY,
     CommandContext,
@@ -148,9 +148,13 @@ def run(ctx: CommandContext, queued: list[tuple[bytes, ...]]) -> Any:
         gc.disable()
     journal = ctx.engine.journal
     journal.begin_group()
+    argvs = argv_lists(queued)
     try:
-        return _run([list(argv) for argv in queued], ctx)
+        return _run(argvs, ctx)
     finally:
+        lazy = ctx.server.lazyfree  # freed in slices after the step (topicsrv/lazyfree.py)
+        lazy.add(argvs)
+        lazy.add(queued)
         journal.end_group()
         ctx.client.last_cmd = "exec"  # CLIENT LIST shows cmd=exec after it, as Redis
         if paused:
