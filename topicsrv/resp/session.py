@@ -445,7 +445,10 @@ def _emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
         try:
             out += b"*%d\r\n" % len(reply)
             for item in reply:
-                _emit(out, marks, item, resp3, ctx)
+                if type(item) is bytes and len(item) < 4096:  # an XADD's ID, a small value:
+                    out += b"$%d\r\n%b\r\n" % (len(item), item)  # no mark, far below limits
+                else:
+                    _emit(out, marks, item, resp3, ctx)
         finally:
             if paused:
                 gc.enable()
