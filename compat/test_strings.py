@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from compat_harness import S  # type: ignore[import-not-found]
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 AT = "4102444800"  # 2100-01-01 in seconds
@@ -174,6 +174,8 @@ _DECIMAL = st.builds(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(_DECIMAL, min_size=1, max_size=5))
+@example(["1", "1e-5000"])  # rounds to zero: ERANGE, "not a valid float" (was 1)
+@example(["1e5000"])  # overflows: "not a valid float" (was "would produce NaN or Infinity")
 def test_incrbyfloat_sequences(differ: Any, key: str, steps: list[str]) -> None:
     k = key + ":f"
     script = [S("DEL", k)] + [S("INCRBYFLOAT", k, v) for v in steps] + [S("GET", k)]
@@ -188,4 +190,16 @@ def test_incrbyfloat_known_sums(differ: Any, key: str) -> None:
     for i, (a, b) in enumerate(cases):
         k = f"{key}:{i}"
         script += [S("INCRBYFLOAT", k, a), S("INCRBYFLOAT", k, b), S("GET", k)]
+    differ.check(script)
+
+
+def test_incrbyfloat_out_of_range_and_hex_floats(differ: Any, key: str) -> None:
+    """string2ld's range checks (strtold's ERANGE) and hex floats, as redis-server answers."""
+    incrs = ["1e-5000", "1e5000", "1e-4950", "1e-4952", "1e999999999", "0x10", "0x1p20000",
+             "0x1p16383", "0x1p-16446", "0x1p-16445", "0x", "0x1 ", "0x.8", "-0x1.8p1", "0e99999",
+             "1.18973149535723176508e+4932", "inf", "nan", "1." + "0" * 5117, "1." + "0" * 5118]
+    script: list[Any] = []
+    for i, v in enumerate(incrs):
+        script += [S("INCRBYFLOAT", f"{key}:{i}", v), S("GET", f"{key}:{i}")]
+    script += [S("SET", key + ":s", "1e-5000"), S("INCRBYFLOAT", key + ":s", "1")]
     differ.check(script)

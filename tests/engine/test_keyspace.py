@@ -171,6 +171,28 @@ def test_floats_redis_refuses() -> None:
     assert big is not None and values.add_ld(big, big) is None  # overflow to inf
 
 
+def test_floats_out_of_long_double_range_are_not_valid_floats() -> None:
+    """string2ld refuses what strtold answers ERANGE for: an overflow, or a nonzero input that
+    rounds to zero (a subnormal is accepted); a zero with any exponent is zero. Answered from
+    the exponent alone, so a huge one costs nothing (1e10000000 once took 10 s of CPU)."""
+    import time
+
+    t = time.perf_counter()
+    for bad in (b"1e5000", b"-1e5000", b"1e-5000", b"1e-4952", b"1e999999999", b"1e-999999999",
+                b"0x1p20000", b"0x1p-20000", b"0x1p16384", b"0x1p-16446", b"0x1p99999999999",
+                b"0x", b"0x1 ", b"0x1p", b"1." + b"0" * 5118):  # 5120 chars: too long
+        assert values.parse_ld(bad) is None, bad
+    assert time.perf_counter() - t < 0.5
+    for ok, text in ((b"0e99999", b"0"), (b"-0.0e-9999999", b"0"), (b"0x0p99999999999", b"0"),
+                     (b"0x10", b"16"), (b"-0x1.8p1", b"-3"), (b"0x.8", b"0.5"),
+                     (b"1e-4950", b"0"), (b"1." + b"0" * 5117, b"1")):
+        v = values.parse_ld(ok)
+        assert v is not None and not isinstance(v, float), ok
+        assert values.format_ld(v) == text
+    assert values.parse_ld(b"0x1p-16445") not in (None, 0)  # the smallest subnormal
+    assert values.parse_ld(b"0x1.fffffffffffffffep16383") not in (None, 0)  # LDBL_MAX
+
+
 def test_append_setrange_limits() -> None:
     e, _, _ = _engine()
     ks = e.keyspace

@@ -87,21 +87,56 @@ def _round_ext(x: Fraction) -> Fraction | float:
     return sign * Fraction(m) * (Fraction(2) ** shift)
 
 
+_HEXFLOAT = re.compile(rb"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?(?:[pP]([+-]?[0-9]+))?")
+# Beyond these decimal / binary magnitudes a nonzero input overflows or rounds to zero for
+# certain; between them the exact value is computed (an exponent of 1e9 would cost minutes).
+_DEC_MAG = (-4960, 4940)
+_BIN_MAG = (-16500, 16400)
+LD_MAX_CHARS = 5 * 1024  # MAX_LONG_DOUBLE_CHARS: string2ld refuses slen >= this
+
+
 def parse_ld(raw: bytes) -> Fraction | float | None:
-    """Redis's string2ld: a long double, or None (spaces, junk, NaN, too long)."""
-    if not raw or len(raw) > 5 * 1024 or raw[:1].isspace():
+    """Redis's string2ld: a long double, or None (spaces, junk, NaN, too long, or out of
+    range: strtold's ERANGE on an overflow or on a nonzero input that rounds to zero; a
+    subnormal result is accepted). Only an explicit "inf" gives +-inf."""
+    if not raw or len(raw) >= LD_MAX_CHARS or raw[:1].isspace():
         return None
     low = raw.lower()
     if low in _INF:
         return _INF[low]
-    if low.startswith((b"0x", b"-0x", b"+0x")):
-        try:
-            return _round_ext(Fraction(float.fromhex(raw.decode("ascii"))))
-        except ValueError:
+    hexm = _HEXFLOAT.fullmatch(raw)
+    if hexm is not None:
+        sign, whole, frac, exp = hexm.groups()
+        frac = frac or b""
+        if not whole and not frac:
+            return None  # "0x" alone: strtold reads the "0" and stops at the "x"
+        mant = int(whole + frac, 16)
+        if mant == 0:
+            return Fraction(0)
+        e_digits = (exp or b"0").lstrip(b"+-").lstrip(b"0") or b"0"
+        e_neg = (exp or b"").startswith(b"-")
+        if len(e_digits) > 9:  # far outside any long double
             return None
+        shift = (-int(e_digits) if e_neg else int(e_digits)) - 4 * len(frac)
+        mag = mant.bit_length() + shift
+        if not _BIN_MAG[0] <= mag <= _BIN_MAG[1]:
+            return None
+        value = Fraction(mant) * (Fraction(2) ** shift)
+        return _checked(_round_ext(-value if sign == b"-" else value))
     if not _FLOAT.fullmatch(raw):
         return None
-    v = _round_ext(Fraction(Decimal(raw.decode("ascii"))))
+    dec = Decimal(raw.decode("ascii"))  # exact, whatever the exponent
+    if dec == 0:
+        return Fraction(0)
+    if not _DEC_MAG[0] <= dec.adjusted() <= _DEC_MAG[1]:
+        return None
+    return _checked(_round_ext(Fraction(dec)))
+
+
+def _checked(v: Fraction | float) -> Fraction | None:
+    """A nonzero input's rounded value: None when it overflowed or underflowed to zero."""
+    if isinstance(v, float) or v == 0:
+        return None
     return v
 
 
