@@ -23,8 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent
+
+# Property tests assert behaviour, never speed (STYLE.md: no latency in tests): hypothesis's
+# per-example deadline and its "too slow" health check are timings that a busy 2-core CI
+# machine can trip, so they are off for every property test (their example counts stay).
+settings.register_profile("topicsrv", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("topicsrv")
 
 
 def free_port() -> int:
