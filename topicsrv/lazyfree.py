@@ -27,13 +27,17 @@ class LazyFree:
         self.pending: deque[list[Any]] = deque()
         self.running = False
         self._wake = trio.Event()
-        self.freed = 0  # elements released so far (INFO)
+        self.freed = 0  # elements released so far (INFO memory `lazyfreed_objects`)
 
     def add(self, items: list[Any]) -> None:
         """Rule 1 (Rules 2-3: not kept)."""
         if self.running and len(items) > SLICE:
             self.pending.append(items)
             self._wake.set()
+
+    def pending_count(self) -> int:
+        """Elements still to release (INFO memory `lazyfree_pending_objects`)."""
+        return sum(len(items) for items in self.pending)
 
     def step(self) -> None:
         """Release one slice of the oldest pending list."""

@@ -284,3 +284,5 @@ def test_a_big_exec_is_answered_whole_and_its_queue_is_freed_after_the_step(srv:
     assert r.get("lazy:99") == str(n - 1) and r.xlen("lazy:s") == 1
     lazy = s.ctx.lazyfree
     wait_for(lambda: not lazy.pending and lazy.freed >= 3 * (n + 1))  # queue, argvs, reply
+    memory = r.info("memory")  # Redis's own INFO fields for it
+    assert memory["lazyfree_pending_objects"] == 0 and memory["lazyfreed_objects"] >= 3 * (n + 1)

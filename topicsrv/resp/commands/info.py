@@ -93,7 +93,8 @@ def _memory(ctx: CommandContext) -> Section:
         ("maxmemory", limit), ("maxmemory_human", human(limit)),
         ("maxmemory_policy", "noeviction"), ("mem_fragmentation_ratio", "1.00"),
         ("mem_allocator", "pymalloc"), ("active_defrag_running", 0),
-        ("lazyfree_pending_objects", 0), ("lazyfreed_objects", 0),
+        ("lazyfree_pending_objects", ctx.server.lazyfree.pending_count()),
+        ("lazyfreed_objects", ctx.server.lazyfree.freed),
     ]
 
 
