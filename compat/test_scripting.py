@@ -499,3 +499,61 @@ def test_info_memory_script_counts(targets: list[Target]) -> None:
             r.close()
     assert all(s == seen[0] for s in seen), seen
     assert seen[0][1][:2] == (10, 2)
+
+
+def test_a_client_connects_while_a_script_is_busy(targets: list[Any]) -> None:
+    """Past busy-reply-threshold, the commands Redis flags `allow-busy` run (HELLO, AUTH,
+    RESET, MULTI, WATCH, ...) and every other command answers BUSY, the same on both servers;
+    so a new redis-py 8 client, which connects with HELLO 3, connects and reads BUSY."""
+    import threading
+    import time
+
+    probes = [("HELLO", "3"), ("AUTH", "nobody-configured"), ("RESET",), ("MULTI",),
+              ("DISCARD",), ("WATCH", "k"), ("UNWATCH",), ("CLIENT", "SETNAME", "x"),
+              ("GET", "k"), ("SELECT", "0"), ("PING",)]
+    seen: dict[str, list[str]] = {}
+    for t in targets:
+        admin = redis.Redis(port=t.port, socket_timeout=20)
+        admin.config_set("busy-reply-threshold", 50)
+        runner = threading.Thread(target=_swallow, args=(t.port,), daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 10
+        while not _busy(admin):
+            assert time.monotonic() < deadline, f"{t.name}: never BUSY"
+            time.sleep(0.01)
+        try:
+            fresh = redis.Redis(port=t.port, socket_timeout=10, protocol=3)
+            with pytest.raises(redis.ResponseError, match="^BUSY "):
+                fresh.get("k")  # connected (HELLO 3 ran), then BUSY
+            raw = t.conn()
+            out = []
+            for probe in probes:
+                kind, value = raw.call(*probe)[:2]
+                out.append(value.split(" ", 1)[0] if kind == "-" else kind)
+            raw.close()
+            seen[t.name] = out
+        finally:
+            assert admin.script_kill() is True
+            runner.join(10)
+            admin.config_set("busy-reply-threshold", 5000)
+    # HELLO (a map), AUTH (no password set: an error, not BUSY), RESET, MULTI, DISCARD, WATCH,
+    # UNWATCH run; CLIENT SETNAME, GET, SELECT and PING read BUSY
+    assert seen["redis"] == ["%", "ERR", "+", "+", "+", "+", "+"] + ["BUSY"] * 4
+    if "topicsrv" in seen:
+        assert seen["topicsrv"] == seen["redis"]
+
+
+def _busy(r: redis.Redis) -> bool:
+    try:
+        r.ping()
+    except redis.ResponseError as e:
+        return str(e).startswith("BUSY")
+    return False
+
+
+def _swallow(port: int) -> None:
+    """Run a script that loops until SCRIPT KILL (its error reply is expected)."""
+    try:
+        redis.Redis(port=port, socket_timeout=20).eval("local n = 0 while true do n = n + 1 end", 0)
+    except redis.RedisError:
+        pass

@@ -67,7 +67,7 @@ def hello_map(ctx: CommandContext) -> dict[str, Any]:
     }
 
 
-@_cmd("hello", -1, ["noscript", "loading", "stale", "fast", "no-auth"],
+@_cmd("hello", -1, ["noscript", "loading", "stale", "fast", "no-auth", "allow_busy"],
       "Handshakes with the Redis server.",
       "[protover:integer [AUTH:username:string password:string] [SETNAME:clientname:string]]",
       since="6.0.0")
@@ -105,7 +105,7 @@ def hello(ctx: CommandContext, args: list[bytes]) -> Any:
     return hello_map(ctx)
 
 
-@_cmd("auth", -2, ["noscript", "loading", "stale", "fast", "no-auth"],
+@_cmd("auth", -2, ["noscript", "loading", "stale", "fast", "no-auth", "allow_busy"],
       "Authenticate to the server", "[username:string] password:string")
 def auth(ctx: CommandContext, args: list[bytes]) -> Any:
     if len(args) > 2:
@@ -139,7 +139,7 @@ def quit_(ctx: CommandContext, args: list[bytes]) -> Any:
     return Simple("OK")
 
 
-@_cmd("reset", 1, ["noscript", "loading", "stale", "fast", "no-auth"],
+@_cmd("reset", 1, ["noscript", "loading", "stale", "fast", "no-auth", "allow_busy"],
       "Reset the connection", since="6.2.0")
 def reset(ctx: CommandContext, args: list[bytes]) -> Any:
     c = ctx.client
