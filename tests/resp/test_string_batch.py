@@ -92,3 +92,20 @@ def test_watch_multi_and_notifications_see_every_set(inproc: InProc,
     b.sendall(frame(b"SET", b"p", b"1") + frame(b"SET", b"q", b"2") + frame(b"PING"))
     read_until(b, b"+PONG\r\n")
     assert [[ch[1] for ch in op] for op in ops] == [["p"], ["q"]]  # not coalesced while on
+
+
+def test_a_run_of_gets_expires_due_keys_and_records_each_access(
+        srv: tuple[InProc, Any]) -> None:
+    """The run reads the clock once (space.py get_many) and still answers like GETs alone: a
+    key whose TTL passed is nil (and gone), and every key read restarts its OBJECT IDLETIME."""
+    s, clock = srv
+    c = s.connect()
+    c.sendall(frame(b"SET", b"old", b"1") + frame(b"SET", b"ttl", b"2", b"PX", b"1500")
+              + frame(b"SET", b"idle", b"3"))
+    read_until(c, b"+OK\r\n+OK\r\n+OK\r\n")
+    clock.advance(10_000)  # 10 s: `ttl` is due, the others have been idle 10 s
+    c.sendall(frame(b"GET", b"old") + frame(b"GET", b"ttl") + frame(b"GET", b"old")
+              + frame(b"OBJECT", b"IDLETIME", b"old") + frame(b"OBJECT", b"IDLETIME", b"idle")
+              + frame(b"EXISTS", b"ttl"))
+    assert read_until(c, b":0\r\n:10\r\n:0\r\n") == (
+        b"$1\r\n1\r\n$-1\r\n$1\r\n1\r\n:0\r\n:10\r\n:0\r\n")

@@ -206,14 +206,11 @@ def _sets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
 
 def _gets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
     t0 = perf_counter()
-    get = ctx.engine.keyspace.get
-    replies: list[Any] = []
+    replies = ctx.engine.keyspace.get_many([argv[1].decode("latin-1") for argv in run])
     failed = 0
-    for argv in run:
-        try:
-            replies.append(get(argv[1].decode("latin-1")))
-        except TopicsError as e:
-            replies.append(Err(e.resp_line()))
+    for k, reply in enumerate(replies):
+        if type(reply) is TopicsError:
+            replies[k] = Err(reply.resp_line())
             failed += 1
     _account(ctx, "get", len(run), t0, failed)
     return replies

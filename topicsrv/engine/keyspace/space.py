@@ -134,6 +134,29 @@ class Keyspace:
         self.touch(name)
         return value
 
+    def get_many(self, names: list[str]) -> list[Any]:
+        """get() of each name with one clock read for all (a pipelined run of GETs,
+        resp/batch.py Rule 8): its value, None, or a topic's WRONGTYPE error (returned, not
+        raised, so each name keeps its own answer)."""
+        now = self.host.now()
+        second = now // 1000
+        if second != self._second:
+            self._second = second
+        sec = self._second
+        strings, access, host = self.strings, self.access, self.host
+        out: list[Any] = []
+        for name in names:
+            if self.expiry.deadlines and self.expire_if_due(name, now):
+                out.append(None)
+                continue
+            value = strings.get(name)
+            if value is None:
+                out.append(wrongtype(name) if name in host.topics else None)
+                continue
+            access[name] = sec  # touch() with the run's clock read
+            out.append(value)
+        return out
+
     def touch(self, name: str) -> None:
         """Record an access of a string (OBJECT IDLETIME) in whole seconds, the resolution of
         Redis's LRU clock: every key touched within one second holds the same int object, so
