@@ -73,6 +73,7 @@ def run_in_thread(config: Any, clock: Any = None) -> tuple[Any, Any]:
 
     return box["ctx"], stop
 
+
 def kill_under_load(srv: Any, loop: Callable[[int, int, threading.Event, list[int]], None],
                     clients: int, at_least: int) -> list[list[int]]:
     """Run `loop(port, client, stop, acked)` in `clients` threads until each acknowledged

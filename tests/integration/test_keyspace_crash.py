@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from conftest import JsonClient
+from conftest import JsonClient, kill_under_load
 
 
 @pytest.mark.parametrize("cls", ["fsync", "disk", "memory"])
@@ -69,18 +69,7 @@ def test_kill9_under_multi_of_strings_and_streams(server_factory: Any, tmp_path:
     http = JsonClient(srv.http_port)
     for c in range(CLIENTS):
         http.ok("PUT", f"/v0/topics/s{c}", {"durability": "fsync"})
-    stop = threading.Event()
-    acked: list[list[int]] = [[] for _ in range(CLIENTS)]
-    threads = [threading.Thread(target=_tx_loop, args=(srv.resp_port, c, stop, acked[c]))
-               for c in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    while min(len(a) for a in acked) < 200:
-        time.sleep(0.01)
-    srv.kill()  # SIGKILL while every client is inside its loop
-    stop.set()
-    for t in threads:
-        t.join()
+    acked = kill_under_load(srv, _tx_loop, CLIENTS, 200)  # SIGKILL inside every client's loop
     srv2 = server_factory("--keyspace-durability", "fsync", data_dir=data)
     r2 = redis.Redis(port=srv2.resp_port, socket_timeout=10)
     for c in range(CLIENTS):
