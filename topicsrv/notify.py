@@ -246,15 +246,6 @@ class Notifier:
 
     # ---- the engine side ---------------------------------------------------------------
 
-    def changed_many(self, names: Iterable[str]) -> None:
-        """`changed` for each name (engine/core.py Rule 4: a run of string writes), at the
-        cost of one test when nobody waits."""
-        by_topic = self._by_topic
-        if by_topic:
-            for name in names:
-                if name in by_topic:
-                    self.changed(name)
-
     def changed(self, topic: str) -> None:
         """Engine listener: `topic` was appended to, deleted from, trimmed, created or dropped."""
         waiters = self._by_topic.pop(topic, None)

@@ -8,8 +8,7 @@ waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal. B
 clients) the names are gathered and told once each at the release, in first-change order.
 Rule 4: `listeners` hear every key that changed (waiters, WATCH); `topic_listeners` (routers,
 the activity sampler) only topics: a change of string keys (`notify_strings`, a run of SETs)
-is told to `listeners` only, with the list read once per change, not once per key; a
-listener whose object has `changed_many(names)` gets the change in one call.
+is told to `listeners` only, with the list read once per change, not once per key.
 """
 
 from __future__ import annotations
@@ -93,14 +92,8 @@ class Engine:
                 held[name] = None
             return
         for listener in self.listeners:
-            # a listener object may take the whole change at once (`changed_many`): the
-            # notifier and WATCH's registry, whose answer is one test when nobody waits
-            many = getattr(getattr(listener, "__self__", listener), "changed_many", None)
-            if many is not None:
-                many(names)
-            else:
-                for name in names:
-                    listener(name)
+            for name in names:
+                listener(name)
 
     def all_listeners(self) -> list[Callable[[str], None]]:
         return [*self.listeners, *self.topic_listeners]

@@ -25,7 +25,6 @@ full collection meanwhile (a stall of every client) scan 300,000 lists.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from topicsrv.resp.commands.base import Simple
@@ -68,13 +67,6 @@ class Watches:
         if txs:
             for tx in txs:
                 tx.dirty = True
-
-    def changed_many(self, names: Iterable[str]) -> None:
-        """The listener call for each name, one test when nothing is watched (engine/core.py
-        Rule 4)."""
-        if self.by_topic:
-            for name in names:
-                self(name)
 
 
 def watches_of(engine: Any) -> Watches:

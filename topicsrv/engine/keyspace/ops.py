@@ -42,9 +42,7 @@ def encode(op: Op) -> bytes:
         kind = ch[0]
         if kind == "s":
             value = ch[2]
-            raw = ch[1].encode("latin-1")
-            out += [b"s", _U32.pack(len(raw)), raw, _S_TAIL.pack(ch[3], _ENC[ch[4]], len(value)),
-                    value]
+            out += [b"s", _key(ch[1]), _S_TAIL.pack(ch[3], _ENC[ch[4]], len(value)), value]
         elif kind == "d":
             out += [b"d", _key(ch[1])]
         elif kind == "x":

@@ -124,14 +124,9 @@ class Keyspace:
 
     def get(self, name: str) -> bytes | None:
         """A string's value; None when the key does not exist; WRONGTYPE for a topic."""
-        if self.expiry.deadlines and self.expire_if_due(name):
-            return None
-        value: bytes | None = self.strings.get(name)
-        if value is None:
-            if name in self.host.topics:
-                raise wrongtype(name)
-            return None
-        self.touch(name)
+        value = self._read(name, self.host.now())
+        if type(value) is TopicsError:
+            raise value
         return value
 
     def get_many(self, names: list[str]) -> list[Any]:
@@ -139,41 +134,36 @@ class Keyspace:
         resp/batch.py Rule 8): its value, None, or a topic's WRONGTYPE error (returned, not
         raised, so each name keeps its own answer)."""
         now = self.host.now()
+        return [self._read(name, now) for name in names]
+
+    def _read(self, name: str, now: int) -> Any:
+        """get() at clock reading `now`, a topic's WRONGTYPE error returned."""
+        if self.expiry.deadlines and self.expire_if_due(name, now):
+            return None
+        value: bytes | None = self.strings.get(name)
+        if value is None:
+            return wrongtype(name) if name in self.host.topics else None
+        self.access[name] = self._clock_second(now)  # touch()
+        return value
+
+    def _clock_second(self, now: int) -> int:
+        """The access clock at `now` (ms): whole seconds, one shared int per second (touch)."""
         second = now // 1000
         if second != self._second:
             self._second = second
-        sec = self._second
-        strings, access, host = self.strings, self.access, self.host
-        out: list[Any] = []
-        for name in names:
-            if self.expiry.deadlines and self.expire_if_due(name, now):
-                out.append(None)
-                continue
-            value = strings.get(name)
-            if value is None:
-                out.append(wrongtype(name) if name in host.topics else None)
-                continue
-            access[name] = sec  # touch() with the run's clock read
-            out.append(value)
-        return out
+        return self._second
 
     def touch(self, name: str) -> None:
         """Record an access of a string (OBJECT IDLETIME) in whole seconds, the resolution of
         Redis's LRU clock: every key touched within one second holds the same int object, so
         the clock costs a key one dict entry and no int of its own."""
-        second = self.host.now() // 1000
-        if second != self._second:
-            self._second = second
-        self.access[name] = self._second
+        self.access[name] = self._clock_second(self.host.now())
 
     def touch_all(self, names: list[str]) -> None:
         """touch() of several keys with one clock read (a run of SETs, MSET)."""
-        second = self.host.now() // 1000
-        if second != self._second:
-            self._second = second
-        access, now = self.access, self._second
+        access, second = self.access, self._clock_second(self.host.now())
         for name in names:
-            access[name] = now
+            access[name] = second
 
     def idle_seconds(self, name: str) -> int:
         """OBJECT IDLETIME of a string: whole seconds since its last access."""
@@ -231,10 +221,6 @@ class Keyspace:
         token = journal.keyspace_changed(op)
         self.stats["string_writes"] += 1
         host = self.host
-        if len(op) == 1 and op[0][0] != "x":  # one string (or FLUSHDB, which tells nobody)
-            if op[0][0] != "f":
-                host.notify_strings((op[0][1],))
-            return token
         names: dict[str, None] = {}
         for ch in op:
             kind = ch[0]
