@@ -1,4 +1,4 @@
-"""SET/GET runs (topicsrv/resp/batch.py Rules 7-9) on both RESP I/O paths, through real
+"""SET/GET runs (topicsrv/resp/batch.py Rules 7-10, a lone SET or GET being a run of one) on both RESP I/O paths, through real
 sockets: a pipelined run of plain SETs is one keyspace operation with every reply its own, a
 run of GETs answers each key (value, nil, WRONGTYPE) in order, and what must see each command
 (WATCH, MULTI, keyspace notifications, INFO commandstats, total_commands) still does."""
@@ -109,3 +109,26 @@ def test_a_run_of_gets_expires_due_keys_and_records_each_access(
               + frame(b"EXISTS", b"ttl"))
     assert read_until(c, b":0\r\n:10\r\n:0\r\n") == (
         b"$1\r\n1\r\n$-1\r\n$1\r\n1\r\n:0\r\n:10\r\n:0\r\n")
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_a_set_over_a_due_key_expires_it_first(srv: tuple[InProc, Any], pipelined: bool) -> None:
+    """As redis-server's SET (its lookupKeyWrite): a key whose TTL passed is expired before it is
+    overwritten, so INFO's expired_keys counts it, alone or in a run, and the new value has no
+    TTL."""
+    s, clock = srv
+    c = s.connect()
+    c.sendall(frame(b"SET", b"a", b"1", b"PX", b"100") + frame(b"SET", b"b", b"1", b"PX", b"100"))
+    read_until(c, b"+OK\r\n+OK\r\n")
+    clock.advance(1_000)
+    sets = frame(b"SET", b"a", b"2") + frame(b"SET", b"b", b"2")
+    if pipelined:
+        c.sendall(sets)
+        read_until(c, b"+OK\r\n+OK\r\n")
+    else:
+        for one in (sets[:len(sets) // 2], sets[len(sets) // 2:]):
+            c.sendall(one)
+            read_until(c, b"+OK\r\n")
+    c.sendall(frame(b"INFO", b"stats") + frame(b"TTL", b"a") + frame(b"GET", b"b"))
+    out = read_until(c, b"$1\r\n2\r\n").decode()
+    assert "expired_keys:2\r\n" in out and out.endswith(":-1\r\n$1\r\n2\r\n")

@@ -120,6 +120,10 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
 # operation notifies each change), a SET over a topic replaces it as alone (strings.put).
 # Rule 8: a run of `GET key` answers each from the keyspace in order (its value, nil, or its
 # own WRONGTYPE), skipping only the dispatcher's per-command checks.
+# Rule 10: a plain SET or GET alone (a run of one: every P1 request) takes the same path: the
+# dispatcher's checks it skips are the ones the guards of Rule 9 make moot, and the SET
+# handler's option parsing and type lookup are not needed for `SET key value` (strings.put
+# replaces a topic itself).
 # Rule 9: the guards of Rules 4 and 6 apply to all three runs (`_plain_client`,
 # `_over_memory`), and a BUSY script stops them, XADD runs included (a run written past the
 # threshold would land in the middle of the script); keyspace notifications on (Redis's `m`,
@@ -157,8 +161,8 @@ def _over_memory(ctx: CommandContext, run: list[list[bytes]]) -> bool:
 
 
 def run_strings(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
-    """Replies for the run of plain SETs or GETs starting at cmds[i] (Rules 7-9), or None (not
-    a run of >= 2, or a guard says no)."""
+    """Replies for the run of plain SETs or GETs starting at cmds[i] (Rules 7-10), or None
+    (not a plain SET or GET, or a guard says no)."""
     argv = cmds[i]
     argc = len(argv)
     if argc == 3:
@@ -167,7 +171,7 @@ def run_strings(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[An
         n = _run_of(cmds, i, b"get", b"GET", 2)
     else:
         return None
-    if n < 2 or not _plain_client(ctx):
+    if n == 0 or not _plain_client(ctx):
         return None
     run = cmds[i:i + n]
     if argc == 3 and _over_memory(ctx, run):
@@ -193,6 +197,10 @@ def _sets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
     t0 = perf_counter()
     ks = ctx.engine.keyspace
     pairs = [(argv[1].decode("latin-1"), argv[2]) for argv in run]
+    if ks.expiry.deadlines:  # a due key expires first (counted, journaled) as SET's lookup does
+        now = ks.host.now()
+        for name, _ in pairs:
+            ks.expire_if_due(name, now)
     try:
         token = strings.put(ks, pairs)
     except TopicsError:  # storage refused it (Rule 7)

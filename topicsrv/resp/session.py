@@ -222,8 +222,8 @@ class Session:
                         return self._big(argv)
                     if argv[2] == b"*" and n - pos > 1 and client.tx is None:
                         replies = run_xadds(ctx, cmds, pos)
-                elif 2 <= k <= 3 and n - pos > 1 and client.tx is None:
-                    replies = run_strings(ctx, cmds, pos)  # batch.py Rules 7-9
+                elif 2 <= k <= 3 and client.tx is None:
+                    replies = run_strings(ctx, cmds, pos)  # batch.py Rules 7-10
                 if replies is not None:
                     pos += len(replies)
                     resp3 = client.protocol == 3
