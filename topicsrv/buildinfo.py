@@ -60,6 +60,9 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.keyspace.strings",  # SET / INCR / ... operations
     "topicsrv.resp.commands.string_args",  # SET / GETEX option parsing
     "topicsrv.resp.commands.strings",  # GET / SET / INCR / ... commands
+    "topicsrv.engine.keyspace.ops",  # the keyspace operation codec (one per SET at P1)
+    "topicsrv.storage.frames",  # the frame header + checksum of every WAL write
+    "topicsrv.memory",  # --max-memory's check before every write
 )
 
 _stale: list[str] = []

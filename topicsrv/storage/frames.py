@@ -85,12 +85,17 @@ def parse_file_header(buf: bytes | memoryview, magic: bytes) -> tuple[int, int] 
     return a, b
 
 
+# a module-level name for the body's type: the compiled build (topicsrv/buildinfo.py) resolves a
+# dataclass field's annotation in the module's globals, where a builtin's name is not
+Body = memoryview
+
+
 @dataclass(slots=True)
 class Frame:
     offset: int
     ftype: int
     flag: int
-    body: memoryview
+    body: Body
 
     @property
     def deleted(self) -> bool:
