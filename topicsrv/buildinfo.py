@@ -31,8 +31,8 @@ from types import ModuleType
 ENV_PURE = "TOPICS_PURE"
 
 # The modules setup.py compiles (mypyc; docs/performance.md "Compiled hot path" says how each
-# was chosen). Synchronous, sans-IO modules only: no async functions (trio wants its own
-# coroutines), no classes that tests monkeypatch or that must behave as Python classes
+# was chosen). Synchronous modules only: no async functions (trio wants its own coroutines),
+# no blocking I/O (resp/pump.py only calls non-blocking socket methods), no classes that tests monkeypatch or that must behave as Python classes
 # (native classes refuse new attributes and implement only the protocols they declare).
 HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.protocol",  # request framing
@@ -60,6 +60,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.keyspace.strings",  # SET / INCR / ... operations
     "topicsrv.resp.commands.string_args",  # SET / GETEX option parsing
     "topicsrv.resp.commands.strings",  # GET / SET / INCR / ... commands
+    "topicsrv.resp.pump",  # the reactor's pass: recv, step, send per ready socket
     "topicsrv.engine.keyspace.ops",  # the keyspace operation codec (one per SET at P1)
     "topicsrv.storage.frames",  # the frame header + checksum of every WAL write
     "topicsrv.memory",  # --max-memory's check before every write

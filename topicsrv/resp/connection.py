@@ -41,6 +41,7 @@ from topicsrv import notify
 from topicsrv.context import ServerContext
 from topicsrv.lifecycle import Drain
 from topicsrv.resp.commands.base import Front
+from topicsrv.resp.pump import READ_SIZE
 from topicsrv.resp.session import (
     CLOSE,
     FLUSH,
@@ -54,7 +55,6 @@ from topicsrv.resp.session import (
 
 log = logging.getLogger("topicsrv.resp")
 
-READ_SIZE = 64 * 1024
 
 
 def sock_addr(sock: Any, peer: bool) -> str:

@@ -5,7 +5,8 @@ ONE trio task owns an epoll set of every idle RESP socket. It awaits the epoll f
 `recv`, the session's `step()` (topicsrv/resp/session.py: parse, execute, encode), non-blocking
 `send`. A task per connection costs two trio scheduler round trips per request; this path
 costs none (docs/performance.md). All session behaviour is in session.py; this module owns
-only the sockets, the epoll set and the hand-offs.
+only the sockets, the epoll set and the hand-offs, and the synchronous pass over the ready
+sockets is topicsrv/resp/pump.py (compiled: Rules 1, 2, 4, 6 and 7 are carried out there).
 
 Rule 1: the reactor sends the output when a send completes at once, and acts on NEED_DATA
 (the socket stays in the epoll set), FLUSH (step again) and CLOSE. Any other outcome, or a
@@ -15,7 +16,7 @@ back to the epoll set. A FLUSH whose send came back short is stepped once more b
 hand-off: the session is paused now, and a FLUSH from a paused session means "must go out
 first", which a client that writes its whole pipeline before reading would never allow.
 Rule 2 (ownership): the reactor runs only synchronous code between two awaits of the epoll
-fd, and a socket is either in the epoll set (reactor-owned) or has a task (`_Conn.task`),
+fd, and a socket is either in the epoll set (reactor-owned) or has a task (`Conn.task`),
 never both, so a session is never driven by two tasks at once.
 Rule 3: CLIENT KILL closes an idle socket at once and cancels the scope of a connection's
 task (the scope exists before the task starts, so a kill in between is not lost).
@@ -57,8 +58,9 @@ from topicsrv.context import ServerContext
 from topicsrv.resp.awaits import Mark, apply_outcome, wait_tokens
 from topicsrv.resp.awaits import Outcome as TokenOutcome
 from topicsrv.resp.commands.base import Front
-from topicsrv.resp.connection import READ_SIZE, SocketIO, drive, sock_addr
-from topicsrv.resp.session import CLOSE, FLUSH, NEED_DATA, WAIT_COMMIT, Outcome, Session
+from topicsrv.resp.connection import SocketIO, drive, sock_addr
+from topicsrv.resp.pump import Conn, Pump
+from topicsrv.resp.session import FLUSH, NEED_DATA, Outcome, Session
 
 log = logging.getLogger("topicsrv.resp")
 
@@ -67,32 +69,17 @@ def available() -> bool:
     return hasattr(select, "epoll")
 
 
-class _Conn:
-    __slots__ = ("sock", "fd", "session", "task", "scope", "closed", "parked", "muted")
-
-    def __init__(self, sock: socket.socket, session: Session) -> None:
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.session = session
-        self.task = False  # True while a task (not the reactor) drives the connection
-        self.scope: trio.CancelScope | None = None
-        self.closed = False
-        self.parked = False  # waiting for its group's commit (Rule 6)
-        self.muted = False  # parked and readable: out of the epoll set until unparked
-
-
 class Reactor:
     def __init__(self, server: ServerContext, front: Front, nursery: trio.Nursery) -> None:
         self.server = server
         self.front = front
         self.nursery = nursery
         self.ep = select.epoll()
-        self.conns: dict[int, _Conn] = {}
-        self.dirty: dict[_Conn, None] = {}  # idle connections with pub/sub output (Rule 5)
+        self.pump = Pump(self.ep, front)  # the synchronous pass, compiled (pump.py)
+        self.pump.hand_off = self._hand_off
+        self.conns: dict[int, Conn] = self.pump.conns
+        self.dirty: dict[Conn, None] = {}  # idle connections with pub/sub output (Rule 5)
         self.flush_due = trio.Event()
-
-        self.parked: list[_Conn] = []  # parked in the current pass (Rule 6)
-        self.sends: list[_Conn] = []  # idle with replies to send after the pass (Rule 7)
 
     # ---- ownership ------------------------------------------------------------------------
 
@@ -105,7 +92,7 @@ class Reactor:
             pass
         s = Session(self.server, self.front, sock_addr(sock, True), sock_addr(sock, False),
                     sock.fileno())
-        c = _Conn(sock, s)
+        c = Conn(sock, s)
 
         def kill() -> None:
             s.client.killed = True
@@ -119,27 +106,16 @@ class Reactor:
         self.conns[c.fd] = c
         self.ep.register(c.fd, select.EPOLLIN)
 
-    def _close(self, c: _Conn) -> None:
-        if c.closed:
-            return
-        c.closed = True
-        if not c.task:
-            try:
-                self.ep.unregister(c.fd)
-            except (OSError, ValueError):
-                pass
-        if self.conns.get(c.fd) is c:
-            del self.conns[c.fd]
-        c.session.close()
-        c.sock.close()
+    def _close(self, c: Conn) -> None:
+        self.pump.close(c)
 
-    def _hand_off(self, c: _Conn, r: Outcome) -> None:
+    def _hand_off(self, c: Conn, r: Outcome) -> None:
         self.ep.unregister(c.fd)
         c.task = True
         c.scope = trio.CancelScope()
         self.nursery.start_soon(self._drive, c, r)
 
-    def _take_back(self, c: _Conn) -> None:
+    def _take_back(self, c: Conn) -> None:
         c.task = False
         c.scope = None
         self.ep.register(c.fd, select.EPOLLIN)
@@ -148,7 +124,7 @@ class Reactor:
 
     # ---- pub/sub output (Rule 5) ----------------------------------------------------------
 
-    def _wake(self, c: _Conn) -> None:
+    def _wake(self, c: Conn) -> None:
         if not c.closed:
             self.dirty[c] = None
             self.flush_due.set()
@@ -163,126 +139,37 @@ class Reactor:
                     try:
                         self._push_out(c)
                     except Exception:  # Rule 4
-                        self.front.stats.unexpected_errors += 1
-                        log.exception("client %d: unexpected error; closing",
-                                      c.session.client.id)
-                        self._close(c)
+                        self.pump.bug(c)
 
-    def _push_out(self, c: _Conn) -> None:
-        if self._send_now(c) and c.session.out:  # the socket buffer is full: a task sends
+    def _push_out(self, c: Conn) -> None:
+        if self.pump.send_now(c) and c.session.out:  # the socket buffer is full: a task sends
             self._hand_off(c, NEED_DATA)  # the rest as the client reads (Rule 1)
-
-    def _send_now(self, c: _Conn) -> bool:
-        """Send what the socket takes at once; False when that closed the connection. A
-        reactor-owned session's output starts at 0 (a partial send hands it to a task)."""
-        s = c.session
-        try:
-            n = c.sock.send(s.out)
-        except BlockingIOError:
-            n = 0
-        except OSError as e:
-            log.debug("client %d: %s", s.client.id, e)
-            self._close(c)
-            return False
-        s.sent(n)
-        return True
 
     # ---- the reactor task -----------------------------------------------------------------
 
     async def run(self) -> None:
-        ep, conns = self.ep, self.conns
+        ep, pump = self.ep, self.pump
         try:
             while True:
                 await trio.lowlevel.wait_readable(ep.fileno())
-                for fd, _ in ep.poll(0, 1024):
-                    c = conns.get(fd)
-                    if c is None or c.task or c.closed:
-                        continue
-                    if c.parked:
-                        c.muted = True  # out of the set until its group is back: no spin,
-                        ep.unregister(fd)  # not even on EPOLLHUP, which no mask keeps out
-                        continue
-                    try:
-                        self._readable(c)
-                    except Exception:
-                        self._bug(c)
-                if self.sends:
-                    self._send_queued()
-                if self.parked:
+                pump.serve(ep.poll(0, 1024))
+                if pump.parked:
                     self._commit_group()
         finally:
-            for c in list(conns.values()):
+            for c in list(pump.conns.values()):
                 if not c.task:
                     self._close(c)
             ep.close()
 
-    def _bug(self, c: _Conn) -> None:
-        """A bug outside any command costs its connection, not the front (Rule 4)."""
-        self.front.stats.unexpected_errors += 1
-        log.exception("client %d: unexpected error; closing", c.session.client.id)
-        if not c.task:
-            self._close(c)
-
-    def _readable(self, c: _Conn) -> None:
-        sock, s = c.sock, c.session
-        try:
-            data = sock.recv(READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError as e:
-            log.debug("client %d: %s", s.client.id, e)
-            data = b""
-        s.receive_data(data)
-        self._run(c, s.step())
-
-    def _run(self, c: _Conn, r: Outcome) -> None:
-        s = c.session
-        while r is not WAIT_COMMIT:
-            if s.out:
-                if r is NEED_DATA:  # sent after the pass (Rule 7)
-                    self.sends.append(c)
-                    return
-                if not self._send_now(c):
-                    return
-                if s.out:  # the socket buffer is full: a task takes over (Rule 1)
-                    if r is FLUSH:  # only "the buffer reached FLUSH_AT": now paused, the
-                        r = s.step()  # session decides again (session Rule 2b)
-                    break
-            if r is NEED_DATA:
-                return
-            if r is not FLUSH:
-                break
-            r = s.step()
-        if r is WAIT_COMMIT:
-            c.parked = True
-            self.parked.append(c)
-            return
-        if r is CLOSE and not s.out:
-            self._close(c)
-            return
-        self._hand_off(c, r)
-
-    def _send_queued(self) -> None:
-        """Rule 7: send the replies of the sessions that went idle in this pass; a socket that
-        does not take them all is handed to a task (Rule 1)."""
-        sends, self.sends = self.sends, []
-        for c in sends:
-            if c.closed or c.task or not c.session.out:  # killed, or already sent (Rule 5)
-                continue
-            try:
-                if self._send_now(c) and c.session.out:
-                    self._hand_off(c, NEED_DATA)
-            except Exception:
-                self._bug(c)
-
     # ---- group commit (Rule 6) ------------------------------------------------------------
 
     def _commit_group(self) -> None:
-        group = [(c, c.session.take_marks()) for c in self.parked]
-        self.parked = []
+        pump = self.pump
+        group = [(c, c.session.take_marks()) for c in pump.parked]
+        pump.parked = []
         self.nursery.start_soon(self._settle, group)
 
-    async def _settle(self, group: list[tuple[_Conn, list[Mark]]]) -> None:
+    async def _settle(self, group: list[tuple[Conn, list[Mark]]]) -> None:
         drain = self.server.drain
         drain.enter()
         outcome: TokenOutcome = {}
@@ -299,10 +186,11 @@ class Reactor:
             drain.leave()
         self._resume(group, outcome)
 
-    def _resume(self, group: list[tuple[_Conn, list[Mark]]], outcome: TokenOutcome) -> None:
+    def _resume(self, group: list[tuple[Conn, list[Mark]]], outcome: TokenOutcome) -> None:
         """Serve the sessions whose group is durable: their replies, then on as after FLUSH.
         Runs in the group's task, synchronously: between two awaits the reactor's sockets
         are only ever served by one piece of code at a time (trio runs one task at once)."""
+        pump = self.pump
         for c, marks in group:
             c.parked = False
             if c.closed:
@@ -314,17 +202,17 @@ class Reactor:
                 c.muted = False
                 self.ep.register(c.fd, select.EPOLLIN)
             try:
-                self._run(c, FLUSH)
+                pump.run(c, FLUSH)
             except Exception:
-                self._bug(c)
-        if self.sends:
-            self._send_queued()
-        if self.parked:  # sessions that ran more input and wait again: the next group
+                pump.bug(c)
+        if pump.sends:
+            pump.send_queued()
+        if pump.parked:  # sessions that ran more input and wait again: the next group
             self._commit_group()
 
     # ---- the connection's task while it waits ---------------------------------------------
 
-    async def _drive(self, c: _Conn, r: Outcome) -> None:
+    async def _drive(self, c: Conn, r: Outcome) -> None:
         s = c.session
         scope = c.scope
         assert scope is not None
@@ -345,7 +233,7 @@ class Reactor:
         else:
             self._close_from_task(c)
 
-    def _close_from_task(self, c: _Conn) -> None:
+    def _close_from_task(self, c: Conn) -> None:
         trio.lowlevel.notify_closing(c.sock)
         self._close(c)
 
