@@ -39,8 +39,8 @@ def snapshot(ks: Keyspace) -> ops.Op:
     """The whole keyspace as one operation (taken in the checkpoint's cut step)."""
     out: ops.Op = [("f",)]
     deadlines = ks.expiry.deadlines
-    for name, value in ks.strings.items():
-        out.append(("s", name, value, deadlines.get(name, 0), ks.enc.get(name, "")))
+    for name, entry in ks.strings.items():
+        out.append(("s", name, entry.value, deadlines.get(name, 0), ks.enc.get(name, "")))
     for name, deadline in deadlines.items():
         topic = ks.host.topics.get(name)
         if topic is not None:

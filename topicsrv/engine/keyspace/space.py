@@ -37,9 +37,18 @@ ACTIVE_BUDGET = 200  # heap pops per active-expiry tick (Rule 3)
 STRING, STREAM = "string", "stream"
 
 
-# SortedDict.__setitem__ is Python code that keeps the sorted key list; replacing the value of a
-# key already present needs only the dict part (SortedDict is a dict subclass)
-_dict_set = dict.__setitem__
+class Entry:
+    """A string key's value and its last access (OBJECT IDLETIME), in one object: a write of a
+    key already present changes its entry in place and a read records its access there, so
+    neither touches the map a second time (the map of 100,000 keys is a cache miss per
+    lookup: docs/performance.md). `second` is the access clock in whole Unix seconds, the
+    resolution of Redis's LRU clock; 0 = not accessed since it was loaded (replay)."""
+
+    __slots__ = ("value", "second")
+
+    def __init__(self, value: bytes, second: int) -> None:
+        self.value = value
+        self.second = second
 
 
 def wrongtype(name: str | None = None) -> TopicsError:
@@ -66,9 +75,8 @@ class Host(Protocol):
 class Keyspace:
     def __init__(self, host: Host) -> None:
         self.host = host
-        self.strings: SortedDict = SortedDict()  # name -> bytes
+        self.strings: SortedDict = SortedDict()  # name -> Entry (its value and last access)
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
-        self.access: dict[str, int] = {}  # name -> last access, Unix seconds (touch())
         self._second = 0
         self.expiry = ExpiryIndex()
         self.stats = {"expired_keys": 0, "expired_topics": 0, "string_writes": 0}
@@ -140,11 +148,16 @@ class Keyspace:
         """get() at clock reading `now`, a topic's WRONGTYPE error returned."""
         if self.expiry.deadlines and self.expire_if_due(name, now):
             return None
-        value: bytes | None = self.strings.get(name)
-        if value is None:
+        e: Entry | None = self.strings.get(name)
+        if e is None:
             return wrongtype(name) if name in self.host.topics else None
-        self.access[name] = self._clock_second(now)  # touch()
-        return value
+        e.second = self._clock_second(now)  # touch()
+        return e.value
+
+    def value(self, name: str) -> bytes:
+        """The value of a string key known to exist (no expiry check, no access recorded)."""
+        e: Entry = self.strings[name]
+        return e.value
 
     def _clock_second(self, now: int) -> int:
         """The access clock at `now` (ms): whole seconds, one shared int per second (touch)."""
@@ -154,21 +167,24 @@ class Keyspace:
         return self._second
 
     def touch(self, name: str) -> None:
-        """Record an access of a string (OBJECT IDLETIME) in whole seconds, the resolution of
-        Redis's LRU clock: every key touched within one second holds the same int object, so
-        the clock costs a key one dict entry and no int of its own."""
-        self.access[name] = self._clock_second(self.host.now())
+        """Record an access of a string (OBJECT IDLETIME) in whole seconds (Entry)."""
+        self.touch_all([name])
 
     def touch_all(self, names: list[str]) -> None:
         """touch() of several keys with one clock read (a run of SETs, MSET)."""
-        access, second = self.access, self._clock_second(self.host.now())
+        strings, second = self.strings, self._clock_second(self.host.now())
         for name in names:
-            access[name] = second
+            e: Entry | None = strings.get(name)
+            if e is not None:
+                e.second = second
 
     def idle_seconds(self, name: str) -> int:
         """OBJECT IDLETIME of a string: whole seconds since its last access."""
         now = self.host.now() // 1000
-        return max(0, now - self.access.get(name, now))
+        e: Entry | None = self.strings.get(name)
+        if e is None or not e.second:
+            return 0
+        return max(0, now - e.second)
 
     def deadline(self, name: str) -> int | None:
         return self.expiry.get(name)
@@ -177,7 +193,7 @@ class Keyspace:
         from topicsrv.engine.keyspace.values import encoding
 
         override = self.enc.get(name)
-        return override if override is not None else encoding(self.strings[name])
+        return override if override is not None else encoding(self.value(name))
 
     def reap(self, limit: int | None = None) -> int:
         """Delete due keys: all of them (`limit` None: before a count) or at most `limit` heap
@@ -238,13 +254,13 @@ class Keyspace:
             kind = ch[0]
             if kind == "s":
                 name, value = ch[1], ch[2]
-                old = strings.get(name)
-                if old is not None:  # an overwrite: the sorted name index does not change
-                    self.nbytes += len(value) - len(old)
-                    _dict_set(strings, name, value)
+                e: Entry | None = strings.get(name)
+                if e is not None:  # an overwrite: the entry changes in place, the map does not
+                    self.nbytes += len(value) - len(e.value)
+                    e.value = value
                 else:
                     self.nbytes += len(name) + len(value)
-                    strings[name] = value
+                    strings[name] = Entry(value, 0)
                 if ch[4]:
                     enc[name] = ch[4]
                 elif enc:
@@ -255,11 +271,10 @@ class Keyspace:
                     expiry.clear(name)
             elif kind == "d":
                 name = ch[1]
-                old = strings.pop(name, None)
-                if old is not None:
-                    self.nbytes -= len(name) + len(old)
+                gone: Entry | None = strings.pop(name, None)
+                if gone is not None:
+                    self.nbytes -= len(name) + len(gone.value)
                     self.enc.pop(name, None)
-                    self.access.pop(name, None)
                     expiry.clear(name)
             elif kind == "x":
                 name, deadline, epoch = ch[1], ch[2], ch[3]
@@ -276,7 +291,6 @@ class Keyspace:
                 strings.clear()
                 self.nbytes = 0
                 self.enc.clear()
-                self.access.clear()
                 expiry.reset()
             else:
                 raise ValueError(f"unknown keyspace change {kind!r}")

@@ -203,7 +203,7 @@ def rename(ks: Keyspace, src: str, dst: str, nx: bool) -> tuple[int, CommitToken
         return 0, None
     if src == dst:
         return 1, None
-    value = ks.strings[src]
+    value = ks.value(src)
     deadline = ks.expiry.get(src) or 0
     with Group(ks.host.journal):
         tokens = _replace_topics(ks, [dst])
@@ -219,7 +219,7 @@ def copy(ks: Keyspace, src: str, dst: str, replace: bool) -> tuple[int, CommitTo
         raise topic_unsupported("COPY")
     if ks.kind(dst) is not None and not replace:
         return 0, None
-    value = ks.strings[src]
+    value = ks.value(src)
     with Group(ks.host.journal):
         tokens = _replace_topics(ks, [dst])
         tokens.append(ks.commit([("s", dst, value, ks.expiry.get(src) or 0, ks.enc.get(src, ""))]))

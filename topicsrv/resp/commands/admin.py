@@ -106,7 +106,7 @@ def memory_usage(ctx: CommandContext, args: list[bytes]) -> Any:
     ks = ctx.engine.keyspace
     kind = ks.kind(name)
     if kind == "string":
-        return string_usage(name, ks.strings[name], ks.encoding(name))
+        return string_usage(name, ks.value(name), ks.encoding(name))
     topic = ctx.engine.topics.get(name) if kind else None
     if topic is None:
         return None
@@ -151,7 +151,7 @@ def object_refcount(ctx: CommandContext, args: list[bytes]) -> Any:
     name, kind = _kind(ctx, args[0])
     if kind == "string":
         ks = ctx.engine.keyspace
-        return refcount(ks.strings[name], ks.encoding(name))
+        return refcount(ks.value(name), ks.encoding(name))
     return 1 if kind else None
 
 
