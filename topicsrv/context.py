@@ -96,7 +96,7 @@ class ServerConfig:
     pubsub_limits: OutputLimits = field(default_factory=OutputLimits)  # slow subscribers (bus/limits.py)
 
 
-@dataclass
+@dataclass(slots=True)
 class ServerContext:
     config: ServerConfig
     engine: Engine

@@ -245,7 +245,7 @@ class Client:
         return self.protocol == 3
 
 
-@dataclass
+@dataclass(slots=True)
 class FrontStats:
     total_connections: int = 0
     total_commands: int = 0
@@ -260,7 +260,7 @@ class FrontStats:
     security_attacks: int = 0  # connections closed on a POST / Host: command
 
 
-@dataclass
+@dataclass(slots=True)
 class Front:
     """State of the RESP front shared by all its connections."""
 
@@ -302,7 +302,7 @@ class CommandContext:
 Handler = Callable[[CommandContext, list[bytes]], Any | Awaitable[Any]]
 
 
-@dataclass
+@dataclass(slots=True)
 class CommandSpec:
     name: str  # lower case; "parent|sub" for a subcommand
     arity: int
