@@ -4,7 +4,9 @@ Rule 1 (one class): every keyspace operation (engine/keyspace/ops.py) is written
 one class `--keyspace-durability`: `fsync` acknowledges after the batch's fdatasync, `disk`
 on enqueue, `memory` writes nothing (strings and key TTLs live as long as the process).
 Rule 2 (one order): every keyspace frame goes to WAL shard 0, so replay applies operations
-in the order the engine committed them.
+in the order the engine committed them. The operations a batch gathers between two other
+frames of shard 0 share one frame (wal.py Rule 9: a frame's body is the concatenation of its
+operations, applied in order as one), so a P1 SET costs no frame of its own.
 Rule 3 (bounded replay): a checkpoint writes the whole keyspace, taken at the WAL cut
 (checkpoint.py Rule 1), to `keyspace-<gen>.bin` (a file header and ONE T_KEYSPACE frame)
 before checkpoint.json names it; recovery loads that file, then replays the keyspace frames

@@ -283,7 +283,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         """One keyspace operation under the keyspace's class (keyspacelog.py Rules 1-2)."""
         if self.keyspace_class == "memory":
             return None
-        commit = self.shards[keyspacelog.SHARD].enqueue(frames.encode(frames.T_KEYSPACE, ks_ops.encode(op)))
+        commit = self.shards[keyspacelog.SHARD].enqueue_body(frames.T_KEYSPACE, ks_ops.encode(op))
         return Token(commit, True) if self.keyspace_class == "fsync" else None
 
     def _control(self, topic: Topic, ftype: int, obj: dict[str, Any], gated: bool) -> Token | None:

@@ -25,6 +25,14 @@ it instead of the batch; `enqueue_group` takes a group's one frame for this shar
 control frame (retried after a failed batch) that also carries the shard's record ranges. A
 group spanning turns (txgroup.py Rule 7) hands out its own Commit per shard, released with
 the batch its frame joins (`Batch.followers`): same error, same ms.
+Rule 9 (open frames): `enqueue_body` adds a body to the batch's *open* frame of that type,
+begun in place the first time and sealed (header and checksum, one frame of all its bodies in
+order) when the writer takes the batch; any other enqueue closes it, so the bodies keep their
+place among the shard's frames. The keyspace uses it (storage/keyspacelog.py Rule 2): at P1
+every SET is its own operation, and one frame per batch instead of one per SET saves the
+frame's encoding, its place in the batch and its iovec (docs/performance.md). A body type
+must be a concatenation of independent parts (keyspace operations are: engine/keyspace/ops.py
+Rule 1), since the sealed frame replays as one.
 """
 
 from __future__ import annotations
@@ -114,18 +122,40 @@ class Token:
         return self.commit.ms if self.report else 0.0
 
 
+class OpenFrame:
+    """Rule 9: a frame still taking bodies, in its place in the batch until sealed."""
+
+    __slots__ = ("batch", "ftype", "bodies")
+
+    def __init__(self, batch: Batch, ftype: int) -> None:
+        self.batch = batch
+        self.ftype = ftype
+        self.bodies: list[bytes] = []
+
+    def seal(self) -> bytes:
+        return frames.encode(self.ftype, b"".join(self.bodies))
+
+
 @dataclass
 class Batch:
-    frames: list[bytes] = field(default_factory=list)
+    frames: list[Any] = field(default_factory=list)  # bytes, or an OpenFrame until sealed
     # (topic object, epoch, first_seq, count, rc) of the record frames in this batch; rc: the
     # inbound router's cursor when the write ran (a router dest), else None
     ranges: list[tuple[Any, int, int, int, int | None]] = field(default_factory=list)
-    control: list[bytes] = field(default_factory=list)  # non-record frames (retried on failure)
+    control: list[Any] = field(default_factory=list)  # non-record frames (retried on failure)
     commit: Commit = field(default_factory=Commit)
     # commit groups' own commits released with this batch (txgroup.py Rule 7)
     followers: list[Commit] = field(default_factory=list)
     nbytes: int = 0
     since: float = 0.0  # trio time of the first frame
+    opened: bool = False  # holds an OpenFrame (Rule 9)
+
+    def seal(self) -> None:
+        """Rule 9: every open frame becomes its bytes, in place."""
+        if self.opened:
+            self.opened = False
+            self.frames = [f.seal() if type(f) is OpenFrame else f for f in self.frames]
+            self.control = [f.seal() if type(f) is OpenFrame else f for f in self.control]
 
 
 def wal_path(wal_dir: Path, shard: int, gen: int) -> Path:
@@ -158,6 +188,7 @@ class Shard:
         self.rotated.set()
         self.retry: list[bytes] = []
         self.group: Group | None = None  # an open commit group captures enqueues (Rule 8)
+        self.open_frame: OpenFrame | None = None  # the current batch's open frame (Rule 9)
         self.ceil_topics: dict[int, Any] = {}  # id(topic) -> topic: ceilings to check
         self.wake = trio.Event()
         self.unwritable: str | None = None
@@ -196,6 +227,7 @@ class Shard:
         if self.group is not None:  # Rule 8: the group's frame joins this same batch
             self.group.parts.append((self.index, frame, rng))
             return self.group.commit_for(self.index, self.batch.commit)
+        self.open_frame = None  # Rule 9: bodies enqueued from now on come after this frame
         b = self._add(frame)
         if rng is None:
             b.control.append(frame)
@@ -203,10 +235,29 @@ class Shard:
             b.ranges.append(rng)
         return b.commit
 
+    def enqueue_body(self, ftype: int, body: bytes) -> Commit:
+        """Rule 9: `body` joins the batch's open frame of `ftype` (begun here if there is none);
+        inside a commit group it is a frame of its own (Rule 8)."""
+        if self.group is not None:
+            return self.enqueue(frames.encode(ftype, body))
+        b = self.batch
+        of = self.open_frame
+        if of is None or of.batch is not b or of.ftype != ftype:
+            of = self.open_frame = OpenFrame(b, ftype)
+            self._add(of, frames.HEADER_SIZE)
+            b.control.append(of)
+            b.opened = True
+        of.bodies.append(body)
+        b.nbytes += len(body)
+        if b.nbytes >= LINGER_BYTES:
+            b.commit.hurry.set()
+        return b.commit
+
     def enqueue_group(self, frame: bytes, ranges: list[tuple[Any, int, int, int, int | None]],
                       own: Commit | None = None) -> Commit:
         """A commit group's frame (Rule 8; txgroup.py Rule 5); `own`: the group's own commit
         for this shard (txgroup.py Rule 7), released with this batch."""
+        self.open_frame = None  # Rule 9
         b = self._add(frame)
         b.control.append(frame)
         b.ranges.extend(ranges)
@@ -220,12 +271,12 @@ class Shard:
         if own.urgent:
             b.commit.wanted()
 
-    def _add(self, frame: bytes) -> Batch:
+    def _add(self, frame: Any, size: int = 0) -> Batch:
         b = self.batch
         if not b.frames:
             b.since = trio.current_time()
         b.frames.append(frame)
-        b.nbytes += len(frame)
+        b.nbytes += size if type(frame) is OpenFrame else len(frame)
         if b.nbytes >= LINGER_BYTES:
             b.commit.hurry.set()
         self.wake.set()
@@ -273,6 +324,7 @@ class Shard:
             await self._flush_batch(batch)
 
     async def _flush_batch(self, batch: Batch) -> None:
+        batch.seal()  # Rule 9
         pending = self.ceilings(self)
         bufs = self.retry + batch.frames + [f for f, _ in pending]
         if not bufs and self.unwritable is None:
