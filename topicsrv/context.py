@@ -134,7 +134,7 @@ class ServerContext:
 def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerContext:
     engine = Engine(clock=clock or SystemClock())
     notifier = Notifier(engine)
-    engine.listeners.append(notifier.changed)
+    engine.listen(notifier.changed, notifier.armed_names())
     engine.ready_since = notifier.ready_since
     admission = Admission(config.maxclients, protected_mode=config.protected_mode,
                           trusted_nets=config.trusted_nets)

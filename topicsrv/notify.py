@@ -246,6 +246,11 @@ class Notifier:
 
     # ---- the engine side ---------------------------------------------------------------
 
+    def armed_names(self) -> dict[str, dict[Waiter, None]]:
+        """The names some waiter is armed on, as a live mapping (the engine tells a string
+        change only of these: engine/core.py Rule 4)."""
+        return self._by_topic
+
     def changed(self, topic: str) -> None:
         """Engine listener: `topic` was appended to, deleted from, trimmed, created or dropped."""
         waiters = self._by_topic.pop(topic, None)

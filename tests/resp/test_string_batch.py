@@ -132,3 +132,21 @@ def test_a_set_over_a_due_key_expires_it_first(srv: tuple[InProc, Any], pipeline
     c.sendall(frame(b"INFO", b"stats") + frame(b"TTL", b"a") + frame(b"GET", b"b"))
     out = read_until(c, b"$1\r\n2\r\n").decode()
     assert "expired_keys:2\r\n" in out and out.endswith(":-1\r\n$1\r\n2\r\n")
+
+
+def test_a_lone_set_aborts_exactly_the_transactions_watching_its_key(inproc: InProc) -> None:
+    """engine/core.py Rule 4: a string change is told only to the listeners whose interest
+    holds the name; WATCH's registry must still hear every watched key."""
+    a, b, c = inproc.connect(), inproc.connect(), inproc.connect()
+    a.sendall(frame(b"WATCH", b"k1") + frame(b"MULTI") + frame(b"GET", b"k1"))
+    assert read_until(a, b"+QUEUED\r\n") == b"+OK\r\n+OK\r\n+QUEUED\r\n"
+    b.sendall(frame(b"WATCH", b"k2") + frame(b"MULTI") + frame(b"GET", b"k2"))
+    assert read_until(b, b"+QUEUED\r\n") == b"+OK\r\n+OK\r\n+QUEUED\r\n"
+    c.sendall(frame(b"SET", b"k1", b"v"))
+    read_until(c, b"+OK\r\n")
+    c.sendall(frame(b"SET", b"other", b"v"))
+    read_until(c, b"+OK\r\n")
+    a.sendall(frame(b"EXEC"))
+    b.sendall(frame(b"EXEC"))
+    assert read_until(a, b"\r\n") == b"*-1\r\n"
+    assert read_until(b, b"$-1\r\n") == b"*1\r\n$-1\r\n"

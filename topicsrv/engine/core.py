@@ -8,7 +8,10 @@ waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal. B
 clients) the names are gathered and told once each at the release, in first-change order.
 Rule 4: `listeners` hear every key that changed (waiters, WATCH); `topic_listeners` (routers,
 the activity sampler) only topics: a change of string keys (`notify_strings`, a run of SETs)
-is told to `listeners` only, with the list read once per change, not once per key.
+is told to `listeners` only, with the list read once per change, not once per key. A
+listener added with `listen(fn, interest)` declares the names it can act on (a live mapping
+it keeps, e.g. the names someone waits on or WATCHes): a string change of any other name is
+not told to it, so a write nobody waits on calls no listener.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class Engine:
         self.topics: SortedDict = SortedDict()
         self.epochs: dict[str, int] = {}  # last epoch per name, kept after a topic is deleted
         self.listeners: list[Callable[[str], None]] = []
+        self.interests: dict[int, Collection[str]] = {}  # id(listener) -> its names (Rule 4)
         self.topic_listeners: list[Callable[[str], None]] = []  # Rule 4
         self.held: dict[str, None] | None = None  # names changed while held (Rule 3)
         # the delivery scheduler's oldest ready waiter of a topic (the age term of P_eff)
@@ -84,16 +88,27 @@ class Engine:
         for listener in self.topic_listeners:
             listener(name)
 
+    def listen(self, listener: Callable[[str], None], interest: Collection[str] | None = None) -> None:
+        """Rule 4: add a listener of every key; `interest`: the live mapping of the names a
+        string change of which it acts on (None: all)."""
+        self.listeners.append(listener)
+        if interest is not None:
+            self.interests[id(listener)] = interest
+
     def notify_strings(self, names: Collection[str]) -> None:
-        """Rule 4: string keys changed (never a topic): only `listeners` hear them."""
+        """Rule 4: string keys changed (never a topic): only `listeners` hear them, each only
+        of the names in its interest."""
         held = self.held
         if held is not None:
             for name in names:
                 held[name] = None
             return
+        interests = self.interests
         for listener in self.listeners:
+            wanted = interests.get(id(listener))
             for name in names:
-                listener(name)
+                if wanted is None or name in wanted:
+                    listener(name)
 
     def all_listeners(self) -> list[Callable[[str], None]]:
         return [*self.listeners, *self.topic_listeners]

@@ -75,7 +75,7 @@ def watches_of(engine: Any) -> Watches:
         if type(listener) is Watches:
             return listener
     w = Watches()
-    engine.listeners.append(w)
+    engine.listen(w, w.by_topic)  # a string change of a name nobody watches is not told
     return w
 
 
