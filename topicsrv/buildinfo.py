@@ -64,6 +64,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.keyspace.ops",  # the keyspace operation codec (one per SET at P1)
     "topicsrv.storage.frames",  # the frame header + checksum of every WAL write
     "topicsrv.memory",  # --max-memory's check before every write
+    "topicsrv.clock",  # every TTL check and access stamp reads it
 )
 
 _stale: list[str] = []

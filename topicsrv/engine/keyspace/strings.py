@@ -57,7 +57,7 @@ def put(ks: Keyspace, pairs: list[tuple[str, bytes]], deadline: int = 0,
             tokens.append(ks.commit(op))
     # a write is an access (OBJECT IDLETIME counts from it, as Redis)
     ks.touch_all([name for name, _ in pairs])
-    return all_of(tokens)
+    return tokens[0] if len(tokens) == 1 else all_of(tokens)
 
 
 def delete(ks: Keyspace, names: list[str]) -> tuple[int, CommitToken | None]:
@@ -174,7 +174,7 @@ def set_deadline(ks: Keyspace, name: str, deadline: int, nx: bool, xx: bool, gt:
         return 0, None
     if lt and cur is not None and deadline >= cur:
         return 0, None
-    if deadline <= ks.host.now():
+    if deadline <= ks.host.clock.now_ms():
         return delete(ks, [name])
     return 1, ks.commit(ks.ttl_change(name, deadline))
 
