@@ -1,0 +1,134 @@
+"""In-process cost of GET/SET on random keys with real storage: the RESP session, the keyspace
+and the WAL, without the network or the reactor (issue 25's third pass, docs/performance.md).
+
+    .venv/bin/python -m bench.stringpath [--class disk|memory|fsync] [--rounds 7] [ping set ...]
+
+Rule 1: one interpreter, the installed build (TOPICS_PURE=1 for the pure one); a real
+`Storage` of the chosen keyspace class on a temporary directory, its writer and I/O thread
+running under trio, `--max-memory` at its default (`auto`), 100,000 keys of 100 bytes loaded
+first, as in bench/stringbench.py.
+Rule 2: each workload drives 50 `Session`s in turn (`receive_data`, `step` until NEED_DATA,
+the reply through a socketpair) and gives trio a turn every 25 commands, roughly a reactor
+pass at P1; the keys are drawn at random, so the keyspace's cache misses are in the figure.
+Rule 3: a figure is the best of `--rounds` runs of 20,000 commands: `loop` is the CPU time of
+the loop thread per command, `process` adds the WAL's I/O thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+KEYS = 100_000
+SESSIONS = 50
+PASS = 25  # commands between two trio turns (Rule 2)
+VALUE = b"v" * 100
+
+
+def frame(*args: bytes) -> bytes:
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        out += b"$%d\r\n%b\r\n" % (len(a), a)
+    return out
+
+
+def _key(rnd: random.Random) -> bytes:
+    return b"key:%012d" % rnd.randrange(KEYS)
+
+
+def workloads(rnd: random.Random) -> dict[str, tuple[Callable[[], bytes], int]]:
+    """name -> (one read's bytes, commands in it)."""
+    return {
+        "ping": (lambda: frame(b"PING"), 1),
+        "get": (lambda: frame(b"GET", _key(rnd)), 1),
+        "set": (lambda: frame(b"SET", _key(rnd), VALUE), 1),
+        "get16": (lambda: b"".join(frame(b"GET", _key(rnd)) for _ in range(16)), 16),
+        "set16": (lambda: b"".join(frame(b"SET", _key(rnd), VALUE) for _ in range(16)), 16),
+    }
+
+
+async def _run(kclass: str, names: list[str], rounds: int) -> None:
+    from topicsrv.context import ServerConfig, make_context
+    from topicsrv.memory import auto_limit
+    from topicsrv.resp.commands import load_all
+    from topicsrv.resp.commands.base import Front
+    from topicsrv.resp.session import NEED_DATA, Session
+    from topicsrv.storage.store import Storage
+
+    load_all()
+    cfg = ServerConfig(data_dir=Path(tempfile.mkdtemp(prefix="bench-stringpath-")),
+                       http_port=None, resp_port=None, max_memory=auto_limit(),
+                       keyspace_durability=kclass)
+    ctx = make_context(cfg)
+    st = ctx.storage = Storage(ctx.engine, cfg.data_dir, shards=cfg.wal_shards,
+                               cold_dir=cfg.cold_dir, checkpoint_interval_s=3600,
+                               keyspace_class=kclass)
+    st.refuse_until_recovered()
+    front = Front()
+    ctx.metrics.resp = front
+    sessions = [Session(ctx, front, f"127.0.0.1:{50000 + i}", "127.0.0.1:6379", 9 + i)
+                for i in range(SESSIONS)]
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    sink = bytearray(1 << 20)
+
+    def serve(s: Session, data: bytes) -> None:
+        s.receive_data(data)
+        while s.step() is not NEED_DATA:
+            pass
+        a.send(s.data_to_send())
+        try:
+            b.recv_into(sink)
+        except BlockingIOError:
+            pass
+
+    async with trio.open_nursery() as nursery:
+        await st.open()
+        await nursery.start(st.run)
+        for i in range(0, KEYS, 1000):  # Rule 1
+            serve(sessions[0], b"".join(frame(b"SET", b"key:%012d" % k, VALUE)
+                                        for k in range(i, i + 1000)))
+            await trio.sleep(0)
+        work = workloads(random.Random(1))
+        for name in names:
+            make, per = work[name]
+            reads = [make() for _ in range(20_000 // per)]
+            loop = proc = float("inf")
+            for _ in range(rounds):
+                t0, p0 = time.thread_time(), time.process_time()
+                for i, data in enumerate(reads):
+                    serve(sessions[i % SESSIONS], data)
+                    if i % PASS == 0:
+                        await trio.sleep(0)
+                await trio.sleep(0.003)  # the last batch's sync, counted in `process`
+                n = len(reads) * per
+                loop = min(loop, (time.thread_time() - t0) / n * 1e6)
+                proc = min(proc, (time.process_time() - p0) / n * 1e6)
+            print(f"{name:6s} {kclass:6s} loop {loop:6.2f} µs  process {proc:6.2f} µs", flush=True)
+        nursery.cancel_scope.cancel()
+    await st.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--class", dest="kclass", default="disk", choices=["disk", "memory", "fsync"])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("workloads", nargs="*", default=["ping", "get", "set", "get16", "set16"])
+    args = ap.parse_args(argv)
+    unknown = set(args.workloads) - set(workloads(random.Random()))
+    if unknown:
+        ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
+    trio.run(_run, args.kclass, args.workloads, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
