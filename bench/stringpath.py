@@ -96,7 +96,7 @@ async def _run(kclass: str, names: list[str], rounds: int) -> None:
         for i in range(0, KEYS, 1000):  # Rule 1
             serve(sessions[0], b"".join(frame(b"SET", b"key:%012d" % k, VALUE)
                                         for k in range(i, i + 1000)))
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
         work = workloads(random.Random(1))
         for name in names:
             make, per = work[name]
@@ -107,7 +107,7 @@ async def _run(kclass: str, names: list[str], rounds: int) -> None:
                 for i, data in enumerate(reads):
                     serve(sessions[i % SESSIONS], data)
                     if i % PASS == 0:
-                        await trio.sleep(0)
+                        await trio.lowlevel.checkpoint()
                 await trio.sleep(0.003)  # the last batch's sync, counted in `process`
                 n = len(reads) * per
                 loop = min(loop, (time.thread_time() - t0) / n * 1e6)

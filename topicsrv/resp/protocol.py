@@ -11,13 +11,18 @@ Rule 2: limits are Redis's: bulk length <= `max_bulk_len` (proto-max-bulk-len), 
 count <= 1M, header lines and inline requests <= 64 KiB; before authentication a multibulk
 count > 10 or a bulk > 16 KiB is refused.
 Rule 3: a protocol error is terminal: `feed` returns the commands parsed before it and the
-error text (`Protocol error: ...`); the caller replies `-ERR <text>` and closes, like Redis.
+error text (`Protocol error: ...`); the caller replies `-ERR <text>` and closes, like Redis;
+whatever is fed after it is not parsed.
 Rule 4 (cross-protocol attacks, issue 23): bytes no Redis client sends are not commands. A
 connection whose first bytes are a TLS record header (0x16 0x03: a ClientHello, whose session
 ticket may hold `\r\nFLUSHALL\r\n`) or an inline line holding a NUL byte ends the parse
 with an error text in `ATTACKS`: the caller answers nothing, runs nothing after it, logs it
 and closes (like the `POST` / `Host:` guard, topicsrv/resp/dispatch.py Rule 3). A NUL is
 looked for as soon as it arrives, before the line's newline does.
+Rule 5 (the common read): with nothing buffered, a read of whole frames is parsed straight
+from the bytes read (`_whole`): no copy into the buffer, no slice for hiredis. Only where
+those frames stop (a frame cut by the read, an inline command, anything hiredis or Rule 2
+would refuse) does the rest go to the buffer and the path of Rule 1, from that frame on.
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ def string2ll(s: bytes) -> int | None:
     return v
 
 
-def _frame_size(frame: list[Any], buf: bytearray, start: int, max_bulk_len: int) -> int:
+def _frame_size(frame: list[Any], buf: bytes | bytearray, start: int, max_bulk_len: int) -> int:
     """The encoded size of a hiredis frame of bulks that starts at `buf[start]`, -1 when it is
     not a list of bulk strings each at most `max_bulk_len` long (the strict parser then gives
     Redis's verdict). One pass: the frame's checks and its size. hiredis also returns bytes for
@@ -112,6 +117,7 @@ class RequestParser:
         self._scan = 0  # next header position in _buf
         self._bulk = -1  # length of the bulk whose header was read, -1 if none
         self._started = False  # the first two bytes were checked for a TLS record (Rule 4)
+        self._failed = False  # a protocol error was returned: nothing more is parsed (Rule 3)
 
     def pending(self) -> int:
         """Bytes buffered but not yet parsed into commands."""
@@ -119,24 +125,35 @@ class RequestParser:
 
     def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
         """Parse `data`; returns (commands, protocol error text or None)."""
+        if self._failed:  # Rule 3: terminal
+            return [], None
         buf = self._buf
         # the second search covers a header split across reads; with nothing buffered it
         # would only look at data[:8] again
         if _SUSPECT in data.translate(_SUSPECT_MAP) or (
                 buf and _SUSPECT in (bytes(buf[-8:]) + data[:8]).translate(_SUSPECT_MAP)):
             self._strict_until = len(buf) + len(data)
-        buf += data
         cmds: list[list[bytes]] = []
+        if not buf and self._started and not self._strict_until and self.authenticated \
+                and self.use_hiredis:
+            done = self._whole(data, cmds)  # Rule 5
+            if done == len(data):
+                return cmds, None
+            buf = self._buf = bytearray(data[done:])
+        else:
+            buf += data
         if not self._started:
             if len(buf) < 2 and (not buf or buf[0] == TLS_RECORD):
                 return cmds, None  # the first two bytes decide (Rule 4)
             self._started = True
             if buf[0] == TLS_RECORD and buf[1] == 0x03:
+                self._failed = True
                 self._buf = bytearray()
                 return cmds, ATTACK_TLS
         try:
             self._parse(cmds)
         except ProtocolError as e:
+            self._failed = True
             self._buf = bytearray()
             self._pos = self._fed = 0
             self._reader = None
@@ -196,6 +213,35 @@ class RequestParser:
             self._pos = start + size
             if frame:
                 cmds.append(frame)
+
+    def _whole(self, data: bytes, cmds: list[list[bytes]]) -> int:
+        """Rule 5: the frames of `data` (nothing buffered before it) read straight from it;
+        returns how far they went. Where they stop (a partial, inline or malformed frame) the
+        reader is dropped: the caller buffers the rest for `_parse`, which reads that frame
+        again as Rule 1 says."""
+        reader = self._reader
+        if reader is None:
+            reader = self._reader = hiredis.Reader()
+        reader.feed(data)
+        n = len(data)
+        pos = 0
+        while pos < n and data[pos] == 0x2A:  # '*': a multibulk
+            try:
+                frame = reader.gets()
+            except (hiredis.ProtocolError, TypeError, ValueError):
+                break
+            if type(frame) is not list:  # False (incomplete) or not an array
+                break
+            size = _frame_size(frame, data, pos, self.max_bulk_len)
+            if size < 0:
+                break
+            pos += size
+            if frame:
+                cmds.append(frame)
+        if pos < n:
+            self._reader = None
+            self._fed = 0
+        return pos
 
     def _drop_reader(self) -> None:
         self._reader = None
