@@ -7,11 +7,11 @@ waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal. B
 `hold_changes` and `release_changes` (a Lua script running: its writes are one step to other
 clients) the names are gathered and told once each at the release, in first-change order.
 Rule 4: `listeners` hear every key that changed (waiters, WATCH); `topic_listeners` (routers,
-the activity sampler) only topics: a change of string keys (`notify_strings`, a run of SETs)
-is told to `listeners` only, with the list read once per change, not once per key. A
-listener added with `listen(fn, interest)` declares the names it can act on (a live mapping
-it keeps, e.g. the names someone waits on or WATCHes): a string change of any other name is
-not told to it, so a write nobody waits on calls no listener.
+the activity sampler) only topics: a change of string keys (engine/keyspace/space.py `tell`,
+compiled: every string write calls it) is told to `listeners` only, with the list read once
+per change, not once per key. A listener added with `listen(fn, interest)` declares the names
+it can act on (a live mapping it keeps, e.g. the names someone waits on or WATCHes): a string
+change of any other name is not told to it, so a write nobody waits on calls no listener.
 """
 
 from __future__ import annotations
@@ -94,21 +94,6 @@ class Engine:
         self.listeners.append(listener)
         if interest is not None:
             self.interests[id(listener)] = interest
-
-    def notify_strings(self, names: Collection[str]) -> None:
-        """Rule 4: string keys changed (never a topic): only `listeners` hear them, each only
-        of the names in its interest."""
-        held = self.held
-        if held is not None:
-            for name in names:
-                held[name] = None
-            return
-        interests = self.interests
-        for listener in self.listeners:
-            wanted = interests.get(id(listener))
-            for name in names:
-                if wanted is None or name in wanted:
-                    listener(name)
 
     def all_listeners(self) -> list[Callable[[str], None]]:
         return [*self.listeners, *self.topic_listeners]

@@ -70,9 +70,32 @@ class Host(Protocol):
 
     def notify(self, name: str) -> None: ...
 
-    def notify_strings(self, names: Collection[str]) -> None: ...
+    listeners: list[Callable[[str], None]]
+    interests: dict[int, Collection[str]]
+    held: dict[str, None] | None
 
     def delete_topic(self, name: str) -> tuple[Any, CommitToken | None]: ...
+
+
+def tell(host: Host, names: Collection[str]) -> None:
+    """engine/core.py Rules 3-4: string keys changed: gathered while changes are held, else
+    told to each of `host.listeners` whose interest (`host.interests`, by id) holds the name
+    (no interest: every name)."""
+    held = host.held
+    if held is not None:
+        for name in names:
+            held[name] = None
+        return
+    interests = host.interests
+    for listener in host.listeners:
+        wanted = interests.get(id(listener))
+        if wanted is None:
+            for name in names:
+                listener(name)
+        else:
+            for name in names:
+                if name in wanted:
+                    listener(name)
 
 
 class Keyspace:
@@ -247,7 +270,7 @@ class Keyspace:
                 host.notify(ch[1])  # a TTL may be a topic's (engine/core.py Rule 4)
             elif kind != "f":
                 names[ch[1]] = None
-        host.notify_strings(names)
+        tell(host, names)
         return token
 
     def apply(self, op: Op) -> None:
