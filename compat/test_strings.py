@@ -203,3 +203,42 @@ def test_incrbyfloat_out_of_range_and_hex_floats(differ: Any, key: str) -> None:
         script += [S("INCRBYFLOAT", f"{key}:{i}", v), S("GET", f"{key}:{i}")]
     script += [S("SET", key + ":s", "1e-5000"), S("INCRBYFLOAT", key + ":s", "1")]
     differ.check(script)
+
+
+def test_keyspace_hits_and_misses_of_string_reads(targets: list[Any], key: str) -> None:
+    """INFO keyspace_hits / keyspace_misses after the string reads Redis counts (commands/
+    strings.py Rule 4): alone and pipelined GETs, MGET, STRLEN, GETRANGE, GETDEL, GETEX, and
+    a GET of a stream (WRONGTYPE, a hit); writes count nothing."""
+    import redis
+
+    seen = []
+    for t in targets:
+        r = redis.Redis(port=t.port)
+        try:
+            r.delete(key, key + "s", key + "x")
+            r.config_resetstat()
+            r.set(key, "v")
+            r.xadd(key + "s", {"f": "v"})
+            r.incr(key + "n")
+            r.get(key)
+            r.get(key + "x")
+            p = r.pipeline(transaction=False)
+            for k in (key, key + "x", key, key + "x", key):
+                p.get(k)
+            p.execute()
+            r.mget(key, key + "x", key + "s")
+            r.strlen(key + "x")
+            r.getrange(key, 0, 0)
+            r.getex(key + "x")
+            r.getdel(key + "n")
+            try:
+                r.get(key + "s")
+            except redis.ResponseError:
+                pass
+            st = r.info("stats")
+            seen.append((st["keyspace_hits"], st["keyspace_misses"]))
+        finally:
+            r.delete(key, key + "s", key + "n")
+            r.close()
+    assert len(set(seen)) == 1, seen
+    assert seen[0] == (9, 6)  # both servers: 9 reads found their key, 6 did not

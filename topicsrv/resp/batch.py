@@ -215,10 +215,15 @@ def _sets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
 def _gets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
     t0 = perf_counter()
     replies = ctx.engine.keyspace.get_many([argv[1].decode("latin-1") for argv in run])
-    failed = 0
+    failed = misses = 0
     for k, reply in enumerate(replies):
-        if type(reply) is TopicsError:
+        if reply is None:
+            misses += 1
+        elif type(reply) is TopicsError:
             replies[k] = Err(reply.resp_line())
             failed += 1
+    stats = ctx.front.stats  # INFO keyspace_hits / misses (commands/strings.py Rule 4)
+    stats.keyspace_misses += misses
+    stats.keyspace_hits += len(run) - misses
     _account(ctx, "get", len(run), t0, failed)
     return replies

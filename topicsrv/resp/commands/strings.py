@@ -8,6 +8,10 @@ any type (SET without GET, MSET, SETEX, PSETEX: the topic is deleted as by DEL) 
 (nil for a key that is not a string).
 Rule 3: string size is bounded by `proto-max-bulk-len` (512 MB by default), as Redis's
 checkStringLength.
+Rule 4: the reads Redis counts in INFO `keyspace_hits` / `keyspace_misses` (its
+lookupKeyRead: GET, MGET, GETDEL, GETEX, GETRANGE, SUBSTR, STRLEN) count a hit for a key
+that exists (of any type: a topic's WRONGTYPE is a hit) and a miss for one that does not
+(`_read`; the pipelined GET runs in resp/batch.py count the same way).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from topicsrv.engine.keyspace import strings as ops
 from topicsrv.engine.keyspace import values
 from topicsrv.engine.keyspace.space import Keyspace
+from topicsrv.errors import TopicsError
 from topicsrv.resp.commands.base import (
     SYNTAX,
     CommandContext,
@@ -43,6 +48,21 @@ def _ks(ctx: CommandContext) -> Keyspace:
     return ctx.engine.keyspace
 
 
+def _read(ctx: CommandContext, name: str) -> bytes | None:
+    """ks.get(name), counted in INFO keyspace_hits / keyspace_misses (Rule 4)."""
+    stats = ctx.front.stats
+    try:
+        value = _ks(ctx).get(name)
+    except TopicsError:  # WRONGTYPE: the key exists
+        stats.keyspace_hits += 1
+        raise
+    if value is None:
+        stats.keyspace_misses += 1
+    else:
+        stats.keyspace_hits += 1
+    return value
+
+
 def _limit(ctx: CommandContext) -> int:
     return int(ctx.server.config.proto_max_bulk_len)
 
@@ -64,7 +84,7 @@ def set_(ctx: CommandContext, args: list[bytes]) -> Any:
 
 @_cmd("get", 2, ["readonly", "fast"], 1, 1, 1, "Get the value of a key", "key:key")
 def get(ctx: CommandContext, args: list[bytes]) -> Any:
-    return _ks(ctx).get(key_name(args[0]))
+    return _read(ctx, key_name(args[0]))
 
 
 @_cmd("getdel", 2, ["write", "fast"], 1, 1, 1, "Get the value of a key and delete the key",
@@ -72,7 +92,7 @@ def get(ctx: CommandContext, args: list[bytes]) -> Any:
 def getdel(ctx: CommandContext, args: list[bytes]) -> Any:
     ks = _ks(ctx)
     name = key_name(args[0])
-    old = ks.get(name)
+    old = _read(ctx, name)
     if old is None:
         return None
     return committed(ops.delete(ks, [name])[1], old)
@@ -86,7 +106,7 @@ def getex(ctx: CommandContext, args: list[bytes]) -> Any:
     now = ks.host.now()
     o = parse_set(args, 1, now, "getex")
     name = key_name(args[0])
-    old = ks.get(name)
+    old = _read(ctx, name)
     if old is None:
         return None
     if o.deadline:
@@ -138,10 +158,16 @@ def psetex(ctx: CommandContext, args: list[bytes]) -> Any:
       "key:key...")
 def mget(ctx: CommandContext, args: list[bytes]) -> Any:
     ks = _ks(ctx)
+    stats = ctx.front.stats
     out: list[bytes | None] = []
     for a in args:
         name = key_name(a)
-        out.append(ks.get(name) if ks.kind(name) == "string" else None)
+        kind = ks.kind(name)
+        if kind is None:
+            stats.keyspace_misses += 1
+        else:
+            stats.keyspace_hits += 1  # Rule 4: a topic is found too (MGET answers nil)
+        out.append(ks.get(name) if kind == "string" else None)
     return out
 
 
@@ -218,13 +244,13 @@ def append(ctx: CommandContext, args: list[bytes]) -> Any:
 @_cmd("strlen", 2, ["readonly", "fast"], 1, 1, 1, "Get the length of the value stored in a key",
       "key:key", "2.2.0")
 def strlen(ctx: CommandContext, args: list[bytes]) -> Any:
-    value = _ks(ctx).get(key_name(args[0]))
+    value = _read(ctx, key_name(args[0]))
     return 0 if value is None else len(value)
 
 
 def _getrange(ctx: CommandContext, args: list[bytes]) -> Any:
     start, end = parse_int(args[1]), parse_int(args[2])
-    value = _ks(ctx).get(key_name(args[0]))
+    value = _read(ctx, key_name(args[0]))
     return b"" if value is None else ops.getrange(value, start, end)
 
 
