@@ -206,9 +206,9 @@ def test_incrbyfloat_out_of_range_and_hex_floats(differ: Any, key: str) -> None:
 
 
 def test_keyspace_hits_and_misses_of_string_reads(targets: list[Any], key: str) -> None:
-    """INFO keyspace_hits / keyspace_misses after the string reads Redis counts (commands/
-    strings.py Rule 4): alone and pipelined GETs, MGET, STRLEN, GETRANGE, GETDEL, GETEX, and
-    a GET of a stream (WRONGTYPE, a hit); writes count nothing."""
+    """INFO keyspace_hits / keyspace_misses after the key reads Redis counts (commands/
+    strings.py Rule 4): alone and pipelined GETs, MGET, STRLEN, GETRANGE, GETDEL, GETEX,
+    EXISTS, TYPE, TTL, PTTL, and a GET of a stream (WRONGTYPE, a hit); writes count nothing."""
     import redis
 
     seen = []
@@ -231,6 +231,11 @@ def test_keyspace_hits_and_misses_of_string_reads(targets: list[Any], key: str) 
             r.getrange(key, 0, 0)
             r.getex(key + "x")
             r.getdel(key + "n")
+            r.exists(key, key + "x")
+            r.type(key + "x")
+            r.type(key + "s")
+            r.ttl(key)
+            r.pttl(key + "x")
             try:
                 r.get(key + "s")
             except redis.ResponseError:
@@ -241,4 +246,4 @@ def test_keyspace_hits_and_misses_of_string_reads(targets: list[Any], key: str) 
             r.delete(key, key + "s", key + "n")
             r.close()
     assert len(set(seen)) == 1, seen
-    assert seen[0] == (9, 6)  # both servers: 9 reads found their key, 6 did not
+    assert seen[0] == (12, 9)  # both servers: 12 lookups found their key, 9 did not

@@ -163,6 +163,23 @@ def key_name(key: bytes) -> str:
     return key.decode("latin-1")
 
 
+def looked_up(ctx: CommandContext, found: bool) -> None:
+    """A key lookup Redis counts in INFO keyspace_hits / keyspace_misses (its lookupKeyRead):
+    a hit when the key exists, of any type."""
+    stats = ctx.front.stats
+    if found:
+        stats.keyspace_hits += 1
+    else:
+        stats.keyspace_misses += 1
+
+
+def kind_of(ctx: CommandContext, key: bytes) -> str | None:
+    """The kind of a key ("string", "stream", None), a counted lookup (`looked_up`)."""
+    kind = ctx.engine.keyspace.kind(key_name(key))
+    looked_up(ctx, kind is not None)
+    return kind
+
+
 _QUOTE_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t",
                   "\a": "\\a", "\b": "\\b"}
 

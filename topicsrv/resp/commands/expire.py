@@ -23,6 +23,7 @@ from topicsrv.resp.commands.base import (
     command,
     committed,
     key_name,
+    kind_of,
     parse_int,
 )
 
@@ -98,7 +99,7 @@ def pexpireat(ctx: CommandContext, args: list[bytes]) -> Any:
 def _ttl(ctx: CommandContext, key: bytes, ms: bool, absolute: bool) -> int:
     ks = ctx.engine.keyspace
     name = key_name(key)
-    if ks.kind(name) is None:
+    if kind_of(ctx, key) is None:
         return -2
     deadline = ks.deadline(name)
     if deadline is None:

@@ -26,6 +26,7 @@ from topicsrv.resp.commands.base import (
     command,
     committed,
     key_name,
+    kind_of,
 )
 
 
@@ -47,13 +48,12 @@ def _matcher(pattern: bytes) -> Callable[[bytes], bool]:
 
 @_cmd("type", 2, ["readonly", "fast"], 1, 1, "Determine the type stored at key", "key:key")
 def type_(ctx: CommandContext, args: list[bytes]) -> Any:
-    return Simple(ctx.engine.keyspace.kind(key_name(args[0])) or "none")
+    return Simple(kind_of(ctx, args[0]) or "none")
 
 
 @_cmd("exists", -2, ["readonly", "fast"], 1, -1, "Determine if a key exists", "key:key...")
 def exists(ctx: CommandContext, args: list[bytes]) -> Any:
-    ks = ctx.engine.keyspace
-    return sum(1 for a in args if ks.kind(key_name(a)) is not None)
+    return sum(1 for a in args if kind_of(ctx, a) is not None)
 
 
 def _delete(ctx: CommandContext, args: list[bytes]) -> Any:

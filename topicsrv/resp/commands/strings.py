@@ -9,9 +9,10 @@ any type (SET without GET, MSET, SETEX, PSETEX: the topic is deleted as by DEL) 
 Rule 3: string size is bounded by `proto-max-bulk-len` (512 MB by default), as Redis's
 checkStringLength.
 Rule 4: the reads Redis counts in INFO `keyspace_hits` / `keyspace_misses` (its
-lookupKeyRead: GET, MGET, GETDEL, GETEX, GETRANGE, SUBSTR, STRLEN) count a hit for a key
-that exists (of any type: a topic's WRONGTYPE is a hit) and a miss for one that does not
-(`_read`; the pipelined GET runs in resp/batch.py count the same way).
+lookupKeyRead: GET, MGET, GETDEL, GETEX, GETRANGE, SUBSTR, STRLEN; EXISTS, TYPE and the TTL
+family in keys.py / expire.py) count a hit for a key that exists (of any type: a topic's
+WRONGTYPE is a hit) and a miss for one that does not (base.py `looked_up`; the pipelined GET
+runs in resp/batch.py count the same way).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from topicsrv.resp.commands.base import (
     command,
     committed,
     key_name,
+    kind_of,
+    looked_up,
     parse_int,
     wrong_args,
 )
@@ -50,16 +53,12 @@ def _ks(ctx: CommandContext) -> Keyspace:
 
 def _read(ctx: CommandContext, name: str) -> bytes | None:
     """ks.get(name), counted in INFO keyspace_hits / keyspace_misses (Rule 4)."""
-    stats = ctx.front.stats
     try:
         value = _ks(ctx).get(name)
     except TopicsError:  # WRONGTYPE: the key exists
-        stats.keyspace_hits += 1
+        looked_up(ctx, True)
         raise
-    if value is None:
-        stats.keyspace_misses += 1
-    else:
-        stats.keyspace_hits += 1
+    looked_up(ctx, value is not None)
     return value
 
 
@@ -158,16 +157,10 @@ def psetex(ctx: CommandContext, args: list[bytes]) -> Any:
       "key:key...")
 def mget(ctx: CommandContext, args: list[bytes]) -> Any:
     ks = _ks(ctx)
-    stats = ctx.front.stats
     out: list[bytes | None] = []
     for a in args:
-        name = key_name(a)
-        kind = ks.kind(name)
-        if kind is None:
-            stats.keyspace_misses += 1
-        else:
-            stats.keyspace_hits += 1  # Rule 4: a topic is found too (MGET answers nil)
-        out.append(ks.get(name) if kind == "string" else None)
+        kind = kind_of(ctx, a)  # Rule 4: a topic is found too (MGET answers nil)
+        out.append(ks.get(key_name(a)) if kind == "string" else None)
     return out
 
 
