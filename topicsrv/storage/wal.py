@@ -32,7 +32,10 @@ place among the shard's frames. The keyspace uses it (storage/keyspacelog.py Rul
 every SET is its own operation, and one frame per batch instead of one per SET saves the
 frame's encoding, its place in the batch and its iovec (docs/performance.md). A body type
 must be a concatenation of independent parts (keyspace operations are: engine/keyspace/ops.py
-Rule 1), since the sealed frame replays as one.
+Rule 1), since the sealed frame replays as one. A body of OPEN_BODY_MAX bytes or more is a
+frame of its own, as before, and an open frame takes no more once it holds OPEN_FRAME_MAX: a
+frame is copied whole when it is sealed, and a batch of big values sealed as one frame would
+hold three copies of all of them at once (the resident memory `--max-memory` samples).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ log = logging.getLogger("topicsrv.storage")
 PROBE_INTERVAL_S = 0.25
 LINGER_S = 0.002  # longest a batch without waiters gathers before its sync (Rule 4)
 LINGER_BYTES = 256 * 1024
+OPEN_BODY_MAX = 16 * 1024  # a bigger body is a frame of its own (Rule 9)
+OPEN_FRAME_MAX = 256 * 1024  # an open frame holding this much takes no more bodies (Rule 9)
 
 
 def storage_error(reason: str) -> TopicsError:
@@ -125,12 +130,13 @@ class Token:
 class OpenFrame:
     """Rule 9: a frame still taking bodies, in its place in the batch until sealed."""
 
-    __slots__ = ("batch", "ftype", "bodies")
+    __slots__ = ("batch", "ftype", "bodies", "size")
 
     def __init__(self, batch: Batch, ftype: int) -> None:
         self.batch = batch
         self.ftype = ftype
         self.bodies: list[bytes] = []
+        self.size = 0  # bytes of the bodies
 
     def seal(self) -> bytes:
         return frames.encode(self.ftype, b"".join(self.bodies))
@@ -238,16 +244,17 @@ class Shard:
     def enqueue_body(self, ftype: int, body: bytes) -> Commit:
         """Rule 9: `body` joins the batch's open frame of `ftype` (begun here if there is none);
         inside a commit group it is a frame of its own (Rule 8)."""
-        if self.group is not None:
+        if self.group is not None or len(body) >= OPEN_BODY_MAX:
             return self.enqueue(frames.encode(ftype, body))
         b = self.batch
         of = self.open_frame
-        if of is None or of.batch is not b or of.ftype != ftype:
+        if of is None or of.batch is not b or of.ftype != ftype or of.size >= OPEN_FRAME_MAX:
             of = self.open_frame = OpenFrame(b, ftype)
             self._add(of, frames.HEADER_SIZE)
             b.control.append(of)
             b.opened = True
         of.bodies.append(body)
+        of.size += len(body)
         b.nbytes += len(body)
         if b.nbytes >= LINGER_BYTES:
             b.commit.hurry.set()
