@@ -9,6 +9,7 @@ from pathlib import Path
 
 from topicsrv.engine.keyspace import strings as kstrings
 from topicsrv.storage import frames
+from topicsrv.storage.wal import OPEN_BODY_MAX
 from topicsrv.storage.walread import wal_files
 
 from .harness import running
@@ -62,3 +63,22 @@ async def test_a_commit_group_keeps_its_own_frame(tmp_path: Path) -> None:
     async with running(tmp_path, shards=1, keyspace_class="fsync") as (e, _st):
         assert [e.keyspace.get(k) for k in ("before", "in", "in2", "after")] == [
             b"1", b"2", b"3", b"4"]
+
+
+async def test_a_big_value_is_a_frame_of_its_own(tmp_path: Path) -> None:
+    """wal.py Rule 9: a body of OPEN_BODY_MAX or more is not gathered (sealing copies a frame
+    whole, which for big values would hold a batch's worth of copies at once); the open frame
+    before it is closed, so order holds."""
+    big = b"x" * OPEN_BODY_MAX
+    async with running(tmp_path, crash=True, shards=1, keyspace_class="fsync") as (e, _st):
+        ks = e.keyspace
+        kstrings.put(ks, [("a", b"1")])
+        kstrings.put(ks, [("big", big)])
+        kstrings.put(ks, [("b", b"2")])
+        token = kstrings.put(ks, [("c", b"3")])
+        assert token is not None
+        await token.wait()
+    sizes = [len(f.body) for f in _frames(tmp_path) if f.ftype == frames.T_KEYSPACE]
+    assert len(sizes) == 3 and sizes[1] > OPEN_BODY_MAX > sizes[0] and sizes[2] < OPEN_BODY_MAX
+    async with running(tmp_path, shards=1, keyspace_class="fsync") as (e, _st):
+        assert [e.keyspace.get(k) for k in ("a", "big", "b", "c")] == [b"1", big, b"2", b"3"]
