@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +56,14 @@ WORK: dict[str, tuple[bytes, int]] = {  # name -> (one read's bytes, commands in
 QUEUE_WORK = {"claim1+ack": 1, "claim100+ack": 100}  # name -> MAX; µs per job (claim + ack)
 
 
-def _measure(only: list[str]) -> dict[str, float]:
-    """µs per command of each workload, in this interpreter's build."""
-    from topicsrv.clock import FakeClock
-    from topicsrv.context import ServerConfig, make_context
+def driver(ctx: Any) -> tuple[list[Any], Callable[[Any, bytes], bytes]]:
+    """SESSIONS in-memory sessions of `ctx` and `serve(session, read)`, which runs one read as
+    the reactor does and passes the replies through a socketpair (Rule 1); returns them."""
     from topicsrv.resp.commands import load_all
     from topicsrv.resp.commands.base import Front
     from topicsrv.resp.session import NEED_DATA, Session
 
     load_all()
-    ctx = make_context(ServerConfig(storage=False, http_port=None, resp_port=None), FakeClock())
     front = Front()
     ctx.metrics.resp = front
     sessions = [Session(ctx, front, f"127.0.0.1:{50000 + i}", "127.0.0.1:6379", 9 + i)
@@ -82,13 +81,19 @@ def _measure(only: list[str]) -> dict[str, float]:
         while out:
             n = a.send(out)
             out = out[n:]
-            while True:
-                try:
-                    b.recv_into(sink)
-                except BlockingIOError:
-                    break
+            b.recv_into(sink)  # one read takes all that was sent (the sink is larger)
         return whole
 
+    return sessions, serve
+
+
+def _measure(only: list[str]) -> dict[str, float]:
+    """µs per command of each workload, in this interpreter's build."""
+    from topicsrv.clock import FakeClock
+    from topicsrv.context import ServerConfig, make_context
+
+    sessions, serve = driver(make_context(ServerConfig(storage=False, http_port=None,
+                                                       resp_port=None), FakeClock()))
     for _ in range(N_STREAM // 100):
         serve(sessions[0], frame(b"XADD", b"r", b"*", b"f", b"x" * 100) * 100)
     for i in range(0, 1000, 100):  # the string keys the get/set workloads read and overwrite

@@ -7,9 +7,10 @@ Rule 1: one interpreter, the installed build (TOPICS_PURE=1 for the pure one); a
 `Storage` of the chosen keyspace class on a temporary directory, its writer and I/O thread
 running under trio, `--max-memory` at its default (`auto`), 100,000 keys of 100 bytes loaded
 first, as in bench/stringbench.py.
-Rule 2: each workload drives 50 `Session`s in turn (`receive_data`, `step` until NEED_DATA,
-the reply through a socketpair) and gives trio a turn every 25 commands, roughly a reactor
-pass at P1; the keys are drawn at random, so the keyspace's cache misses are in the figure.
+Rule 2: each workload drives bench/hotpath.py's 50 `Session`s in turn (`driver`:
+`receive_data`, `step` until NEED_DATA, the reply through a socketpair) and gives trio a turn
+every 25 commands, roughly a reactor pass at P1; the keys are drawn at random, so the
+keyspace's cache misses are in the figure.
 Rule 3: a figure is the best of `--rounds` runs of 20,000 commands: `loop` is the CPU time of
 the loop thread per command, `process` adds the WAL's I/O thread.
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,17 +26,11 @@ from pathlib import Path
 
 import trio
 
+from bench.hotpath import SESSIONS, driver, frame
+
 KEYS = 100_000
-SESSIONS = 50
 PASS = 25  # commands between two trio turns (Rule 2)
 VALUE = b"v" * 100
-
-
-def frame(*args: bytes) -> bytes:
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        out += b"$%d\r\n%b\r\n" % (len(a), a)
-    return out
 
 
 def _key(rnd: random.Random) -> bytes:
@@ -57,12 +51,8 @@ def workloads(rnd: random.Random) -> dict[str, tuple[Callable[[], bytes], int]]:
 async def _run(kclass: str, names: list[str], rounds: int) -> None:
     from topicsrv.context import ServerConfig, make_context
     from topicsrv.memory import auto_limit
-    from topicsrv.resp.commands import load_all
-    from topicsrv.resp.commands.base import Front
-    from topicsrv.resp.session import NEED_DATA, Session
     from topicsrv.storage.store import Storage
 
-    load_all()
     cfg = ServerConfig(data_dir=Path(tempfile.mkdtemp(prefix="bench-stringpath-")),
                        http_port=None, resp_port=None, max_memory=auto_limit(),
                        keyspace_durability=kclass)
@@ -71,24 +61,7 @@ async def _run(kclass: str, names: list[str], rounds: int) -> None:
                                cold_dir=cfg.cold_dir, checkpoint_interval_s=3600,
                                keyspace_class=kclass)
     st.refuse_until_recovered()
-    front = Front()
-    ctx.metrics.resp = front
-    sessions = [Session(ctx, front, f"127.0.0.1:{50000 + i}", "127.0.0.1:6379", 9 + i)
-                for i in range(SESSIONS)]
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    b.setblocking(False)
-    sink = bytearray(1 << 20)
-
-    def serve(s: Session, data: bytes) -> None:
-        s.receive_data(data)
-        while s.step() is not NEED_DATA:
-            pass
-        a.send(s.data_to_send())
-        try:
-            b.recv_into(sink)
-        except BlockingIOError:
-            pass
+    sessions, serve = driver(ctx)  # bench/hotpath.py's sessions and socketpair
 
     async with trio.open_nursery() as nursery:
         await st.open()
