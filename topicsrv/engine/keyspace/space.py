@@ -186,7 +186,9 @@ class Keyspace:
         return e.value
 
     def _clock_second(self, now: int) -> int:
-        """The access clock at `now` (ms): whole seconds, one shared int per second (touch)."""
+        """The access clock at `now` (ms) in whole seconds. The same int object for a whole
+        second: the compiled Entry stores it unboxed, the pure one keeps a reference, which
+        every key touched within that second then shares."""
         second = now // 1000
         if second != self._second:
             self._second = second
