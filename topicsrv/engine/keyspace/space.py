@@ -17,6 +17,8 @@ Counts (DBSIZE, INFO keyspace, KEYS, SCAN, RANDOMKEY) reap every due key first: 
 proportional to the keys that expired, never a scan of the map.
 Rule 4: sans-IO and synchronous like the rest of the engine; time comes from the host's clock
 (`host.clock`, read directly: the engine's own `now()` is one interpreted call more).
+Rule 5: `strings` (name -> Entry) and `order` (the same names, sorted) change together, in
+`apply` only; every lookup goes to `strings`, only ordered walks to `order`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sortedcontainers import SortedDict
+from sortedcontainers import SortedDict, SortedList
 
 from topicsrv.clock import Clock
 from topicsrv.engine.keyspace.expiry import ExpiryIndex
@@ -101,7 +103,12 @@ def tell(host: Host, names: Collection[str]) -> None:
 class Keyspace:
     def __init__(self, host: Host) -> None:
         self.host = host
-        self.strings: SortedDict = SortedDict()  # name -> Entry (its value and last access)
+        # name -> Entry (its value and last access): a plain dict, so that the compiled build
+        # looks a key up with one C call (a SortedDict's .get is a method call through its
+        # class); `order` keeps the names sorted for KEYS/SCAN/RANDOMKEY and changes only when
+        # a key is added or deleted (Rule 5)
+        self.strings: dict[str, Entry] = {}
+        self.order: SortedList = SortedList()
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
         self._second = 0
         self.expiry = ExpiryIndex()
@@ -196,15 +203,9 @@ class Keyspace:
 
     def touch(self, name: str) -> None:
         """Record an access of a string (OBJECT IDLETIME) in whole seconds (Entry)."""
-        self.touch_all([name])
-
-    def touch_all(self, names: list[str]) -> None:
-        """touch() of several keys with one clock read (a run of SETs, MSET)."""
-        strings, second = self.strings, self._clock_second(self.host.clock.now_ms())
-        for name in names:
-            e: Entry | None = strings.get(name)
-            if e is not None:
-                e.second = second
+        e: Entry | None = self.strings.get(name)
+        if e is not None:
+            e.second = self._clock_second(self.host.clock.now_ms())
 
     def idle_seconds(self, name: str) -> int:
         """OBJECT IDLETIME of a string: whole seconds since its last access."""
@@ -249,8 +250,8 @@ class Keyspace:
 
         if self.expiry.deadlines:
             self.reap()
-        a = self.strings.irange(minimum=after, inclusive=(False, False)) if after is not None \
-            else iter(self.strings)
+        a = self.order.irange(minimum=after, inclusive=(False, False)) if after is not None \
+            else iter(self.order)
         topics = self.host.topics
         b = topics.irange(minimum=after, inclusive=(False, False)) if after is not None \
             else iter(topics)
@@ -258,10 +259,12 @@ class Keyspace:
 
     # ---- the write path (Rule 2) -----------------------------------------------------------
 
-    def commit(self, op: Op) -> CommitToken | None:
+    def commit(self, op: Op, access: bool = False) -> CommitToken | None:
+        """Rule 2. `access`: the op's puts are writes by a client, which count as an access of
+        each key (OBJECT IDLETIME counts from it, as Redis's)."""
         journal = self.host.journal
         journal.check_writable(None)
-        self.apply(op)
+        self.apply(op, self._clock_second(self.host.clock.now_ms()) if access else 0)
         token = journal.keyspace_changed(op)
         self.stats["string_writes"] += 1
         host = self.host
@@ -275,8 +278,9 @@ class Keyspace:
         tell(host, names)
         return token
 
-    def apply(self, op: Op) -> None:
-        """Apply an operation's changes in memory (the live path and recovery's replay)."""
+    def apply(self, op: Op, second: int = 0) -> None:
+        """Apply an operation's changes in memory (the live path and recovery's replay). A
+        put records `second` as its key's access (0: leave it as it is, replay)."""
         strings, expiry, enc = self.strings, self.expiry, self.enc
         for ch in op:
             kind = ch[0]
@@ -286,9 +290,12 @@ class Keyspace:
                 if e is not None:  # an overwrite: the entry changes in place, the map does not
                     self.nbytes += len(value) - len(e.value)
                     e.value = value
+                    if second:
+                        e.second = second
                 else:
                     self.nbytes += len(name) + len(value)
-                    strings[name] = Entry(value, 0)
+                    strings[name] = Entry(value, second)
+                    self.order.add(name)
                 if ch[4]:
                     enc[name] = ch[4]
                 elif enc:
@@ -301,6 +308,7 @@ class Keyspace:
                 name = ch[1]
                 gone: Entry | None = strings.pop(name, None)
                 if gone is not None:
+                    self.order.remove(name)
                     self.nbytes -= len(name) + len(gone.value)
                     self.enc.pop(name, None)
                     expiry.clear(name)
@@ -317,6 +325,7 @@ class Keyspace:
                     expiry.clear(name)
             elif kind == "f":
                 strings.clear()
+                self.order.clear()
                 self.nbytes = 0
                 self.enc.clear()
                 expiry.reset()

@@ -50,14 +50,11 @@ def put(ks: Keyspace, pairs: list[tuple[str, bytes]], deadline: int = 0,
         op.append(("s", name, value, d, enc))
     topics = ks.host.topics
     if not any(n in topics for n, _ in pairs):
-        tokens = [ks.commit(op)]
-    else:
-        with Group(ks.host.journal):  # Rule 1
-            tokens = _replace_topics(ks, [n for n, _ in pairs])
-            tokens.append(ks.commit(op))
-    # a write is an access (OBJECT IDLETIME counts from it, as Redis)
-    ks.touch_all([name for name, _ in pairs])
-    return tokens[0] if len(tokens) == 1 else all_of(tokens)
+        return ks.commit(op, True)  # a write is an access (OBJECT IDLETIME counts from it)
+    with Group(ks.host.journal):  # Rule 1
+        tokens = _replace_topics(ks, [n for n, _ in pairs])
+        tokens.append(ks.commit(op, True))
+    return all_of(tokens)
 
 
 def delete(ks: Keyspace, names: list[str]) -> tuple[int, CommitToken | None]:

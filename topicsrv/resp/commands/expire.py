@@ -196,6 +196,6 @@ def randomkey(ctx: CommandContext, args: list[bytes]) -> Any:
     if not total:
         return None
     i = random.randrange(total)
-    strings = ks.strings
-    name: str = strings.keys()[i] if i < len(strings) else ctx.engine.topics.keys()[i - len(strings)]
+    order = ks.order
+    name: str = order[i] if i < len(order) else ctx.engine.topics.keys()[i - len(order)]
     return name.encode("latin-1")
