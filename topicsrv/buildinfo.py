@@ -65,6 +65,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.storage.frames",  # the frame header + checksum of every WAL write
     "topicsrv.memory",  # --max-memory's check before every write
     "topicsrv.clock",  # every TTL check and access stamp reads it
+    "topicsrv.resp.state",  # Client / Front / CommandContext: fields read by every request
 )
 
 _stale: list[str] = []
