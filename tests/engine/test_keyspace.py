@@ -226,3 +226,19 @@ def test_ops_codec_round_trip_and_damage() -> None:
     assert ops.decode(ops.encode(op)) == op
     with pytest.raises(ValueError):
         ops.decode(ops.encode(op)[:-1])
+
+
+@pytest.mark.parametrize("n", [0, 1, 1023, 1024, 70_000])
+def test_ops_put_layout_is_the_documented_one_across_the_length_table(n: int) -> None:
+    """The on-disk layout of a put (ops.py Rule 2) does not depend on whether its lengths come
+    from the small-length table or are packed: kind, u32 key length, key, u64 deadline, u8
+    encoding, u32 value length, value."""
+    import struct
+
+    key, value = "k" * (n % 2000), b"v" * n
+    for deadline, enc in ((0, ""), (1_700_000_000_123, "raw"), (5, "embstr")):
+        want = (b"s" + struct.pack("<I", len(key)) + key.encode("latin-1")
+                + struct.pack("<QBI", deadline, {"": 0, "raw": 1, "embstr": 2}[enc], n) + value)
+        op: ops.Op = [("s", key, value, deadline, enc)]
+        assert ops.encode(op) == want
+        assert ops.decode(want) == op

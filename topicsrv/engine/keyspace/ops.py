@@ -26,23 +26,42 @@ Op = list[Change]
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_S_TAIL = struct.Struct("<QBI")  # a put's deadline, encoding and value length
 _ENC = {"": 0, "raw": 1, "embstr": 2}
 _ENC_NAMES = {v: k for k, v in _ENC.items()}
 
 
+_SMALL = 1024
+_U32_SMALL: list[bytes] = [_U32.pack(i) for i in range(_SMALL)]  # lengths of keys and most values
+_NO_DEADLINE = _U64.pack(0)
+_ENC_BYTE = {k: bytes((v,)) for k, v in _ENC.items()}
+
+
+def _u32(n: int) -> bytes:
+    return _U32_SMALL[n] if n < _SMALL else _U32.pack(n)
+
+
 def _key(k: str) -> bytes:
     raw = k.encode("latin-1")
-    return _U32.pack(len(raw)) + raw
+    return _u32(len(raw)) + raw
 
 
 def encode(op: Op) -> bytes:
+    """Rule 2's layout; a put's parts are appended one by one, the small lengths taken from a
+    table (one SET at P1 is one operation: docs/performance.md, "Fourth pass")."""
     out: list[bytes] = []
     for ch in op:
         kind = ch[0]
         if kind == "s":
-            value = ch[2]
-            out += [b"s", _key(ch[1]), _S_TAIL.pack(ch[3], _ENC[ch[4]], len(value)), value]
+            raw: bytes = ch[1].encode("latin-1")
+            value: bytes = ch[2]
+            deadline: int = ch[3]
+            out.append(b"s")
+            out.append(_u32(len(raw)))
+            out.append(raw)
+            out.append(_U64.pack(deadline) if deadline else _NO_DEADLINE)
+            out.append(_ENC_BYTE[ch[4]])
+            out.append(_u32(len(value)))
+            out.append(value)
         elif kind == "d":
             out += [b"d", _key(ch[1])]
         elif kind == "x":
