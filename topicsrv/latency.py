@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from typing import Final
 
 # seconds; covers a 20 us RESP command up to a 10 s long-poll or a stuck disk
+# not Final: a compiled Final tuple is not set yet when it is the default of a
+# parameter (mypyc), as Histogram.__init__'s is
 REQUEST_BUCKETS_S = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                      0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 SYNC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                   0.25, 0.5, 1.0, 2.5, 10.0)
-OTHER = "other"
+OTHER: Final = "other"
 
 
 class Histogram:

@@ -26,23 +26,23 @@ import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.errors import TopicsError
 
-log = logging.getLogger("topicsrv.memory")
+log: Final = logging.getLogger("topicsrv.memory")
 
-SAMPLE_S = 0.05
-TRIM_S = 1.0
-ADMIT_BYTES = 1 << 20
-AUTO_FRACTION = 0.8
-OOM_MESSAGE = "command not allowed when used memory > 'maxmemory'."
+SAMPLE_S: Final = 0.05
+TRIM_S: Final = 1.0
+ADMIT_BYTES: Final = 1 << 20
+AUTO_FRACTION: Final = 0.8
+OOM_MESSAGE: Final = "command not allowed when used memory > 'maxmemory'."
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_STATM = "/proc/self/statm"
+_PAGE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_STATM: Final = "/proc/self/statm"
 
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3,
+_UNITS: Final = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3,
           "gb": 1024**3}
 
 

@@ -35,11 +35,11 @@ from __future__ import annotations
 import heapq
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from sortedcontainers import SortedList
 
-EXT_KEY = "queue"
+EXT_KEY: Final = "queue"
 Event = list[Any]
 
 def _nonce() -> str:

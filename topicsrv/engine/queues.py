@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import orjson
 
@@ -51,13 +51,13 @@ from topicsrv.errors import TopicsError, invalid
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
 
-log = logging.getLogger("topicsrv.queues")
+log: Final = logging.getLogger("topicsrv.queues")
 
 __all__ = ["Claimer", "Job", "Move", "finish_moves", "resolve_moves"]
 
-MAX_CLAIM = MAX_RECORDS_PER_WRITE  # jobs one claim may ask for
-MAX_SEQS = MAX_RECORDS_PER_WRITE  # seqs one ack/nack/extend may name
-CLAIM_MAX_BYTES = 16 << 20  # record bytes one claim answer carries at most (Rule 4), as a diff
+MAX_CLAIM: Final = MAX_RECORDS_PER_WRITE  # jobs one claim may ask for
+MAX_SEQS: Final = MAX_RECORDS_PER_WRITE  # seqs one ack/nack/extend may name
+CLAIM_MAX_BYTES: Final = 16 << 20  # record bytes one claim answer carries at most (Rule 4), as a diff
 
 
 @dataclass(slots=True)

@@ -28,6 +28,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Final
 
 from topicsrv.engine import xids
 from topicsrv.engine.blobs import Blobs
@@ -37,8 +38,8 @@ from topicsrv.engine.segments import GAP_FLAGS, LIVE, LOST
 from topicsrv.engine.tombstone import Tombstone
 from topicsrv.engine.topic import Topic
 
-FMT_JSON = KIND_JSON
-FMT_RESP = KIND_FIELDS
+FMT_JSON: Final = KIND_JSON
+FMT_RESP: Final = KIND_FIELDS
 
 
 @dataclass(slots=True)

@@ -17,25 +17,25 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from topicsrv.engine.entries import bulks, bulks_in_slices, encode_entry, parse_entry, with_id
 from topicsrv.errors import TopicsError, invalid
 
-MAX_DATA_META_BYTES = 1 << 20
-MAX_TAG_BYTES = 256
-MAX_NODE_BYTES = 128
-MAX_META_BYTES = 16 * 1024
-MAX_META_KEYS = 64
-MAX_RECORDS_PER_WRITE = 10_000
-MAX_WRITE_BODY_BYTES = 64 << 20
+MAX_DATA_META_BYTES: Final = 1 << 20
+MAX_TAG_BYTES: Final = 256
+MAX_NODE_BYTES: Final = 128
+MAX_META_BYTES: Final = 16 * 1024
+MAX_META_KEYS: Final = 64
+MAX_RECORDS_PER_WRITE: Final = 10_000
+MAX_WRITE_BODY_BYTES: Final = 64 << 20
 
-KIND_JSON = 0x7B  # '{' : first byte of a JSON blob
-KIND_FIELDS = 0x2A  # '*' : first byte of a RESP entry blob
+KIND_JSON: Final = 0x7B  # '{' : first byte of a JSON blob
+KIND_FIELDS: Final = 0x2A  # '*' : first byte of a RESP entry blob
 
-_RECORD_KEYS = frozenset({"data", "tag", "node", "meta"})
+_RECORD_KEYS: Final = frozenset({"data", "tag", "node", "meta"})
 
 
 class PreparedRecord:

@@ -32,7 +32,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX, TopicConfig
@@ -50,9 +50,9 @@ from topicsrv.engine.segments import (
 from topicsrv.engine.tagindex import TagIndex
 from topicsrv.errors import TopicsError
 
-_LOSS_LOG_MAX = 4096
-RECENT_SEGMENTS = 4  # Rule 8
-_BASE = attrgetter("base")
+_LOSS_LOG_MAX: Final = 4096
+RECENT_SEGMENTS: Final = 4  # Rule 8
+_BASE: Final = attrgetter("base")
 
 
 class Topic:

@@ -27,7 +27,7 @@ limit it does not coalesce, so each XADD is refused on its own with -OOM.
 from __future__ import annotations
 
 from time import perf_counter
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine.keyspace import strings
 from topicsrv.engine.records import PreparedRecord, prepare_fields
@@ -37,8 +37,8 @@ from topicsrv.resp.commands.base import CommandContext, Err, Pending, Simple
 from topicsrv.resp.commands.stream_args import plain_pairs
 from topicsrv.resp.dispatch import BIG_ARGV, count_call, execute, internal_error
 
-MAX_RUN = 1000
-OK = Simple("OK")
+MAX_RUN: Final = 1000
+OK: Final = Simple("OK")
 
 
 def argv_lists(queued: list[tuple[bytes, ...]]) -> list[list[bytes]]:

@@ -55,7 +55,7 @@ import logging
 import time
 from time import perf_counter
 from types import GeneratorType
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.errors import TopicsError
 from topicsrv.memory import oom_error
@@ -74,24 +74,24 @@ from topicsrv.resp.commands.base import (
 )
 from topicsrv.resp.multi import NOT_QUEUED, QUEUED, Tx
 
-log = logging.getLogger("topicsrv.resp")
+log: Final = logging.getLogger("topicsrv.resp")
 
-NO_AUTH = frozenset({"auth", "hello", "quit", "reset"})
+NO_AUTH: Final = frozenset({"auth", "hello", "quit", "reset"})
 # what a RESP2 client in subscribed mode may run (Rule 9)
-SUBSCRIBED_MODE = frozenset({"subscribe", "ssubscribe", "psubscribe", "unsubscribe",
+SUBSCRIBED_MODE: Final = frozenset({"subscribe", "ssubscribe", "psubscribe", "unsubscribe",
                              "sunsubscribe", "punsubscribe", "ping", "quit", "reset"})
-INTERNAL_ERROR = "ERR internal error (logged)"
-BIG_ARGV = 4096  # more arguments than this: the command gets scheduler turns of its own
-SECURITY_WORDS = frozenset({b"post", b"host:"})
-SECURITY_LOG_EVERY = 60.0
-SECURITY_WARNING = (
+INTERNAL_ERROR: Final = "ERR internal error (logged)"
+BIG_ARGV: Final = 4096  # more arguments than this: the command gets scheduler turns of its own
+SECURITY_WORDS: Final = frozenset({b"post", b"host:"})
+SECURITY_LOG_EVERY: Final = 60.0
+SECURITY_WARNING: Final = (
     "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: "
     "commands to Redis. This is likely due to an attacker attempting to use Cross Protocol "
     "Scripting to compromise your Redis instance. Connection aborted."
 )
 
 
-_NOT_AWAITABLE: set[type] = set()  # reply types seen not to be awaitable (never a generator)
+_NOT_AWAITABLE: Final[set[type]] = set()  # reply types seen not to be awaitable (never a generator)
 
 
 def is_awaitable(value: object) -> bool:

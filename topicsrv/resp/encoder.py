@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.resp.commands.base import (
     ERROR_STATS,
@@ -69,8 +69,8 @@ def _str(out: bytearray, v: str, resp3: bool) -> None:
     out += b"$%d\r\n%b\r\n" % (len(b), b)
 
 
-_SIMPLE_CACHE: dict[str, bytes] = {}  # the encodings of the simple replies met (OK, PONG, ...)
-_SIMPLE_CACHE_MAX = 256
+_SIMPLE_CACHE: Final[dict[str, bytes]] = {}  # the encodings of the simple replies met (OK, PONG, ...)
+_SIMPLE_CACHE_MAX: Final = 256
 
 
 def _simple(out: bytearray, v: str, resp3: bool) -> None:
@@ -161,7 +161,7 @@ def _other(out: bytearray, v: Any, resp3: bool) -> None:
     raise TypeError(f"cannot encode {type(v).__name__} as a RESP reply")
 
 
-_SLOW: dict[type, Callable[[bytearray, Any, bool], None]] = {
+_SLOW: Final[dict[type, Callable[[bytearray, Any, bool], None]]] = {
     str: _str,
     Simple: _simple,
     type(None): _none,

@@ -36,16 +36,17 @@ Public helpers (stable; XGROUP/XREADGROUP/XACK/XCLAIM in the groups*.py families
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from topicsrv.engine import xids
 from topicsrv.engine.entries import format_id
 from topicsrv.engine.topic import Topic
 from topicsrv.resp.commands.base import Err
 
-U64 = (1 << 64) - 1
-INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
-LAST_ID_ZERO = "ERR the stream last element ID is 0-0"  # XREAD `+` on a stream never written
-_DIGITS = frozenset(b"0123456789")
+U64: Final = (1 << 64) - 1
+INVALID_ID: Final = "ERR Invalid stream ID specified as stream command argument"
+LAST_ID_ZERO: Final = "ERR the stream last element ID is 0-0"  # XREAD `+` on a stream never written
+_DIGITS: Final = frozenset(b"0123456789")
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,32 +28,32 @@ would refuse) does the rest go to the buffer and the path of Rule 1, from that f
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 import hiredis
 
 from topicsrv.engine.entries import digits
 from topicsrv.splitargs import split_args
 
-INLINE_MAX = 64 * 1024
-MULTIBULK_MAX = 1024 * 1024
-UNAUTH_MULTIBULK_MAX = 10
-UNAUTH_BULK_MAX = 16384
+INLINE_MAX: Final = 64 * 1024
+MULTIBULK_MAX: Final = 1024 * 1024
+UNAUTH_MULTIBULK_MAX: Final = 10
+UNAUTH_BULK_MAX: Final = 16384
 # A header hiredis would allocate hugely for is an aggregate type byte and 7 digits (regex
 # [*~>%|][0-9]{7}). Mapping every digit to "0" and every aggregate type byte to "*" turns the
 # search into one translate and one substring search (a regex search cost 13% of a pipelined
 # SET whose random keys hold 12-digit runs).
-_AGGREGATES = b"*~>%|"
-_SUSPECT_MAP = bytes(0x30 if 0x30 <= c <= 0x39 else 0x2A if c in _AGGREGATES else c
+_AGGREGATES: Final = b"*~>%|"
+_SUSPECT_MAP: Final = bytes(0x30 if 0x30 <= c <= 0x39 else 0x2A if c in _AGGREGATES else c
                      for c in range(256))
-_SUSPECT = b"*0000000"
-_BULK_HEADER = re.compile(rb"\$(0|[1-9][0-9]{0,17})\r\n")
+_SUSPECT: Final = b"*0000000"
+_BULK_HEADER: Final = re.compile(rb"\$(0|[1-9][0-9]{0,17})\r\n")
 
-_DIGITS = frozenset(b"0123456789")
-TLS_RECORD = 0x16  # a TLS handshake record starts 0x16 0x03 (the version's major byte)
-ATTACK_TLS = "a TLS handshake was sent to the plain RESP port"
-ATTACK_NUL = "an inline command holds a NUL byte (binary data sent to the RESP port)"
-ATTACKS = frozenset({ATTACK_TLS, ATTACK_NUL})
+_DIGITS: Final = frozenset(b"0123456789")
+TLS_RECORD: Final = 0x16  # a TLS handshake record starts 0x16 0x03 (the version's major byte)
+ATTACK_TLS: Final = "a TLS handshake was sent to the plain RESP port"
+ATTACK_NUL: Final = "an inline command holds a NUL byte (binary data sent to the RESP port)"
+ATTACKS: Final = frozenset({ATTACK_TLS, ATTACK_NUL})
 
 
 class ProtocolError(Exception):

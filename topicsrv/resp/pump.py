@@ -21,13 +21,13 @@ import logging
 import select
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.resp.session import CLOSE, FLUSH, NEED_DATA, WAIT_COMMIT, Outcome, Session
 
-log = logging.getLogger("topicsrv.resp")
+log: Final = logging.getLogger("topicsrv.resp")
 
-READ_SIZE = 64 * 1024  # one recv, on both I/O paths (connection.py uses it too)
+READ_SIZE: Final = 64 * 1024  # one recv, on both I/O paths (connection.py uses it too)
 
 
 class Conn:

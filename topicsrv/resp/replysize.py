@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Final
 
 from topicsrv.engine.blobs import Blobs, nbytes
 from topicsrv.engine.reads import FMT_RESP, ReadResult, read, scan_blobs
 from topicsrv.engine.topic import Topic
 from topicsrv.resp.commands.base import CommandContext, Err
 
-PAGE = 1024  # records per scan page of a range
-SLACK = 4096  # bytes kept for array headers, keys and a tombstone entry
-GROUP_PRECHECK_OVER = 100  # XREADGROUP COUNT above this (or no COUNT) is sized before delivery
+PAGE: Final = 1024  # records per scan page of a range
+SLACK: Final = 4096  # bytes kept for array headers, keys and a tombstone entry
+GROUP_PRECHECK_OVER: Final = 100  # XREADGROUP COUNT above this (or no COUNT) is sized before delivery
 
 
 def too_big(ctx: CommandContext, what: str, hint: str = "") -> str:

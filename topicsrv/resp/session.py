@@ -72,7 +72,7 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.context import ServerContext
 from topicsrv.resp.awaits import settle
@@ -94,11 +94,11 @@ from topicsrv.resp.protocol import ATTACKS, RequestParser
 from topicsrv.resp.pubsub import leave
 from topicsrv.resp.replysize import too_big
 
-log = logging.getLogger("topicsrv.resp")
+log: Final = logging.getLogger("topicsrv.resp")
 
-FLUSH_AT = 64 * 1024  # pending output that is sent before more commands run
-STASH_MAX = 1 << 20  # input kept while a command blocks; beyond it the client is paused
-COMPACT_AT = 1 << 20  # sent output dropped from the front of `out` while the rest waits
+FLUSH_AT: Final = 64 * 1024  # pending output that is sent before more commands run
+STASH_MAX: Final = 1 << 20  # input kept while a command blocks; beyond it the client is paused
+COMPACT_AT: Final = 1 << 20  # sent output dropped from the front of `out` while the rest waits
 
 Mark = tuple[Any, int, int]  # (commit token, reply start, reply end) in `out`
 
@@ -114,14 +114,14 @@ class Outcome(enum.Enum):
     CLOSE = "close"
 
 
-NEED_DATA = Outcome.NEED_DATA
-FLUSH = Outcome.FLUSH
-WAIT_COMMIT = Outcome.WAIT_COMMIT
-WAIT_COMMAND = Outcome.WAIT_COMMAND
-YIELD = Outcome.YIELD
-CLOSE = Outcome.CLOSE
+NEED_DATA: Final = Outcome.NEED_DATA
+FLUSH: Final = Outcome.FLUSH
+WAIT_COMMIT: Final = Outcome.WAIT_COMMIT
+WAIT_COMMAND: Final = Outcome.WAIT_COMMAND
+YIELD: Final = Outcome.YIELD
+CLOSE: Final = Outcome.CLOSE
 
-_NO_CMDS: list[list[bytes]] = []  # "no batch in progress"; never mutated
+_NO_CMDS: Final[list[list[bytes]]] = []  # "no batch in progress"; never mutated
 
 
 def _no_wake() -> None:

@@ -20,19 +20,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from topicsrv.engine.records import PreparedRecord
 
-NONE_LEN = 0xFFFF
-_APPEND_HEAD = struct.Struct("<QQQI")
-_ITEM = struct.Struct("<IIHH")
-_REC_HEAD = struct.Struct("<QQIIHH")
-_LOST = struct.Struct("<QQ")
-_U16 = struct.Struct("<H")
-_U64 = struct.Struct("<Q")
+NONE_LEN: Final = 0xFFFF
+_APPEND_HEAD: Final = struct.Struct("<QQQI")
+_ITEM: Final = struct.Struct("<IIHH")
+_REC_HEAD: Final = struct.Struct("<QQIIHH")
+_LOST: Final = struct.Struct("<QQ")
+_U16: Final = struct.Struct("<H")
+_U64: Final = struct.Struct("<Q")
 
 Item = tuple[bytes, int, str | None, str | None]  # blob, size, node, tag
 

@@ -18,47 +18,48 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 
 import xxhash
 
-HEADER = struct.Struct("<IBQB")
-HEADER_SIZE = HEADER.size  # 14
-FLAG_OFFSET = 13
-DELETED_FLAG = 0xD5
-MAX_FRAME = 1 << 30
+HEADER: Final = struct.Struct("<IBQB")
+HEADER_SIZE: Final = HEADER.size  # 14
+FLAG_OFFSET: Final = 13
+DELETED_FLAG: Final = 0xD5
+MAX_FRAME: Final = 1 << 30
 
 # WAL frame types
-T_TOPIC = 1  # topic create/update: orjson {name, epoch, type, seq_base, config, created_ts}
-T_DROP = 2  # topic delete: orjson {name, epoch}
-T_APPEND = 3  # binary (codec.encode_append)
-T_DELETE = 4  # orjson {name, epoch, selector, bound}
-T_TRIM = 5  # orjson {name, epoch, front}
-T_CEIL = 6  # HeadWatermark: orjson {name, epoch, ceiling}
-T_SEGDROP = 7  # a whole dead segment is about to be unlinked: orjson {name, epoch, base}
-T_LOSTRANGE = 8  # seqs that were handed out and could not be made durable: {name, epoch, first, count}
-T_GROUPS = 9  # a topic's consumer groups, whole (older versions): {name, epoch, groups}
-T_GROUPOP = 10  # one consumer-group definition change (engine/groupops.py): {name, epoch, op}
-T_LEASES = 11  # a queue's leases-log events (engine/leases.py): {name, epoch, ev: [event, ...]}
-T_APPEND_RC = 12  # APPEND of a router's dest: the APPEND body + u64 the router's cursor (codec)
-T_ROUTER = 13  # a router definition change, in its dest's shard: {name, epoch, op, rc?}
-T_XSETID = 14  # XSETID: the stream's last ID (engine/xids.py): {name, epoch, last_id: [ms, seq]}
-T_IDMP = 15  # idempotency table (engine/idempotency.py): {name, epoch, add: hit} or {.., cfg: {..}}
-T_KEYSPACE = 19  # one keyspace operation (engine/keyspace/ops.py, binary), always in shard 0
-T_GROUP = 20  # a commit group's frames, one copy per owning shard (storage/txgroup.py, binary)
+T_TOPIC: Final = 1  # topic create/update: orjson {name, epoch, type, seq_base, config, created_ts}
+T_DROP: Final = 2  # topic delete: orjson {name, epoch}
+T_APPEND: Final = 3  # binary (codec.encode_append)
+T_DELETE: Final = 4  # orjson {name, epoch, selector, bound}
+T_TRIM: Final = 5  # orjson {name, epoch, front}
+T_CEIL: Final = 6  # HeadWatermark: orjson {name, epoch, ceiling}
+T_SEGDROP: Final = 7  # a whole dead segment is about to be unlinked: orjson {name, epoch, base}
+T_LOSTRANGE: Final = 8  # seqs that were handed out and could not be made durable: {name, epoch, first, count}
+T_GROUPS: Final = 9  # a topic's consumer groups, whole (older versions): {name, epoch, groups}
+T_GROUPOP: Final = 10  # one consumer-group definition change (engine/groupops.py): {name, epoch, op}
+T_LEASES: Final = 11  # a queue's leases-log events (engine/leases.py): {name, epoch, ev: [event, ...]}
+T_APPEND_RC: Final = 12  # APPEND of a router's dest: the APPEND body + u64 the router's cursor (codec)
+T_ROUTER: Final = 13  # a router definition change, in its dest's shard: {name, epoch, op, rc?}
+T_XSETID: Final = 14  # XSETID: the stream's last ID (engine/xids.py): {name, epoch, last_id: [ms, seq]}
+T_IDMP: Final = 15  # idempotency table (engine/idempotency.py): {name, epoch, add: hit} or {.., cfg: {..}}
+T_KEYSPACE: Final = 19  # one keyspace operation (engine/keyspace/ops.py, binary), always in shard 0
+T_GROUP: Final = 20  # a commit group's frames, one copy per owning shard (storage/txgroup.py, binary)
 # segment frame types
-T_REC = 16  # binary (codec.encode_slot): one record slot
-T_SLOT_LOST = 17  # binary: a LOST slot (seq, ts)
-T_SLOT_TRIMMED = 18  # binary: a TRIMMED slot (seq, ts): a router dest's `source_trim` gap
+T_REC: Final = 16  # binary (codec.encode_slot): one record slot
+T_SLOT_LOST: Final = 17  # binary: a LOST slot (seq, ts)
+T_SLOT_TRIMMED: Final = 18  # binary: a TRIMMED slot (seq, ts): a router dest's `source_trim` gap
 
-RECORD_FRAMES = (T_APPEND, T_APPEND_RC)  # WAL frames whose body is codec.encode_append's
+RECORD_FRAMES: Final = (T_APPEND, T_APPEND_RC)  # WAL frames whose body is codec.encode_append's
 
-WAL_MAGIC = b"TWAL"
-SEG_MAGIC = b"TSEG"
-FILE_HEADER = struct.Struct("<4sHHQ")  # magic, version, shard (WAL) / 0, gen (WAL) / base (segment)
-FILE_HEADER_SIZE = FILE_HEADER.size  # 16
-VERSION = 1
+WAL_MAGIC: Final = b"TWAL"
+SEG_MAGIC: Final = b"TSEG"
+FILE_HEADER: Final = struct.Struct("<4sHHQ")  # magic, version, shard (WAL) / 0, gen (WAL) / base (segment)
+FILE_HEADER_SIZE: Final = FILE_HEADER.size  # 16
+VERSION: Final = 1
 
-_xxh = xxhash.xxh3_64_intdigest
+_xxh: Final = xxhash.xxh3_64_intdigest
 
 
 def checksum(ftype: int, body: bytes | memoryview) -> int:

@@ -19,21 +19,21 @@ malformed body (storage checks checksums first; `topicsrv check` reports the err
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Final
 
 Change = tuple[Any, ...]
 Op = list[Change]
 
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
-_ENC = {"": 0, "raw": 1, "embstr": 2}
-_ENC_NAMES = {v: k for k, v in _ENC.items()}
+_U32: Final = struct.Struct("<I")
+_U64: Final = struct.Struct("<Q")
+_ENC: Final = {"": 0, "raw": 1, "embstr": 2}
+_ENC_NAMES: Final = {v: k for k, v in _ENC.items()}
 
 
-_SMALL = 1024
-_U32_SMALL: list[bytes] = [_U32.pack(i) for i in range(_SMALL)]  # lengths of keys and most values
-_NO_DEADLINE = _U64.pack(0)
-_ENC_BYTE = {k: bytes((v,)) for k, v in _ENC.items()}
+_SMALL: Final = 1024
+_U32_SMALL: Final[list[bytes]] = [_U32.pack(i) for i in range(_SMALL)]  # lengths of keys and most values
+_NO_DEADLINE: Final = _U64.pack(0)
+_ENC_BYTE: Final = {k: bytes((v,)) for k, v in _ENC.items()}
 
 
 def _u32(n: int) -> bytes:

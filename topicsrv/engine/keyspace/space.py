@@ -24,7 +24,7 @@ Rule 5: `strings` (name -> Entry) and `order` (the same names, sorted) change to
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from sortedcontainers import SortedDict, SortedList
 
@@ -36,8 +36,8 @@ from topicsrv.errors import TopicsError
 if TYPE_CHECKING:
     from topicsrv.engine.journal import CommitToken, Journal
 
-WRONGTYPE_TEXT = "Operation against a key holding the wrong kind of value"
-ACTIVE_BUDGET = 200  # heap pops per active-expiry tick (Rule 3)
+WRONGTYPE_TEXT: Final = "Operation against a key holding the wrong kind of value"
+ACTIVE_BUDGET: Final = 200  # heap pops per active-expiry tick (Rule 3)
 STRING, STREAM = "string", "stream"
 
 

@@ -12,7 +12,7 @@ Rule 3: TTLs are absolute deadlines (Unix ms); KEEP keeps a key's current deadli
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from topicsrv.engine.journal import Group, all_of
 from topicsrv.engine.keyspace import values
@@ -23,7 +23,7 @@ from topicsrv.errors import TopicsError
 if TYPE_CHECKING:
     from topicsrv.engine.journal import CommitToken
 
-KEEP = -1  # Rule 3
+KEEP: Final = -1  # Rule 3
 
 
 def error(text: str) -> TopicsError:

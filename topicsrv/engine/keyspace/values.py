@@ -16,15 +16,16 @@ import math
 import re
 from decimal import Decimal
 from fractions import Fraction
+from typing import Final
 
-MAX_STRING = 512 * 1024 * 1024  # Redis's checkStringLength bound (proto-max-bulk-len default)
-EMBSTR_MAX = 44
+MAX_STRING: Final = 512 * 1024 * 1024  # Redis's checkStringLength bound (proto-max-bulk-len default)
+EMBSTR_MAX: Final = 44
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 ENC_INT, ENC_EMBSTR, ENC_RAW = "int", "embstr", "raw"
-SHARED_INTEGERS = 10_000  # redis-server shares the objects of 0..9999 (OBJECT REFCOUNT)
+SHARED_INTEGERS: Final = 10_000  # redis-server shares the objects of 0..9999 (OBJECT REFCOUNT)
 
-_FLOAT = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_INF = {b"inf": math.inf, b"+inf": math.inf, b"-inf": -math.inf, b"infinity": math.inf,
+_FLOAT: Final = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INF: Final = {b"inf": math.inf, b"+inf": math.inf, b"-inf": -math.inf, b"infinity": math.inf,
         b"+infinity": math.inf, b"-infinity": -math.inf}
 
 
@@ -60,9 +61,9 @@ def refcount(value: bytes, enc: str) -> int:
 
 # ---- long double emulation (Rule 2) ---------------------------------------------------------
 
-_MANT = 64
-_EMIN = -16445  # the smallest subnormal exponent of x87 extended precision
-_EMAX = 16384
+_MANT: Final = 64
+_EMIN: Final = -16445  # the smallest subnormal exponent of x87 extended precision
+_EMAX: Final = 16384
 
 
 def _round_ext(x: Fraction) -> Fraction | float:
@@ -87,12 +88,12 @@ def _round_ext(x: Fraction) -> Fraction | float:
     return sign * Fraction(m) * (Fraction(2) ** shift)
 
 
-_HEXFLOAT = re.compile(rb"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?(?:[pP]([+-]?[0-9]+))?")
+_HEXFLOAT: Final = re.compile(rb"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?(?:[pP]([+-]?[0-9]+))?")
 # Beyond these decimal / binary magnitudes a nonzero input overflows or rounds to zero for
 # certain; between them the exact value is computed (an exponent of 1e9 would cost minutes).
-_DEC_MAG = (-4960, 4940)
-_BIN_MAG = (-16500, 16400)
-LD_MAX_CHARS = 5 * 1024  # MAX_LONG_DOUBLE_CHARS: string2ld refuses slen >= this
+_DEC_MAG: Final = (-4960, 4940)
+_BIN_MAG: Final = (-16500, 16400)
+LD_MAX_CHARS: Final = 5 * 1024  # MAX_LONG_DOUBLE_CHARS: string2ld refuses slen >= this
 
 
 def parse_ld(raw: bytes) -> Fraction | float | None:

@@ -37,7 +37,7 @@ holds under another lease id) is skipped and named, never an error (engine/queue
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine.config import CONFIG_INT_MAX
 from topicsrv.engine.journal import CommitToken
@@ -59,8 +59,8 @@ from topicsrv.resp.commands.base import (
 )
 from topicsrv.tasks.claims import MAX_WAIT_MS
 
-EMPTY = Raw(b"*0\r\n")
-_LEASE = b":%d\r\n$%d\r\n%b\r\n:%d\r\n:%d\r\n"  # seq, lease_id, deadline, delivery
+EMPTY: Final = Raw(b"*0\r\n")
+_LEASE: Final = b":%d\r\n$%d\r\n%b\r\n:%d\r\n:%d\r\n"  # seq, lease_id, deadline, delivery
 
 
 def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str) -> Any:
@@ -89,7 +89,7 @@ def _translate(e: TopicsError) -> Exception:
     return e
 
 
-_SEQS = re.compile(rb"(?:(?:0|[1-9][0-9]{0,17}) )*(?:0|[1-9][0-9]{0,17})")
+_SEQS: Final = re.compile(rb"(?:(?:0|[1-9][0-9]{0,17}) )*(?:0|[1-9][0-9]{0,17})")
 
 
 def _seqs(raw: list[bytes]) -> list[int] | None:

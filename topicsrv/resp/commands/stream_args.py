@@ -16,14 +16,15 @@ call (engine/xids.py), with Redis's texts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from topicsrv.resp import ids
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import Err, parse_int, wrong_args
 
-UNBALANCED = ("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be "
+UNBALANCED: Final = ("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be "
               "specified.")
-ZERO_ID = "ERR The ID specified in XADD must be greater than 0-0"
+ZERO_ID: Final = "ERR The ID specified in XADD must be greater than 0-0"
 
 
 @dataclass(slots=True)

@@ -10,11 +10,12 @@ answers `ERR invalid expire time in '<cmd>' command`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from topicsrv.resp.commands.base import SYNTAX, Err, parse_int
 
-I64_MAX = (1 << 63) - 1
-UNITS = {b"ex": (1000, False), b"px": (1, False), b"exat": (1000, True), b"pxat": (1, True)}
+I64_MAX: Final = (1 << 63) - 1
+UNITS: Final = {b"ex": (1000, False), b"px": (1, False), b"exat": (1000, True), b"pxat": (1, True)}
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ runs in resp/batch.py count the same way).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine.keyspace import strings as ops
 from topicsrv.engine.keyspace import values
@@ -39,7 +39,7 @@ from topicsrv.resp.commands.base import (
 from topicsrv.resp.commands.lcs import lcs_reply
 from topicsrv.resp.commands.string_args import deadline_of, parse_set
 
-OK = Simple("OK")
+OK: Final = Simple("OK")
 
 
 def _cmd(name: str, arity: int, flags: list[str], first: int, last: int, step: int,
