@@ -79,6 +79,20 @@ class Host(Protocol):
     def delete_topic(self, name: str) -> tuple[Any, CommitToken | None]: ...
 
 
+def told(host: Host) -> bool:
+    """Whether a string change is gathered or told to anyone at all (Rules 3-4 of
+    engine/core.py): changes are held, or some listener has no interest (it hears every
+    name) or a non-empty one. Nobody watching and no waiter armed: a write skips `tell`."""
+    if host.held is not None:
+        return True
+    interests = host.interests
+    for listener in host.listeners:
+        wanted = interests.get(id(listener))
+        if wanted is None or wanted:
+            return True
+    return False
+
+
 def tell(host: Host, names: Collection[str]) -> None:
     """engine/core.py Rules 3-4: string keys changed: gathered while changes are held, else
     told to each of `host.listeners` whose interest (`host.interests`, by id) holds the name
@@ -94,7 +108,7 @@ def tell(host: Host, names: Collection[str]) -> None:
         if wanted is None:
             for name in names:
                 listener(name)
-        else:
+        elif wanted:
             for name in names:
                 if name in wanted:
                     listener(name)
@@ -268,14 +282,19 @@ class Keyspace:
         token = journal.keyspace_changed(op)
         self.stats["string_writes"] += 1
         host = self.host
-        names: dict[str, None] = {}
-        for ch in op:
-            kind = ch[0]
-            if kind == "x":
-                host.notify(ch[1])  # a TTL may be a topic's (engine/core.py Rule 4)
-            elif kind != "f":
-                names[ch[1]] = None
-        tell(host, names)
+        if told(host):
+            names: dict[str, None] = {}
+            for ch in op:
+                kind = ch[0]
+                if kind == "x":
+                    host.notify(ch[1])  # a TTL may be a topic's (engine/core.py Rule 4)
+                elif kind != "f":
+                    names[ch[1]] = None
+            tell(host, names)
+        else:
+            for ch in op:
+                if ch[0] == "x":
+                    host.notify(ch[1])
         return token
 
     def apply(self, op: Op, second: int = 0) -> None:
