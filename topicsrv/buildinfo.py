@@ -66,6 +66,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.memory",  # --max-memory's check before every write
     "topicsrv.clock",  # every TTL check and access stamp reads it
     "topicsrv.resp.state",  # Client / Front / CommandContext: fields read by every request
+    "topicsrv.context",  # ServerContext / ServerConfig / Metrics: likewise (ctx.server.*)
 )
 
 _stale: list[str] = []
