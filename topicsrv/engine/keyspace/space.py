@@ -15,8 +15,9 @@ Each key that expires, lazily or by the active cycle, is passed to `on_expired` 
 keyspace notifications wire it: Redis's `expired` event) after it is gone.
 Counts (DBSIZE, INFO keyspace, KEYS, SCAN, RANDOMKEY) reap every due key first: work
 proportional to the keys that expired, never a scan of the map.
-Rule 4: sans-IO and synchronous like the rest of the engine; time comes from the host's clock
-(`host.clock`, read directly: the engine's own `now()` is one interpreted call more).
+Rule 4: sans-IO and synchronous like the rest of the engine; time comes from the host's clock,
+kept as `self.clock` (the engine's own `now()` is one interpreted call more, and `host` is a
+Python object: every attribute of it is a lookup).
 Rule 5: `strings` (name -> Entry) and `order` (the same names, sorted) change together, in
 `apply` only; every lookup goes to `strings`, only ordered walks to `order`.
 """
@@ -117,6 +118,7 @@ def tell(host: Host, names: Collection[str]) -> None:
 class Keyspace:
     def __init__(self, host: Host) -> None:
         self.host = host
+        self.clock: Clock = host.clock  # the engine's, fixed for its life (Rule 4)
         # name -> Entry (its value and last access): a plain dict, so that the compiled build
         # looks a key up with one C call (a SortedDict's .get is a method call through its
         # class); `order` keeps the names sorted for KEYS/SCAN/RANDOMKEY and changes only when
@@ -138,7 +140,7 @@ class Keyspace:
         if deadline is None:
             return False
         if now is None:
-            now = self.host.clock.now_ms()
+            now = self.clock.now_ms()
         if deadline > now:
             return False
         return self._expire(name)
@@ -179,7 +181,7 @@ class Keyspace:
 
     def get(self, name: str) -> bytes | None:
         """A string's value; None when the key does not exist; WRONGTYPE for a topic."""
-        value = self._read(name, self.host.clock.now_ms())
+        value = self._read(name, self.clock.now_ms())
         if type(value) is TopicsError:
             raise value
         return value
@@ -188,7 +190,7 @@ class Keyspace:
         """get() of each name with one clock read for all (a pipelined run of GETs,
         resp/batch.py Rule 8): its value, None, or a topic's WRONGTYPE error (returned, not
         raised, so each name keeps its own answer)."""
-        now = self.host.clock.now_ms()
+        now = self.clock.now_ms()
         return [self._read(name, now) for name in names]
 
     def _read(self, name: str, now: int) -> Any:
@@ -219,11 +221,11 @@ class Keyspace:
         """Record an access of a string (OBJECT IDLETIME) in whole seconds (Entry)."""
         e: Entry | None = self.strings.get(name)
         if e is not None:
-            e.second = self._clock_second(self.host.clock.now_ms())
+            e.second = self._clock_second(self.clock.now_ms())
 
     def idle_seconds(self, name: str) -> int:
         """OBJECT IDLETIME of a string: whole seconds since its last access."""
-        now = self.host.clock.now_ms() // 1000
+        now = self.clock.now_ms() // 1000
         e: Entry | None = self.strings.get(name)
         if e is None or not e.second:
             return 0
@@ -241,7 +243,7 @@ class Keyspace:
     def reap(self, limit: int | None = None) -> int:
         """Delete due keys: all of them (`limit` None: before a count) or at most `limit` heap
         pops (the active tick). Returns how many keys expired."""
-        now = self.host.clock.now_ms()
+        now = self.clock.now_ms()
         budget = limit if limit is not None else len(self.expiry.heap) + 1
         n = 0
         for name in self.expiry.due(now, budget):
@@ -278,7 +280,7 @@ class Keyspace:
         each key (OBJECT IDLETIME counts from it, as Redis's)."""
         journal = self.host.journal
         journal.check_writable(None)
-        self.apply(op, self._clock_second(self.host.clock.now_ms()) if access else 0)
+        self.apply(op, self._clock_second(self.clock.now_ms()) if access else 0)
         token = journal.keyspace_changed(op)
         self.stats["string_writes"] += 1
         host = self.host

@@ -171,7 +171,7 @@ def set_deadline(ks: Keyspace, name: str, deadline: int, nx: bool, xx: bool, gt:
         return 0, None
     if lt and cur is not None and deadline >= cur:
         return 0, None
-    if deadline <= ks.host.clock.now_ms():
+    if deadline <= ks.clock.now_ms():
         return delete(ks, [name])
     return 1, ks.commit(ks.ttl_change(name, deadline))
 
