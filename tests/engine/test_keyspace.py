@@ -95,6 +95,29 @@ def test_topic_expiry_deletes_it_as_del() -> None:
     assert e.topics["t"].epoch == epoch + 1 and ks.deadline("t") is None
 
 
+def test_a_snapshot_replays_values_ttls_encodings_and_topic_ttls() -> None:
+    """The checkpoint's snapshot (Keyspace.snapshot) applied to an empty keyspace gives the
+    same strings, string TTLs, encoding overrides and topic TTLs; without any TTL or override
+    it is a flush and one plain put per key."""
+    e, clock, _ = _engine()
+    ks = e.keyspace
+    ks_ops.put(ks, [("plain", b"v"), ("n", b"12")])
+    assert ks.snapshot() == [("f",), ("s", "plain", b"v", 0, ""), ("s", "n", b"12", 0, "")]
+    ks_ops.put(ks, [("ttl", b"t")], clock.now_ms() + 5000)
+    ks.commit([("s", "n", b"12", 0, "raw")])  # an APPEND/SETRANGE-style override
+    e.write("t", [prepare_json({"data": 1})])
+    ks_ops.set_deadline(ks, "t", clock.now_ms() + 9000, False, False, False, False)
+    snap = ks.snapshot()
+    e2 = Engine(clock, NullJournal())
+    e2.write("t", [prepare_json({"data": 1})])  # the topic itself comes from its own frames
+    e2.keyspace.apply(ops.decode(ops.encode(snap)))
+    k2 = e2.keyspace
+    assert {n: k2.value(n) for n in k2.strings} == {"plain": b"v", "n": b"12", "ttl": b"t"}
+    assert k2.encoding("n") == "raw" and k2.encoding("plain") == "embstr"
+    assert k2.deadline("ttl") == clock.now_ms() + 5000 and k2.deadline("t") == clock.now_ms() + 9000
+    assert k2.deadline("plain") is None
+
+
 def test_del_of_a_topic_clears_its_ttl() -> None:
     e, clock, _ = _engine()
     e.write("t", [prepare_json({"data": 1})])

@@ -353,6 +353,25 @@ class Keyspace:
             else:
                 raise ValueError(f"unknown keyspace change {kind!r}")
 
+    def snapshot(self) -> Op:
+        """The whole keyspace as one operation: a flush, then a put of every string (its value,
+        deadline and encoding override) and the TTL of every topic that has one. The loop runs
+        it in the checkpoint's cut step (storage/keyspacelog.py), so it is compiled and reads
+        each map once."""
+        out: Op = [("f",)]
+        deadlines, enc = self.expiry.deadlines, self.enc
+        if not deadlines and not enc:
+            out += [("s", name, e.value, 0, "") for name, e in self.strings.items()]
+        else:
+            out += [("s", name, e.value, deadlines.get(name, 0), enc.get(name, ""))
+                    for name, e in self.strings.items()]
+        topics = self.host.topics
+        for name, deadline in deadlines.items():
+            topic = topics.get(name)
+            if topic is not None:
+                out.append(("x", name, deadline, topic.epoch))
+        return out
+
     def topic_dropped(self, name: str) -> None:
         """A topic left the keyspace (DEL, expiry, FLUSHDB): its TTL goes with it (as Redis's
         DEL), in memory; its frames carry the epoch, so replay never applies it to a new one."""
