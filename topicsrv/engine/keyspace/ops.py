@@ -34,6 +34,10 @@ _SMALL: Final = 1024
 _U32_SMALL: Final[list[bytes]] = [_U32.pack(i) for i in range(_SMALL)]  # lengths of keys and most values
 _NO_DEADLINE: Final = _U64.pack(0)
 _ENC_BYTE: Final = {k: bytes((v,)) for k, v in _ENC.items()}
+# the parts of a put before its key and, with no deadline and no encoding override, between
+# its key and its value, for the small lengths: a put is then four parts
+_PUT_HEAD: Final[list[bytes]] = [b"s" + p for p in _U32_SMALL]
+_PLAIN_MID: Final[list[bytes]] = [_NO_DEADLINE + b"\x00" + p for p in _U32_SMALL]
 
 
 def _u32(n: int) -> bytes:
@@ -46,8 +50,9 @@ def _key(k: str) -> bytes:
 
 
 def encode(op: Op) -> bytes:
-    """Rule 2's layout; a put's parts are appended one by one, the small lengths taken from a
-    table (one SET at P1 is one operation: docs/performance.md, "Fourth pass")."""
+    """Rule 2's layout; a put's parts are appended one by one, its small lengths and its
+    plain middle taken from tables (one SET at P1 is one operation, and a checkpoint encodes
+    every key: docs/performance.md, "Fourth pass")."""
     out: list[bytes] = []
     for ch in op:
         kind = ch[0]
@@ -55,12 +60,16 @@ def encode(op: Op) -> bytes:
             raw: bytes = ch[1].encode("latin-1")
             value: bytes = ch[2]
             deadline: int = ch[3]
-            out.append(b"s")
-            out.append(_u32(len(raw)))
+            n = len(raw)
+            out.append(_PUT_HEAD[n] if n < _SMALL else b"s" + _U32.pack(n))
             out.append(raw)
-            out.append(_U64.pack(deadline) if deadline else _NO_DEADLINE)
-            out.append(_ENC_BYTE[ch[4]])
-            out.append(_u32(len(value)))
+            n = len(value)
+            if not deadline and not ch[4] and n < _SMALL:
+                out.append(_PLAIN_MID[n])
+            else:
+                out.append(_U64.pack(deadline) if deadline else _NO_DEADLINE)
+                out.append(_ENC_BYTE[ch[4]])
+                out.append(_u32(n))
             out.append(value)
         elif kind == "d":
             out += [b"d", _key(ch[1])]
