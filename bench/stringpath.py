@@ -1,7 +1,8 @@
 """In-process cost of GET/SET on random keys with real storage: the RESP session, the keyspace
 and the WAL, without the network or the reactor (issue 25's third pass, docs/performance.md).
 
-    .venv/bin/python -m bench.stringpath [--class disk|memory|fsync] [--rounds 7] [ping set ...]
+    .venv/bin/python -m bench.stringpath [--class disk|memory|fsync] [--rounds 7] [--step]
+                                         [ping get set get16 set16 gethot getmiss ...]
 
 Rule 1: one interpreter, the installed build (TOPICS_PURE=1 for the pure one); a real
 `Storage` of the chosen keyspace class on a temporary directory, its writer and I/O thread
@@ -13,6 +14,11 @@ every 25 commands, roughly a reactor pass at P1; the keys are drawn at random, s
 keyspace's cache misses are in the figure.
 Rule 3: a figure is the best of `--rounds` runs of 20,000 commands: `loop` is the CPU time of
 the loop thread per command, `process` adds the WAL's I/O thread.
+Rule 4: `--step` reports instead the wall time of the session's own work per command
+(`receive_data`, `step` until NEED_DATA, `data_to_send`; no socket, no trio turn): the
+figure the fourth pass's list in docs/performance.md gives. `gethot` GETs 100 keys only (no
+cache miss: the difference to `get` is the cost of a random key's misses), `getmiss` keys
+that do not exist.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -45,10 +52,31 @@ def workloads(rnd: random.Random) -> dict[str, tuple[Callable[[], bytes], int]]:
         "set": (lambda: frame(b"SET", _key(rnd), VALUE), 1),
         "get16": (lambda: b"".join(frame(b"GET", _key(rnd)) for _ in range(16)), 16),
         "set16": (lambda: b"".join(frame(b"SET", _key(rnd), VALUE) for _ in range(16)), 16),
+        "gethot": (lambda: frame(b"GET", b"key:%012d" % rnd.randrange(100)), 1),
+        "getmiss": (lambda: frame(b"GET", b"nokey:%012d" % rnd.randrange(KEYS)), 1),
     }
 
 
-async def _run(kclass: str, names: list[str], rounds: int) -> None:
+async def _step_round(sessions: list[Any], reads: list[bytes]) -> float:
+    """Rule 4: µs of the sessions' own work per read, over one round of `reads`."""
+    from topicsrv.resp.session import NEED_DATA
+
+    total = 0
+    for i, data in enumerate(reads):
+        s = sessions[i % SESSIONS]
+        t0 = time.perf_counter_ns()
+        s.receive_data(data)
+        while s.step() is not NEED_DATA:
+            pass
+        s.data_to_send()
+        total += time.perf_counter_ns() - t0
+        if i % PASS == 0:
+            await trio.lowlevel.checkpoint()
+    await trio.sleep(0.003)
+    return total / len(reads) / 1000
+
+
+async def _run(kclass: str, names: list[str], rounds: int, step: bool) -> None:
     from topicsrv.context import ServerConfig, make_context
     from topicsrv.memory import auto_limit
     from topicsrv.storage.store import Storage
@@ -74,6 +102,10 @@ async def _run(kclass: str, names: list[str], rounds: int) -> None:
         for name in names:
             make, per = work[name]
             reads = [make() for _ in range(20_000 // per)]
+            if step:
+                best = min([await _step_round(sessions, reads) for _ in range(rounds)])
+                print(f"{name:7s} {kclass:6s} step {best / per:6.2f} µs", flush=True)
+                continue
             loop = proc = float("inf")
             for _ in range(rounds):
                 t0, p0 = time.thread_time(), time.process_time()
@@ -85,7 +117,7 @@ async def _run(kclass: str, names: list[str], rounds: int) -> None:
                 n = len(reads) * per
                 loop = min(loop, (time.thread_time() - t0) / n * 1e6)
                 proc = min(proc, (time.process_time() - p0) / n * 1e6)
-            print(f"{name:6s} {kclass:6s} loop {loop:6.2f} µs  process {proc:6.2f} µs", flush=True)
+            print(f"{name:7s} {kclass:6s} loop {loop:6.2f} µs  process {proc:6.2f} µs", flush=True)
         nursery.cancel_scope.cancel()
     await st.close()
 
@@ -94,12 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--class", dest="kclass", default="disk", choices=["disk", "memory", "fsync"])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--step", action="store_true", help="time the session's own work (Rule 4)")
     ap.add_argument("workloads", nargs="*", default=["ping", "get", "set", "get16", "set16"])
     args = ap.parse_args(argv)
     unknown = set(args.workloads) - set(workloads(random.Random()))
     if unknown:
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
-    trio.run(_run, args.kclass, args.workloads, args.rounds)
+    trio.run(_run, args.kclass, args.workloads, args.rounds, args.step)
     return 0
 
 

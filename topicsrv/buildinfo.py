@@ -34,6 +34,8 @@ ENV_PURE = "TOPICS_PURE"
 # was chosen). Synchronous modules only: no async functions (trio wants its own coroutines),
 # no blocking I/O (resp/pump.py only calls non-blocking socket methods), no classes that tests monkeypatch or that must behave as Python classes
 # (native classes refuse new attributes and implement only the protocols they declare).
+# Their module-level constants are Final (read as C statics): rebinding one at run time does
+# not reach compiled code (docs/decisions.md, "The request path's state is compiled").
 HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.protocol",  # request framing
     "topicsrv.resp.encoder",  # reply encoding
