@@ -15,7 +15,8 @@ keyspace's cache misses are in the figure.
 Rule 3: a figure is the best of `--rounds` runs of 20,000 commands: `loop` is the CPU time of
 the loop thread per command, `process` adds the WAL's I/O thread.
 Rule 4: `--step` reports instead the wall time of the session's own work per command
-(`receive_data`, `step` until NEED_DATA, `data_to_send`; no socket, no trio turn): the
+(`receive_data`, `step` until NEED_DATA, `data_to_send`; no socket, no trio turn; `disk` and
+`memory` only: an `fsync` reply waits for a commit only the loop can release): the
 figure the fourth pass's list in docs/performance.md gives. `gethot` GETs 100 keys only (no
 cache miss: the difference to `get` is the cost of a random key's misses), `getmiss` keys
 that do not exist.
@@ -129,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step", action="store_true", help="time the session's own work (Rule 4)")
     ap.add_argument("workloads", nargs="*", default=["ping", "get", "set", "get16", "set16"])
     args = ap.parse_args(argv)
+    if args.step and args.kclass == "fsync":
+        # an fsync-class reply waits for its commit, which needs the loop: Rule 4 never yields
+        ap.error("--step times the sessions alone; use it with --class disk or memory")
     unknown = set(args.workloads) - set(workloads(random.Random()))
     if unknown:
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")

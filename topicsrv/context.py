@@ -61,7 +61,7 @@ class Metrics:
     status_cache: dict[int, tuple[float, bytes]] = field(default_factory=dict)  # http/status.py
 
 
-@dataclass
+@dataclass(slots=True)
 class ServerConfig:
     data_dir: Path = Path("./data")
     bind: str = "127.0.0.1"

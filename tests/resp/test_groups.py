@@ -18,9 +18,8 @@ from .conftest import InProc, start_inproc, wait_for
 
 @pytest.fixture
 def srv() -> Iterator[tuple[InProc, FakeClock]]:
-    s, stop = start_inproc()
     clock = FakeClock()
-    s.ctx.engine.clock = clock  # only the test moves time; the engine reads it per command
+    s, stop = start_inproc(clock)  # only the test moves time; the engine reads it per command
     yield s, clock
     stop()
 
