@@ -265,3 +265,28 @@ def test_ops_put_layout_is_the_documented_one_across_the_length_table(n: int) ->
         op: ops.Op = [("s", key, value, deadline, enc)]
         assert ops.encode(op) == want
         assert ops.decode(want) == op
+
+
+def test_held_changes_reach_topic_listeners_only_for_topics() -> None:
+    """engine/core.py Rules 3-4 at a release (a Lua script's writes): every held name is told
+    to `listeners` once, in first-change order; `topic_listeners` (routers, the activity
+    sampler) hear only the names a topic changed under, a string SET over a topic included."""
+    e, _, _ = _engine()
+    ks = e.keyspace
+    heard: list[str] = []
+    topics_heard: list[str] = []
+    e.listen(heard.append)  # no interest: hears every name
+    e.topic_listeners.append(topics_heard.append)
+    e.write("t", [prepare_json({"data": 1})])
+    e.write("r", [prepare_json({"data": 1})])
+    heard.clear()
+    topics_heard.clear()
+    e.hold_changes()
+    ks_ops.put(ks, [("s", b"1")])
+    e.write("t", [prepare_json({"data": 2})])
+    ks_ops.put(ks, [("s", b"2"), ("r", b"over the topic")])  # r: a topic replaced by a string
+    ks_ops.put(ks, [("t", b"over t")])  # t changed as a topic first, then as a string
+    assert heard == [] and topics_heard == []
+    e.release_changes()
+    assert heard == ["s", "t", "r"]
+    assert topics_heard == ["t", "r"]

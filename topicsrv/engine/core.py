@@ -5,7 +5,8 @@ Rule 2: every operation validates its whole request before it mutates anything.
 Rule 3: after a mutation the engine tells its listeners the topic name (the fronts wake
 waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal. Between
 `hold_changes` and `release_changes` (a Lua script running: its writes are one step to other
-clients) the names are gathered and told once each at the release, in first-change order.
+clients) the names are gathered and told once each at the release, in first-change order,
+each remembering whether a topic of that name changed (Rule 4 holds at the release too).
 Rule 4: `listeners` hear every key that changed (waiters, WATCH); `topic_listeners` (routers,
 the activity sampler) only topics: a change of string keys (engine/keyspace/space.py `tell`,
 compiled: every string write calls it) is told to `listeners` only, with the list read once
@@ -65,7 +66,9 @@ class Engine:
         self.listeners: list[Callable[[str], None]] = []
         self.interests: dict[int, Collection[str]] = {}  # id(listener) -> its names (Rule 4)
         self.topic_listeners: list[Callable[[str], None]] = []  # Rule 4
-        self.held: dict[str, None] | None = None  # names changed while held (Rule 3)
+        # names changed while held (Rule 3), in first-change order -> whether a topic of that
+        # name changed (False: only a string key did: topic_listeners are not told, Rule 4)
+        self.held: dict[str, bool] | None = None
         # the delivery scheduler's oldest ready waiter of a topic (the age term of P_eff)
         self.ready_since: Callable[[str], int | None] | None = None
         self.routers: dict[str, routers.Router] = {}
@@ -81,7 +84,7 @@ class Engine:
     def _notify(self, name: str) -> None:
         held = self.held
         if held is not None:
-            held[name] = None
+            held[name] = True
             return
         for listener in self.listeners:
             listener(name)
@@ -104,10 +107,15 @@ class Engine:
             self.held = {}
 
     def release_changes(self) -> None:
-        """Rule 3: tell the listeners every name changed since `hold_changes`."""
+        """Rule 3: tell the listeners every name changed since `hold_changes`; the
+        topic_listeners only the names a topic change was held for (Rule 4)."""
         held, self.held = self.held, None
-        for name in held or ():
-            self._notify(name)
+        for name, topic in (held or {}).items():
+            for listener in self.listeners:
+                listener(name)
+            if topic:
+                for listener in self.topic_listeners:
+                    listener(name)
 
     def notify(self, name: str) -> None:
         """Wake the waiters of `name` (a nack made jobs claimable again)."""

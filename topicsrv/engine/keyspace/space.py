@@ -75,7 +75,7 @@ class Host(Protocol):
 
     listeners: list[Callable[[str], None]]
     interests: dict[int, Collection[str]]
-    held: dict[str, None] | None
+    held: dict[str, bool] | None
 
     def delete_topic(self, name: str) -> tuple[Any, CommitToken | None]: ...
 
@@ -101,7 +101,8 @@ def tell(host: Host, names: Collection[str]) -> None:
     held = host.held
     if held is not None:
         for name in names:
-            held[name] = None
+            if name not in held:
+                held[name] = False  # a string change: not for topic_listeners (Rule 4)
         return
     interests = host.interests
     for listener in host.listeners:
