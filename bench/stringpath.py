@@ -5,9 +5,9 @@ and the WAL, without the network or the reactor (issue 25's third pass, docs/per
                                          [ping get set get16 set16 gethot getmiss ...]
 
 Rule 1: one interpreter, the installed build (TOPICS_PURE=1 for the pure one); a real
-`Storage` of the chosen keyspace class on a temporary directory, its writer and I/O thread
-running under trio, `--max-memory` at its default (`auto`), 100,000 keys of 100 bytes loaded
-first, as in bench/stringbench.py.
+`Storage` of the chosen keyspace class on a temporary directory (removed at the end), its
+writer and I/O thread running under trio, `--max-memory` at its default (`auto`), 100,000
+keys of 100 bytes loaded first, as in bench/stringbench.py.
 Rule 2: each workload drives bench/hotpath.py's 50 `Session`s in turn (`driver`:
 `receive_data`, `step` until NEED_DATA, the reply through a socketpair) and gives trio a turn
 every 25 commands, roughly a reactor pass at P1; the keys are drawn at random, so the
@@ -77,12 +77,12 @@ async def _step_round(sessions: list[Any], reads: list[bytes]) -> float:
     return total / len(reads) / 1000
 
 
-async def _run(kclass: str, names: list[str], rounds: int, step: bool) -> None:
+async def _run(kclass: str, names: list[str], rounds: int, step: bool, data_dir: Path) -> None:
     from topicsrv.context import ServerConfig, make_context
     from topicsrv.memory import auto_limit
     from topicsrv.storage.store import Storage
 
-    cfg = ServerConfig(data_dir=Path(tempfile.mkdtemp(prefix="bench-stringpath-")),
+    cfg = ServerConfig(data_dir=data_dir,
                        http_port=None, resp_port=None, max_memory=auto_limit(),
                        keyspace_durability=kclass)
     ctx = make_context(cfg)
@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.workloads) - set(workloads(random.Random()))
     if unknown:
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
-    trio.run(_run, args.kclass, args.workloads, args.rounds, args.step)
+    with tempfile.TemporaryDirectory(prefix="bench-stringpath-") as tmp:  # removed after
+        trio.run(_run, args.kclass, args.workloads, args.rounds, args.step, Path(tmp))
     return 0
 
 
