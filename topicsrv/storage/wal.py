@@ -160,8 +160,10 @@ class Batch:
         """Rule 9: every open frame becomes its bytes, in place."""
         if self.opened:
             self.opened = False
-            self.frames = [f.seal() if type(f) is OpenFrame else f for f in self.frames]
-            self.control = [f.seal() if type(f) is OpenFrame else f for f in self.control]
+            # an open frame is in both lists (Shard.enqueue_body): sealed once, shared
+            sealed = {id(f): f.seal() for f in self.frames if type(f) is OpenFrame}
+            self.frames = [sealed[id(f)] if type(f) is OpenFrame else f for f in self.frames]
+            self.control = [sealed[id(f)] if type(f) is OpenFrame else f for f in self.control]
 
 
 def wal_path(wal_dir: Path, shard: int, gen: int) -> Path:
