@@ -127,7 +127,7 @@ class KeyspaceModel(RuleBasedStateMachine):
 
     @rule()
     def checkpoint_now(self) -> None:
-        self.checkpoint = ops.encode(keyspacelog.snapshot(self.ks))
+        self.checkpoint = ops.encode(self.ks.snapshot())
         self.wal.bodies.clear()
 
     @rule(crash=st.booleans(), downtime=st.integers(0, 2000))

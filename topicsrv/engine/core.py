@@ -111,10 +111,10 @@ class Engine:
         topic_listeners only the names a topic change was held for (Rule 4)."""
         held, self.held = self.held, None
         for name, topic in (held or {}).items():
-            for listener in self.listeners:
-                listener(name)
             if topic:
-                for listener in self.topic_listeners:
+                self._notify(name)
+            else:
+                for listener in self.listeners:
                     listener(name)
 
     def notify(self, name: str) -> None:

@@ -198,7 +198,7 @@ def _sets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
     ks = ctx.engine.keyspace
     pairs = [(argv[1].decode("latin-1"), argv[2]) for argv in run]
     if ks.expiry.deadlines:  # a due key expires first (counted, journaled) as SET's lookup does
-        now = ks.host.now()
+        now = ks.clock.now_ms()
         for name, _ in pairs:
             ks.expire_if_due(name, now)
     try:

@@ -80,7 +80,7 @@ class Checkpoints:
                 sh.rotate()
             self.gen = gen
             snap = self._snapshot(final)
-            keyspace = None if self.keyspace_class == "memory" else keyspacelog.snapshot(self.engine.keyspace)
+            keyspace = None if self.keyspace_class == "memory" else self.engine.keyspace.snapshot()
             router_specs = routerlog.specs(self.engine)
             for sh in self.shards:
                 if self.writers_running and not final:

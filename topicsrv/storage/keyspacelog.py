@@ -37,12 +37,6 @@ def file_name(gen: int) -> str:
     return f"{_PREFIX}{gen}.bin"
 
 
-def snapshot(ks: Keyspace) -> ops.Op:
-    """The whole keyspace as one operation (taken in the checkpoint's cut step, on the loop:
-    built by the compiled keyspace, engine/keyspace/space.py)."""
-    return ks.snapshot()
-
-
 def write_snapshot(data_dir: Path, fs: OsOps, op: ops.Op, gen: int) -> str:
     """Rule 3: the file checkpoint.json will name (atomically written and fsynced)."""
     name = file_name(gen)

@@ -285,19 +285,16 @@ class Keyspace:
         token = journal.keyspace_changed(op)
         self.stats["string_writes"] += 1
         host = self.host
-        if told(host):
-            names: dict[str, None] = {}
-            for ch in op:
-                kind = ch[0]
-                if kind == "x":
-                    host.notify(ch[1])  # a TTL may be a topic's (engine/core.py Rule 4)
-                elif kind != "f":
-                    names[ch[1]] = None
+        listened = told(host)
+        names: dict[str, None] = {}
+        for ch in op:
+            kind = ch[0]
+            if kind == "x":
+                host.notify(ch[1])  # a TTL may be a topic's (engine/core.py Rule 4)
+            elif listened and kind != "f":
+                names[ch[1]] = None
+        if names:
             tell(host, names)
-        else:
-            for ch in op:
-                if ch[0] == "x":
-                    host.notify(ch[1])
         return token
 
     def apply(self, op: Op, second: int = 0) -> None:
