@@ -192,15 +192,32 @@ class Run:
             self.procs.stop(p)
 
     def both(self, pair: tuple[Proc, Proc], label: str,
-             fn: Callable[[int], Any]) -> tuple[Any, Any]:
+             fn: Callable[[int], Any], spent: list[float] | None = None) -> tuple[Any, Any]:
+        """`fn` on each server; `spent` gets each server's CPU seconds during its run."""
         results = []
         for p in pair:
             self.log(f"{label} on {p.name}")
             if p.resp_port is None:
                 results.append("error: no RESP front")
                 continue
+            c0 = p.cpu()
             results.append(attempt(partial(fn, p.resp_port)))
+            if spent is not None:
+                spent.append(p.cpu() - c0)
         return results[0], results[1]
+
+    @staticmethod
+    def busy_note(r: Any, t: Any, spent: list[float]) -> str:
+        """respbench.py Rule 4: the share of a core the server and the client kept busy, for
+        each server of the pair (which side bounds a P1 row)."""
+        parts = []
+        for who, m, cpu in (("redis", r, spent[0] if spent else None),
+                            ("topicsrv", t, spent[1] if len(spent) > 1 else None)):
+            if not isinstance(m, Measure) or cpu is None:
+                continue
+            client = f", client {m.busy(m.client_cpu_s):.0%}" if m.client_cpu_s is not None else ""
+            parts.append(f"{who}: server {m.busy(cpu):.0%}{client}")
+        return "busy: " + "; ".join(parts) if parts else ""
 
     def resp_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
         bench = "RESP, redis-benchmark -c 50"
@@ -263,9 +280,10 @@ class Run:
         target is the PING P1 ratio of this run, P16's 0.5 (issue 25)."""
         keys = s["str_keys"]
         sec = f"RESP strings, redis-benchmark -c 50 -r {keys:,} (keys loaded first)"
+        spent: list[float] = []
         r, t = self.both(pair, "PING P1", partial(
-            respbench.redis_benchmark, command=["PING"], requests=s["str_p1"]))
-        ping = Row(sec, "PING, P1", "ops/s", per(r), per(t))
+            respbench.redis_benchmark, command=["PING"], requests=s["str_p1"]), spent)
+        ping = Row(sec, "PING, P1", "ops/s", per(r), per(t), ref_note=self.busy_note(r, t, spent))
         self.rows.append(ping)
         self.both(pair, f"load {keys} string keys", lambda port: Measure(
             0, 0, stringbench.load(port, keys), keys))
@@ -273,11 +291,14 @@ class Run:
                          ("GET key:__rand_int__", stringbench.get_bench)):
             for p in (1, 16):
                 n = s["str_p1"] if p == 1 else s["str_p16"]
+                spent = []
                 r, t = self.both(pair, f"{name.split()[0]} P{p}", partial(
-                    fn, requests=n, pipeline=p, keys=keys))
+                    fn, requests=n, pipeline=p, keys=keys), spent)
+                note = self.busy_note(r, t, spent) if p == 1 else ""
                 self.rows.append(Row(sec, f"{name}, P{p}", "ops/s", per(r), per(t),
                                      target=ping.ratio if p == 1 else 0.5,
-                                     ref_note="P1 target = the PING P1 ratio" if p == 1 else ""))
+                                     ref_note=f"P1 target = the PING P1 ratio; {note}" if p == 1
+                                     else ""))
                 self.extra[f"{name.split()[0].lower()}_p{p}"] = {"redis": r, "topicsrv": t}
 
     def script_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:

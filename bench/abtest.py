@@ -16,6 +16,9 @@ mode against the first; absolute figures are printed per round for the record.
 Rule 3: besides requests/s, each topicsrv's CPU time per request (user + system, from
 /proc/<pid>/stat around the row) is reported: on a machine shared with other work it moves
 less than throughput, and it is what compiling changes.
+Rule 6 (who bounds a row): each server's CPU per request is printed, redis-server's too, and
+per round the share of a core the server and the client (redis-benchmark) kept busy
+(bench/respbench.py Rule 4): at P1 a side near 100% is the row's bottleneck.
 Rule 4: every process is stopped by its pid in a `finally` (bench.procs).
 Rule 5: the wake-up rows (bench/wakebench.py, the uncontended path of the delivery scheduler)
 are wake-ups/s = 1 / median latency: `wake` is XREAD BLOCK on every server, `wake_sse` one SSE
@@ -34,11 +37,11 @@ from pathlib import Path
 
 from bench import respbench, stringbench, wakebench
 from bench.procs import Proc, Procs, install_signal_handlers
+from bench.respbench import Measure
 
 STREAM = 20_000  # entries of 100 bytes for the read rows
-TICK = os.sysconf("SC_CLK_TCK")
 
-Row = tuple[Callable[[Proc], float], int]  # (run against a server -> ops/s, requests)
+Row = tuple[Callable[[Proc], Measure], int]  # (run against a server, requests)
 WAKES = 1_000  # round trips of a wake-up row
 
 
@@ -47,40 +50,33 @@ def _port(proc: Proc) -> int:
     return proc.resp_port
 
 
-def _sse_wake(proc: Proc) -> float:
+def _sse_wake(proc: Proc) -> Measure:
     """Rule 5: topicsrv's SSE wake-up; redis-server's XREAD BLOCK one as the reference."""
     if proc.http_port is None:
-        return wakebench.xread_block(_port(proc), WAKES).ops_per_s
-    return wakebench.sse_wake(proc.http_port, WAKES).ops_per_s
+        return wakebench.xread_block(_port(proc), WAKES)
+    return wakebench.sse_wake(proc.http_port, WAKES)
 
 
 def _rows(mid: Callable[[int], str]) -> dict[str, Row]:
     rb = respbench.redis_benchmark
     return {
-        "ping1": (lambda p: rb(_port(p), ["PING"], requests=60_000, pipeline=1).ops_per_s, 60_000),
-        "xadd1": (lambda p: rb(_port(p), ["XADD", "s", "*", "f", "v"], requests=60_000).ops_per_s,
+        "ping1": (lambda p: rb(_port(p), ["PING"], requests=60_000, pipeline=1), 60_000),
+        "xadd1": (lambda p: rb(_port(p), ["XADD", "s", "*", "f", "v"], requests=60_000),
                   60_000),
         "xadd16": (lambda p: rb(_port(p), ["XADD", "s", "*", "f", "v"], requests=300_000,
-                                pipeline=16).ops_per_s, 300_000),
+                                pipeline=16), 300_000),
         "xrange16": (lambda p: rb(_port(p), ["XRANGE", "r", "-", "+", "COUNT", "100"],
-                                  requests=10_000, pipeline=16).ops_per_s, 10_000),
+                                  requests=10_000, pipeline=16), 10_000),
         "xread16": (lambda p: rb(_port(p), ["XREAD", "COUNT", "100", "STREAMS", "r",
                                             mid(_port(p))],
-                                 requests=10_000, pipeline=16).ops_per_s, 10_000),
-        "get1": (lambda p: stringbench.get_bench(_port(p), 60_000, 1).ops_per_s, 60_000),
-        "set1": (lambda p: stringbench.set_bench(_port(p), 60_000, 1).ops_per_s, 60_000),
-        "get16": (lambda p: stringbench.get_bench(_port(p), 300_000, 16).ops_per_s, 300_000),
-        "set16": (lambda p: stringbench.set_bench(_port(p), 300_000, 16).ops_per_s, 300_000),
-        "wake": (lambda p: wakebench.xread_block(_port(p), WAKES).ops_per_s, WAKES),
+                                 requests=10_000, pipeline=16), 10_000),
+        "get1": (lambda p: stringbench.get_bench(_port(p), 60_000, 1), 60_000),
+        "set1": (lambda p: stringbench.set_bench(_port(p), 60_000, 1), 60_000),
+        "get16": (lambda p: stringbench.get_bench(_port(p), 300_000, 16), 300_000),
+        "set16": (lambda p: stringbench.set_bench(_port(p), 300_000, 16), 300_000),
+        "wake": (lambda p: wakebench.xread_block(_port(p), WAKES), WAKES),
         "wake_sse": (_sse_wake, WAKES),
     }
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (/proc/<pid>/stat fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def parse_modes(text: str) -> dict[str, str]:
@@ -136,33 +132,36 @@ def main(argv: list[str] | None = None) -> int:
             for row in row_names:
                 run, requests = rows[row]
                 got: dict[str, float] = {}
+                note: dict[str, str] = {}
                 for who, proc in servers:
-                    c0 = cpu_seconds(proc.pid)
-                    got[who] = run(proc)
-                    if who != "redis":
-                        us = (cpu_seconds(proc.pid) - c0) / requests * 1e6
-                        cpu.setdefault((row, who), []).append(us)
+                    c0 = proc.cpu()
+                    m = run(proc)
+                    got[who] = m.ops_per_s
+                    spent = proc.cpu() - c0
+                    cpu.setdefault((row, who), []).append(spent / requests * 1e6)
+                    note[who] = f"{cpu[(row, who)][-1]:.1f} µs cpu, server {m.busy(spent):.0%}"
+                    if m.client_cpu_s is not None:  # Rule 6
+                        note[who] += f" client {m.busy(m.client_cpu_s):.0%}"
                 for mode in names:
                     ratios.setdefault((row, mode), []).append(got[mode] / got["redis"])
                     ratios.setdefault((row, f"{mode}/{base}"), []).append(got[mode] / got[base])
-                print(f"round {rnd + 1} {row:9s} redis {got['redis']:>9,.0f}  " + "  ".join(
-                    f"{m} {got[m]:>9,.0f} ({cpu[(row, m)][-1]:.1f} µs cpu)" for m in names),
-                    flush=True)
+                print(f"round {rnd + 1} {row:9s} " + "  ".join(
+                    f"{w} {got[w]:>9,.0f} ({note[w]})" for w in ["redis", *names]), flush=True)
             for _, proc in servers:
                 procs.stop(proc)
     finally:
         procs.stop_all()
     print(f"\nmedian of {args.rounds} rounds: requests/s as a ratio to redis-server; "
-          f"each mode / {base}; topicsrv CPU µs per request")
+          f"each mode / {base}; server CPU µs per request")
     head = "".join(f"{m + '/redis':>16s}" for m in names)
     head += "".join(f"{m + '/' + base:>18s}" for m in names[1:])
-    head += "".join(f"{m + ' cpu':>14s}" for m in names)
+    head += "".join(f"{m + ' cpu':>14s}" for m in ["redis", *names])
     print(f"{'row':10s}{head}")
     for row in row_names:
         line = "".join(f"{statistics.median(ratios[(row, m)]):16.3f}" for m in names)
         line += "".join(f"{statistics.median(ratios[(row, f'{m}/{base}')]):18.2f}"
                         for m in names[1:])
-        line += "".join(f"{statistics.median(cpu[(row, m)]):14.1f}" for m in names)
+        line += "".join(f"{statistics.median(cpu[(row, m)]):14.1f}" for m in ["redis", *names])
         print(f"{row:10s}{line}")
     return 0
 

@@ -25,12 +25,20 @@ from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT  # this tree, whose interpreter runs the bench (ROOT may be pointed elsewhere)
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def rss_bytes(pid: int) -> int:
@@ -58,6 +66,9 @@ class Proc:
 
     def rss(self) -> int:
         return rss_bytes(self.pid)
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.pid)
 
     def alive(self) -> bool:
         return self.popen.poll() is None

@@ -7,12 +7,17 @@ Rule 2: raw server speed comes from `redis-benchmark` (C client, `--csv`), what 
 see comes from redis-py (hiredis parser when installed).
 Rule 3: a workload that fails on one server (e.g. a command it does not implement yet) is
 reported as an error string for that cell, it does not abort the run.
+Rule 4 (who bounds a row): `redis_benchmark` also returns the CPU the client spent
+(`client_cpu_s`, its rusage once it was waited for); with the server's own CPU over the same
+run, `Measure.busy` says how much of a core each side kept busy. At P1 on two cores one of
+them is the bottleneck: a side near 100% bounds the row, and the other waits on it.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import resource
 import shutil
 import subprocess
 import time
@@ -32,6 +37,17 @@ class Measure:
     ops: int
     p50_ms: float | None = None
     p99_ms: float | None = None
+    client_cpu_s: float | None = None  # the client process's user + system CPU (Rule 4)
+
+    def busy(self, cpu_s: float) -> float:
+        """`cpu_s` (CPU seconds spent during the run) as a share of one core over the run's
+        wall time: 1.0 = one core busy all along (Rule 4)."""
+        return cpu_s / self.seconds if self.seconds > 0 else 0.0
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def redis_benchmark(port: int, command: list[str], *, requests: int, clients: int = 50,
@@ -44,9 +60,10 @@ def redis_benchmark(port: int, command: list[str], *, requests: int, clients: in
         raise RuntimeError("redis-benchmark is not installed (run scripts/ensure-tools.sh)")
     args = [exe, "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n", str(requests),
             "-P", str(pipeline), "--csv", *extra, *command]
-    t0 = time.perf_counter()
+    c0, t0 = _children_cpu(), time.perf_counter()
     out = subprocess.run(args, capture_output=True, timeout=timeout, check=False)
     elapsed = time.perf_counter() - t0
+    client_cpu = _children_cpu() - c0  # the run waited for it: it is counted now
     rows = [r for r in csv.reader(io.StringIO(out.stdout.decode(errors="replace"))) if r]
     data = [r for r in rows if r[0] != "test"]
     if out.returncode != 0 or not data:
@@ -57,7 +74,7 @@ def redis_benchmark(port: int, command: list[str], *, requests: int, clients: in
     rps = float(row["rps"])
     p50 = float(row["p50_latency_ms"]) if "p50_latency_ms" in row else None
     p99 = float(row["p99_latency_ms"]) if "p99_latency_ms" in row else None
-    return Measure(rps, rps * records_per_op, elapsed, requests, p50, p99)
+    return Measure(rps, rps * records_per_op, elapsed, requests, p50, p99, client_cpu)
 
 
 def client(port: int) -> redis.Redis:

@@ -54,12 +54,6 @@ class Cell:
     per_sync: float | None = None  # records per fdatasync during the workload
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _wal(proc: Proc) -> tuple[float, float]:
     """(fdatasyncs, records) the server's WAL did so far."""
     with urllib.request.urlopen(f"http://127.0.0.1:{proc.http_port}/v0/status", timeout=30) as r:
@@ -104,11 +98,11 @@ def run_cell(procs: Procs, config: str, requests: int) -> dict[str, Cell]:
             _create_topics(proc.resp_port)
         out = {}
         for name, command in WORKLOADS.items():
-            cpu0, t0 = _cpu_seconds(proc.pid), time.perf_counter()
+            cpu0, t0 = proc.cpu(), time.perf_counter()
             wal0 = _wal(proc) if config != REDIS else (0.0, 0.0)
             m = respbench.redis_benchmark(proc.resp_port, command, requests=requests,
                                           clients=CLIENTS, extra=("-r", str(CLIENTS)))
-            cpu = (_cpu_seconds(proc.pid) - cpu0) / (time.perf_counter() - t0)
+            cpu = (proc.cpu() - cpu0) / (time.perf_counter() - t0)
             per_sync = None
             if config != REDIS:
                 syncs, recs = (b - a for a, b in zip(wal0, _wal(proc), strict=True))

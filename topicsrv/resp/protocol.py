@@ -130,8 +130,10 @@ class RequestParser:
         buf = self._buf
         # the second search covers a header split across reads; with nothing buffered it
         # would only look at data[:8] again
-        if _SUSPECT in data.translate(_SUSPECT_MAP) or (
-                buf and _SUSPECT in (bytes(buf[-8:]) + data[:8]).translate(_SUSPECT_MAP)):
+        # find(), not `in`: bytes.__contains__ first tries its argument as an int, and the
+        # TypeError it formats and clears was ~1% of a P1 request's CPU (perf)
+        if data.translate(_SUSPECT_MAP).find(_SUSPECT) >= 0 or (
+                buf and (bytes(buf[-8:]) + data[:8]).translate(_SUSPECT_MAP).find(_SUSPECT) >= 0):
             self._strict_until = len(buf) + len(data)
         cmds: list[list[bytes]] = []
         if not buf and self._started and not self._strict_until and self.authenticated \
