@@ -60,3 +60,22 @@ def test_a_memory_limit_keeps_coalescing_and_refuses_each_xadd_past_it() -> None
         assert read_until(s, b":10\r\n") == oom * 3 + b":10\r\n"
     finally:
         stop()
+
+
+def test_a_plain_xadd_alone_is_answered_and_counted_as_by_the_dispatcher(inproc: InProc) -> None:
+    """A P1 XADD is a run of one (batch.py Rule 1): one engine write, its own ID, one call in
+    INFO commandstats; a bad record alone is a failed call with the handler's error."""
+    s = inproc.connect(timeout=20)
+    s.sendall(frame(b"CONFIG", b"RESETSTAT"))
+    read_until(s, b"+OK\r\n")
+    writes = inproc.ctx.engine.stats["writes"]
+    s.sendall(frame(b"XADD", b"lone", b"*", b"f", b"v"))
+    reply = read_until(s, b"\r\n")
+    assert reply.startswith(b"$") and inproc.ctx.engine.stats["writes"] - writes == 1
+    s.sendall(frame(b"XADD", b"lone", b"*", b"f", b"x" * ((1 << 20) + 1)))
+    assert read_until(s, b"\r\n").startswith(b"-")
+    s.sendall(frame(b"XLEN", b"lone") + frame(b"INFO", b"commandstats"))
+    out = read_until(s, b"cmdstat_xlen").decode()
+    assert out.startswith(":1\r\n")
+    line = next(ln for ln in out.split("\r\n") if ln.startswith("cmdstat_xadd:"))
+    assert line.startswith("cmdstat_xadd:calls=2,") and line.endswith(",failed_calls=1")

@@ -4,8 +4,10 @@ is one keyspace operation, a run of GETs skips the per-command dispatch (Rules 7
 
 Rule 1: only the plain form `XADD key * field value ...` coalesces, as the XADD parser
 defines it (commands/stream_args.plain_pairs, the fast path of parse_xadd): any other
-command, another key or an option ends the run, and a run of one is left to the ordinary
-dispatcher.
+command, another key or an option ends the run. A plain XADD alone (a run of one: every P1
+request) takes the same path, as a plain SET or GET does (Rule 10): the XADD handler's option
+parsing, its NOMKSTREAM/IDMP/trim branches and its keyspace events are moot for the plain
+form under the guards of Rule 9.
 Rule 2: every command still gets its own reply, in order: the id of its record, or the error
 its own XADD would have replied (records are prepared one by one first; a bad one is
 answered and left out, never failing its neighbours).
@@ -57,7 +59,8 @@ def _plain(argv: list[bytes], key: bytes) -> list[bytes] | None:
 
 
 def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
-    """Replies for the run of plain XADDs starting at cmds[i], or None (not a run of >= 2)."""
+    """Replies for the run of plain XADDs starting at cmds[i] (one or more), or None (not a
+    plain XADD, or a guard says no)."""
     first = cmds[i]
     if len(first) < 5 or not _plain_client(ctx):
         return None  # each XADD on its own (Rules 4 and 9)
@@ -69,7 +72,7 @@ def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
         if pairs is None:
             break
         run.append(pairs)
-    if len(run) < 2:
+    if not run:
         return None
     if _over_memory(ctx, cmds[i:i + len(run)]):
         return None  # each XADD is refused on its own (-OOM)

@@ -220,7 +220,7 @@ class Session:
                     if k > BIG_ARGV:
                         self.pos = pos
                         return self._big(argv)
-                    if argv[2] == b"*" and n - pos > 1 and client.tx is None:
+                    if argv[2] == b"*" and client.tx is None:
                         replies = run_xadds(ctx, cmds, pos)
                 elif 2 <= k <= 3 and client.tx is None:
                     replies = run_strings(ctx, cmds, pos)  # batch.py Rules 7-10

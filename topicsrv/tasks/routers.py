@@ -120,6 +120,8 @@ class Routers:
 
     def changed(self, name: str) -> None:
         """`name` changed: start workers of new routers touching it, wake the ones that wait."""
+        if not self.workers and not self.engine.routers:
+            return  # no router at all (the usual case): every write calls this
         if self._nursery is not None:
             topic = self.engine.topics.get(name)
             if topic is not None:
