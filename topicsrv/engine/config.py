@@ -11,7 +11,7 @@ otherwise `durable` picks fsync/disk (seeds section 2.2).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from topicsrv.errors import TopicsError, invalid
@@ -85,11 +85,15 @@ class TopicConfig:
     claim_jitter_ms: int = 0
     leases_durable: bool = False
 
-    @property
-    def durability(self) -> str:
-        if self.durability_explicit is not None:
-            return self.durability_explicit
-        return "fsync" if self.durable else "disk"
+    # the resolved class (Rule 3), set once by __post_init__: every write reads it, and as a
+    # property it was an interpreted call each time (not an __init__ argument, not compared,
+    # not persisted: engine/restore.py keeps only the init fields)
+    durability: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        explicit = self.durability_explicit
+        cls = explicit if explicit is not None else "fsync" if self.durable else "disk"
+        object.__setattr__(self, "durability", cls)
 
     def to_json(self, topic_type: str) -> dict[str, Any]:
         out: dict[str, Any] = {

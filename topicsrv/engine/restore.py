@@ -33,11 +33,11 @@ from topicsrv.engine.topic import Topic
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
 
-_CONFIG_FIELDS = {f.name for f in dataclasses.fields(TopicConfig)}
+_CONFIG_FIELDS = {f.name for f in dataclasses.fields(TopicConfig) if f.init}  # not `durability`
 
 
 def config_to_dict(config: TopicConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    return {k: v for k, v in dataclasses.asdict(config).items() if k in _CONFIG_FIELDS}
 
 
 def config_from_dict(data: dict[str, Any]) -> TopicConfig:

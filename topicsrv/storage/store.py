@@ -241,8 +241,8 @@ class Storage(routerlog.RouterJournal, SegTasks):
         commit = sh.enqueue(frame, (topic, topic.epoch, first_seq, len(blobs), rc))
         if pol is DISK:
             routerlog.hold(topic, first_seq)  # routers forward it once durable (routerlog Rule 6)
-        if pol.ceiling:
-            sh.want_ceiling(topic)
+        if pol.ceiling and last + HEADROOM // 2 > st.ceil_durable:  # else the writer's check
+            sh.want_ceiling(topic)  # (_ceilings) would skip it: the ceiling only ever grows
         if pol.ack == "fdatasync":
             return commit.token(True)
         if pol.ack == "enqueue" and last > st.ceil_durable:
