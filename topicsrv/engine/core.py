@@ -82,14 +82,7 @@ class Engine:
         return self.clock.now_ms()
 
     def _notify(self, name: str) -> None:
-        held = self.held
-        if held is not None:
-            held[name] = True
-            return
-        for listener in self.listeners:
-            listener(name)
-        for listener in self.topic_listeners:
-            listener(name)
+        writes.notify(self, name)  # compiled with the write path (engine/writes.py)
 
     def listen(self, listener: Callable[[str], None], interest: Collection[str] | None = None) -> None:
         """Rule 4: add a listener of every key; `interest`: the live mapping of the names a

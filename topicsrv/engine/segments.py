@@ -132,12 +132,20 @@ class Segment:
             self.kinds = kind
         elif kind != self.kinds:
             self.kinds = MIXED
-        self.blobs.extend(blobs)  # type: ignore[union-attr]  # only the tail takes appends (Rule 5)
-        self.ts.extend(array("Q", [ts]) * k)  # type: ignore[union-attr]
-        self.sizes.extend(sizes)  # type: ignore[union-attr]
-        self.flags.extend(bytes(k))  # LIVE == 0
-        self.nodes = _extend_labels(self.nodes, nodes, n, k)
-        self.tags = _extend_labels(self.tags, tags, n, k)
+        if k == 1:  # one record (every P1 XADD): no temporary array or bytes
+            self.blobs.append(blobs[0])  # type: ignore[union-attr]  # only the tail (Rule 5)
+            self.ts.append(ts)  # type: ignore[union-attr]
+            self.sizes.append(sizes[0])  # type: ignore[union-attr]
+            self.flags.append(LIVE)
+        else:
+            self.blobs.extend(blobs)  # type: ignore[union-attr]  # only the tail takes appends (Rule 5)
+            self.ts.extend(array("Q", [ts]) * k)  # type: ignore[union-attr]
+            self.sizes.extend(sizes)  # type: ignore[union-attr]
+            self.flags.extend(bytes(k))  # LIVE == 0
+        if nodes is not None or self.nodes is not None:
+            self.nodes = _extend_labels(self.nodes, nodes, n, k)
+        if tags is not None or self.tags is not None:
+            self.tags = _extend_labels(self.tags, tags, n, k)
         self.live += k
         self.live_bytes += total
 

@@ -111,5 +111,17 @@ def write(
     stats["writes"] += 1
     stats["records_written"] += n
     stats["bytes_written"] += size
-    engine._notify(name)
+    notify(engine, name)
     return result, token
+
+
+def notify(engine: Engine, name: str) -> None:
+    """Engine._notify's body (engine/core.py Rule 3), here so a write calls it natively."""
+    held = engine.held
+    if held is not None:
+        held[name] = True
+        return
+    for listener in engine.listeners:
+        listener(name)
+    for listener in engine.topic_listeners:
+        listener(name)

@@ -33,9 +33,10 @@ from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
 from topicsrv.storage import codec, frames, images, keyspacelog, recovery, routerlog, txgroup
 from topicsrv.storage.fsops import OsOps
-from topicsrv.storage.policy import DISK, policy_of
+from topicsrv.storage.policy import DISK, POLICIES, policy_of
 from topicsrv.storage.progress import Progress
 from topicsrv.storage.segtasks import SegTasks
+from topicsrv.storage.state import EXT_KEY as STATE_KEY
 from topicsrv.storage.state import HEADROOM, TState, state_of
 from topicsrv.storage.wal import Batch, Shard, Token, storage_error
 from topicsrv.storage.walread import RESERVE_MAX
@@ -220,8 +221,12 @@ class Storage(routerlog.RouterJournal, SegTasks):
 
     def appended(self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes],
                  records: list[PreparedRecord]) -> Token | None:
-        st, sh = self._shard(topic)
-        pol = policy_of(topic.config)
+        # every write calls this, interpreted: state_of's and policy_of's lookups in line
+        st: TState | None = topic.ext.get(STATE_KEY)
+        if st is None:
+            st = state_of(topic, self.nshards)
+        sh = self.shards[st.shard]
+        pol = POLICIES[topic.config.durability]
         last = first_seq + len(blobs) - 1
         if not pol.wal:
             if last + HEADROOM // 2 > st.ceil_durable:
