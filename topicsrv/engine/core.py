@@ -319,13 +319,16 @@ class Engine:
         idempotency_key: str | None = None,
         xid: tuple[int, int | None] | None = None,
         idmp: tuple[bytes, bytes] | None = None,
+        lean: bool = False,
     ) -> tuple[dict[str, Any], CommitToken | None]:
         """Append a batch atomically. Returns (result, commit token). `xid` is a client-chosen
         stream ID for the first record (`(ms, None)`: `<ms>-*`; engine/xids.py). `idmp` is
         XADD's (producer id, idempotent id), `idempotency_key` HTTP's: a repeat inside its
         window returns the original result with `duplicate: true` and appends nothing
-        (engine/idempotency.py)."""
-        return writes.write(self, name, records, create, config, idempotency_key, xid, idmp)
+        (engine/idempotency.py). `lean`: the result holds the seqs and ts only
+        (engine/writes.py Rule 4)."""
+        return writes.write(self, name, records, create, config, idempotency_key, xid, idmp,
+                            lean)
 
     # ---- reads -------------------------------------------------------------------------
 

@@ -7,6 +7,10 @@ Rule 2 (engine Rule 2): everything is validated before anything mutates; a refus
 write leaves no topic behind.
 Rule 3: per write, not per record: the per-record work is in Topic.append (engine/topic.py)
 and the journal's frame encoding (storage/codec.py), both compiled.
+Rule 4 (lean): a caller that replies with the IDs only (RESP XADD runs: resp/batch.py) asks
+for `first_seq`, `last_seq`, `ts`, `duplicate` (and `xids`) alone; the full result's
+`earliest_seq` walks the topic's segments and its `seqs` is a list per write. A duplicate
+(idempotency hit) returns the full original result either way.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ def write(
     idempotency_key: str | None,
     xid: tuple[int, int | None] | None,
     idmp: tuple[bytes, bytes] | None,
+    lean: bool = False,
 ) -> tuple[dict[str, Any], CommitToken | None]:
     """Engine.write's body (see its docstring)."""
     n = len(records)
@@ -93,18 +98,22 @@ def write(
     size = 0
     for rec in records:
         size += rec.size
-    result: dict[str, Any] = {
-        "topic": name,
-        "seqs": list(range(first, last + 1)),
-        "first_seq": first,
-        "last_seq": last,
-        "ts": ts,
-        "head_seq": last,
-        "earliest_seq": topic.earliest_seq,
-        "durability": topic.config.durability,
-        "created": created,
-        "duplicate": False,
-    }
+    result: dict[str, Any]
+    if lean:  # Rule 4
+        result = {"first_seq": first, "last_seq": last, "ts": ts, "duplicate": False}
+    else:
+        result = {
+            "topic": name,
+            "seqs": list(range(first, last + 1)),
+            "first_seq": first,
+            "last_seq": last,
+            "ts": ts,
+            "head_seq": last,
+            "earliest_seq": topic.earliest_seq,
+            "durability": topic.config.durability,
+            "created": created,
+            "duplicate": False,
+        }
     if planned is not None:
         result["xids"] = planned
     stats = engine.stats

@@ -99,7 +99,7 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
             replies[k] = Err(e.resp_line())
     if recs:
         try:
-            result, token = ctx.server.engine.write(key.decode("latin-1"), recs)
+            result, token = ctx.server.engine.write(key.decode("latin-1"), recs, lean=True)
         except TopicsError:  # nothing applied (Rule 3)
             return [execute(ctx, argv) for argv in argvs]
         ts, seq = result["ts"], result["first_seq"]
