@@ -42,7 +42,7 @@ from topicsrv.engine.segments import DELETED, Segment
 from topicsrv.engine.topic import Topic
 from topicsrv.storage import frames
 from topicsrv.storage.policy import policy_of
-from topicsrv.storage.state import EXT_KEY, HEADROOM, TState, state_of
+from topicsrv.storage.state import EXT_KEY, TState, near_ceiling, state_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -201,7 +201,7 @@ class RouterJournal:
         st = state_of(topic, self.nshards)
         pol = policy_of(topic.config)
         if not pol.wal:
-            if first_seq + n - 1 + HEADROOM // 2 > st.ceil_durable:  # as `appended`
+            if near_ceiling(st, first_seq + n - 1):  # as `appended`
                 self.shards[st.shard].want_ceiling(topic)
             return
         if topic.visible_next is not None and n > 0:

@@ -57,6 +57,12 @@ class TState:
     rcut_next: tuple[int, frozenset[str]] | None = None
 
 
+def near_ceiling(st: TState, head: int) -> bool:
+    """A head within half the headroom of the durable seq ceiling: the topic's shard writer
+    must reserve a higher one (a HeadWatermark frame, storage/wal.py Rule 2)."""
+    return head + HEADROOM // 2 > st.ceil_durable
+
+
 def state_of(topic: Topic, shards: int) -> TState:
     st: TState | None = topic.ext.get(EXT_KEY)
     if st is None:

@@ -33,11 +33,10 @@ from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
 from topicsrv.storage import codec, frames, images, keyspacelog, recovery, routerlog, txgroup
 from topicsrv.storage.fsops import OsOps
-from topicsrv.storage.policy import DISK, POLICIES, policy_of
+from topicsrv.storage.policy import DISK, policy_of
 from topicsrv.storage.progress import Progress
 from topicsrv.storage.segtasks import SegTasks
-from topicsrv.storage.state import EXT_KEY as STATE_KEY
-from topicsrv.storage.state import HEADROOM, TState, state_of
+from topicsrv.storage.state import HEADROOM, TState, near_ceiling, state_of
 from topicsrv.storage.wal import Batch, Shard, Token, storage_error
 from topicsrv.storage.walread import RESERVE_MAX
 
@@ -221,15 +220,14 @@ class Storage(routerlog.RouterJournal, SegTasks):
 
     def appended(self, topic: Topic, first_seq: int, ts: int, blobs: list[bytes],
                  records: list[PreparedRecord]) -> Token | None:
-        # every write calls this, interpreted: state_of's and policy_of's lookups in line
-        st: TState | None = topic.ext.get(STATE_KEY)
-        if st is None:
-            st = state_of(topic, self.nshards)
-        sh = self.shards[st.shard]
-        pol = POLICIES[topic.config.durability]
+        st, sh = self._shard(topic)
+        pol = policy_of(topic.config)
         last = first_seq + len(blobs) - 1
+        # a write registers for the writer's ceiling check (_ceilings) only when that check
+        # could pass: the ceiling only ever grows, so what is skipped here it would skip too
+        near = near_ceiling(st, last)
         if not pol.wal:
-            if last + HEADROOM // 2 > st.ceil_durable:
+            if near:
                 sh.want_ceiling(topic)
             return None
         if pol.readable == "durable":
@@ -246,8 +244,8 @@ class Storage(routerlog.RouterJournal, SegTasks):
         commit = sh.enqueue(frame, (topic, topic.epoch, first_seq, len(blobs), rc))
         if pol is DISK:
             routerlog.hold(topic, first_seq)  # routers forward it once durable (routerlog Rule 6)
-        if pol.ceiling and last + HEADROOM // 2 > st.ceil_durable:  # else the writer's check
-            sh.want_ceiling(topic)  # (_ceilings) would skip it: the ceiling only ever grows
+        if pol.ceiling and near:
+            sh.want_ceiling(topic)
         if pol.ack == "fdatasync":
             return commit.token(True)
         if pol.ack == "enqueue" and last > st.ceil_durable:
@@ -332,7 +330,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
                 continue
             st = state_of(topic, self.nshards)
             head = topic.next_seq - 1
-            if head + HEADROOM // 2 <= st.ceil_durable:
+            if not near_ceiling(st, head):
                 continue
             # the reservation follows the write rate, within [HEADROOM, RESERVE_MAX] (a bound
             # recovery relies on after WAL damage: walread.Cut), and never passes SEQ_MAX
