@@ -193,12 +193,15 @@ class Run:
 
     def both(self, pair: tuple[Proc, Proc], label: str,
              fn: Callable[[int], Any], spent: list[float] | None = None) -> tuple[Any, Any]:
-        """`fn` on each server; `spent` gets each server's CPU seconds during its run."""
+        """`fn` on each server; `spent` gets each server's CPU seconds during its run, one
+        entry per server of the pair (0 for one that was not run)."""
         results = []
         for p in pair:
             self.log(f"{label} on {p.name}")
             if p.resp_port is None:
                 results.append("error: no RESP front")
+                if spent is not None:
+                    spent.append(0.0)
                 continue
             c0 = p.cpu()
             results.append(attempt(partial(fn, p.resp_port)))
@@ -210,13 +213,9 @@ class Run:
     def busy_note(r: Any, t: Any, spent: list[float]) -> str:
         """respbench.py Rule 4: the share of a core the server and the client kept busy, for
         each server of the pair (which side bounds a P1 row)."""
-        parts = []
-        for who, m, cpu in (("redis", r, spent[0] if spent else None),
-                            ("topicsrv", t, spent[1] if len(spent) > 1 else None)):
-            if not isinstance(m, Measure) or cpu is None:
-                continue
-            client = f", client {m.busy(m.client_cpu_s):.0%}" if m.client_cpu_s is not None else ""
-            parts.append(f"{who}: server {m.busy(cpu):.0%}{client}")
+        parts = [f"{who}: {m.busy_text(cpu)}"
+                 for who, m, cpu in zip(("redis", "topicsrv"), (r, t), spent, strict=True)
+                 if isinstance(m, Measure)]
         return "busy: " + "; ".join(parts) if parts else ""
 
     def resp_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:

@@ -139,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     got[who] = m.ops_per_s
                     spent = proc.cpu() - c0
                     cpu.setdefault((row, who), []).append(spent / requests * 1e6)
-                    note[who] = f"{cpu[(row, who)][-1]:.1f} µs cpu, server {m.busy(spent):.0%}"
-                    if m.client_cpu_s is not None:  # Rule 6
-                        note[who] += f" client {m.busy(m.client_cpu_s):.0%}"
+                    note[who] = f"{cpu[(row, who)][-1]:.1f} µs cpu, {m.busy_text(spent)}"  # Rule 6
                 for mode in names:
                     ratios.setdefault((row, mode), []).append(got[mode] / got["redis"])
                     ratios.setdefault((row, f"{mode}/{base}"), []).append(got[mode] / got[base])

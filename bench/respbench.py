@@ -44,6 +44,13 @@ class Measure:
         wall time: 1.0 = one core busy all along (Rule 4)."""
         return cpu_s / self.seconds if self.seconds > 0 else 0.0
 
+    def busy_text(self, server_cpu_s: float) -> str:
+        """Rule 4 in words: `server 68%, client 99%` (the client part when it was measured)."""
+        text = f"server {self.busy(server_cpu_s):.0%}"
+        if self.client_cpu_s is not None:
+            text += f", client {self.busy(self.client_cpu_s):.0%}"
+        return text
+
 
 def _children_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
