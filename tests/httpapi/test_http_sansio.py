@@ -193,6 +193,23 @@ async def test_ready_is_503_until_ctx_ready(tmp_path: Path) -> None:
     assert isinstance(resp, Response) and orjson.loads(resp.body)["error"]["code"] == "shutting_down"
 
 
+async def test_ready_lists_a_damaged_file_and_stays_200(tmp_path: Path) -> None:
+    """http/ops.py Rule 1: recovered and serving is ready; a file the server runs without is
+    listed in `damaged` with the command that replaces it (Storage Rule 5)."""
+    from topicsrv.storage.store import Storage
+
+    ctx = _ctx(tmp_path)
+    ctx.ready = True
+    resp = await app.dispatch(ctx, _req("GET", "/v0/ready"))
+    assert isinstance(resp, Response) and orjson.loads(resp.body)["damaged"] == []
+    ctx.storage = Storage(ctx.engine, tmp_path)
+    ctx.storage.damaged["functions.json"] = "not valid JSON"
+    resp = await app.dispatch(ctx, _req("GET", "/v0/ready"))
+    assert isinstance(resp, Response) and resp.status == 200
+    assert orjson.loads(resp.body)["damaged"] == [
+        {"file": "functions.json", "problem": "not valid JSON", "repair": "FUNCTION FLUSH"}]
+
+
 async def test_unexpected_exception_is_a_logged_500_and_the_server_keeps_serving(
     tmp_path: Path, monkeypatch: Any, caplog: Any
 ) -> None:

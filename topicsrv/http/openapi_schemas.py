@@ -220,6 +220,12 @@ def schemas() -> dict[str, Schema]:
                                               "description": "the class of every string key "
                                               "and key TTL (serve --keyspace-durability; none: "
                                               "no storage)"},
+                      "damaged": {"type": "array", "description": "files of the data dir found "
+                                  "damaged at startup that the server runs without (functions.json), "
+                                  "until `repair` replaced them; empty when none",
+                                  "items": obj({"file": {"type": "string"},
+                                                "problem": {"type": "string"},
+                                                "repair": {"type": "string"}})},
                       "performance": ref("Performance")}),
         # the status page's data (http/status.py): its inner shape is documented in
         # http-api.md and may grow, so only the top-level parts are fixed here

@@ -3,7 +3,10 @@
 Rule 1: /v0/health answers 200 whenever the process serves HTTP; /v0/ready answers 503
 `not_ready` until recovery finished (`ctx.ready`), with how far it has come in
 `error.detail.recovery` (phase, records, records/s, % of the WAL replayed:
-storage/progress.py), and 503 `shutting_down` once a shutdown began.
+storage/progress.py), and 503 `shutting_down` once a shutdown began. Once recovered it is 200
+also when a file the server runs without is damaged (functions.json: Storage Rule 5): ready
+means recovered and serving; `damaged` names each such file, what is wrong, and the command
+that replaces it (docs/decisions.md).
 Rule 2: /metrics is rendered by `topicsrv.http.metrics` (see there), through prometheus_client.
 """
 
@@ -33,7 +36,8 @@ async def ready(call: Call) -> Response:
         raise TopicsError("not_ready", "the server is still recovering; retry shortly", detail)
     cfg = ctx.config
     return json_response(call, {"ready": True, "build": buildinfo.describe(),
-                                "keyspace_durability": cfg.keyspace_durability if cfg.storage else "none"})
+                                "keyspace_durability": cfg.keyspace_durability if cfg.storage else "none",
+                                "damaged": [] if ctx.storage is None else ctx.storage.damage_report()})
 
 
 async def metrics(call: Call) -> Response:

@@ -11,6 +11,10 @@ Rule 4: one topic whose segments cannot be written never stops the others: it ke
 previous entry (or just its config) with `replay_from`, the first WAL generation that entry
 does not include; WAL generations from there are kept and replayed for it only, until a
 checkpoint succeeds for it. Logged at ERROR each time.
+Rule 5 (a full disk): checkpoint.json and the keyspace snapshot are written whole or not at
+all (fsops.py Rule 3); when either fails the checkpoint raises with nothing changed: the old
+checkpoint.json and the files it names stay, the new snapshot is removed, `entries` and
+`ckpt_gen` are the old ones and no WAL generation is trimmed (the caller logs and retries).
 """
 
 from __future__ import annotations
@@ -210,7 +214,12 @@ class Checkpoints:
         ks_file = ""
         if keyspace is not None:  # keyspacelog.py Rule 3: the file first, then its name
             ck["keyspace"] = ks_file = keyspacelog.write_snapshot(self.data_dir, self.ops, keyspace, gen)
-        self.ops.write_file(self.data_dir / images.CHECKPOINT, codec.encode_json(ck))
+        try:
+            self.ops.write_file(self.data_dir / images.CHECKPOINT, codec.encode_json(ck))
+        except OSError:
+            if ks_file:  # Rule 5: named by no checkpoint
+                self.ops.unlink(self.data_dir / ks_file)
+            raise
         keyspacelog.remove_old(self.data_dir, self.ops, ks_file)
         self.entries = done
         self.ckpt_gen = gen

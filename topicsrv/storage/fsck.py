@@ -1,8 +1,9 @@
 """`python -m topicsrv check --data-dir DIR`: verify every frame and index, read-only.
 
 Rule 1: check never writes; it reports what recovery would repair or lose.
-Rule 2: exit status 0 = clean, 1 = damage found (any bad frame, header, index or a segment
-the checkpoint lists but the disk lacks), 2 = not a data dir.
+Rule 2: exit status 0 = clean, 1 = damage found (any bad frame, header, index, a segment
+the checkpoint lists but the disk lacks, a damaged keyspace snapshot or functions.json),
+2 = not a data dir.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from pathlib import Path
 
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.segments import DELETED, LOST, TRIMMED
-from topicsrv.storage import codec, frames, images, keyspacelog, routerlog, segfiles, txgroup
+from topicsrv.storage import (
+    codec,
+    frames,
+    functions,
+    images,
+    keyspacelog,
+    routerlog,
+    segfiles,
+    txgroup,
+)
 from topicsrv.storage.walread import wal_files
 
 
@@ -76,6 +86,10 @@ def check(data_dir: Path, cold_dir: Path | None = None) -> Report:
             if problem:
                 rep.problems.append(f"{path.name}: frame at offset {got.offset}: {problem}")
             rep.router_frames += got.ftype in (frames.T_ROUTER, frames.T_APPEND_RC)
+    fn_problem = functions.check(data_dir)
+    if fn_problem is not None:
+        rep.problems.append(f"{functions.NAME}: {fn_problem} (the server starts without function "
+                            f"libraries; {functions.REPAIR} replaces it with an empty set)")
     ks_file = ck.get("keyspace")
     if isinstance(ks_file, str):
         try:

@@ -3,15 +3,26 @@
 Rule 1: every write, sync, truncate and unlink the storage does goes through one `OsOps`
 object, so a fault injector (tests) can fail exactly one kind of call with ENOSPC or EIO.
 Rule 2: these calls block; the async layers run them in worker threads, never on the loop.
+Rule 3 (whole or not at all): every file the server writes outside the WAL and the segment
+.data appends (checkpoint.json, keyspace-<gen>.bin, segment .idx files, functions.json, cold
+copies, a WAL tail set aside) goes through `write_file`: a temporary file takes every byte
+(a short write continues with the rest; a write that accepts nothing or fails raises), is
+fsynced, renamed over the old file, and the directory is fsynced. When a step up to the
+rename fails the old file is untouched, the temporary file is removed, and the OSError
+reaches the caller, whose job is to change nothing else (docs/operations.md: a full disk, by
+kind of write). Only the directory fsync comes after the rename: when it fails the file is
+already the new one, and after a crash it is either one, whole.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 IOV_MAX = 512
+TMP_SUFFIX = ".tmp"  # write_file's temporary file: `<name>.tmp` beside the file
 
 
 class OsOps:
@@ -32,6 +43,8 @@ class OsOps:
             chunk = bufs[:IOV_MAX]
             want = sum(len(b) for b in chunk)
             n = os.writev(fd, chunk)
+            if n <= 0:  # a regular file that takes no byte would loop forever here
+                raise OSError(errno.ENOSPC, f"short write: 0 of {want} bytes accepted")
             total += n
             if n == want:
                 bufs = bufs[IOV_MAX:]
@@ -61,16 +74,29 @@ class OsOps:
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
+    def open_new(self, path: Path) -> int:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+    def replace(self, src: Path, dst: Path) -> None:
+        os.replace(src, dst)
+
     def write_file(self, path: Path, data: bytes) -> None:
-        """Atomically replace `path`: write a temp file, fsync it, rename, fsync the dir."""
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        """Replace `path` with `data`, whole or not at all (Rule 3)."""
+        tmp = path.with_name(path.name + TMP_SUFFIX)
         try:
-            self.writev(fd, [data])
-            self.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            fd = self.open_new(tmp)
+            try:
+                self.writev(fd, [data])
+                self.fsync(fd)
+            finally:
+                self.close(fd)
+            self.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass  # gone already, or the disk refuses even that: the old file is intact
+            raise
         self.fsync_dir(path.parent)
 
     def fsync_dir(self, path: Path) -> None:

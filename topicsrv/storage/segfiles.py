@@ -3,7 +3,8 @@
 Rule 1: slot i of a file is seq `base + i`; the .data frame carries the seq too, so a file
 can be read back without its .idx (which is then rebuilt).
 Rule 2: .data is appended (checkpoints persist the slots that arrived since the last one)
-and fdatasynced before the .idx is replaced atomically (temp + rename).
+and fdatasynced before the .idx is replaced whole (fsops.py Rule 3); a `SegFile` takes the
+new slots only once both are on disk, so a failed append changes nothing in memory.
 Rule 3: a sealed record is deleted on disk by flipping its flag byte to 0xD5 in place
 (`flip`) and fsyncing; the frame and its checksum are never rewritten.
 Rule 4: reading never raises on bad bytes: a damaged frame makes its slot LOST and is
@@ -134,10 +135,12 @@ def append_slots(ops: OsOps, d: Path, sf: SegFile | None, seg: Segment, upto: in
         ops.close(fd)
     if fresh:
         ops.fsync_dir(d)
+    # the .idx first: when it cannot be written `sf` still says what the last good .idx says,
+    # and the next append cuts the .data bytes past sf.size (fsops.py Rule 3)
+    ops.write_file(idx_path(d, seg.base), encode_idx(seg.base, sf.offsets + offsets))
     sf.offsets.extend(offsets)
     sf.dead.extend(dead)
     sf.size = pos
-    ops.write_file(idx_path(d, seg.base), encode_idx(seg.base, sf.offsets))
     return sf
 
 

@@ -11,13 +11,18 @@ tombstone, seqs are never reused) and its waiters get 507; see docs/decisions.md
 Rule 3: segment-file I/O (checkpoint, delete flips, whole-segment unlinks, cold relocation)
 runs in worker threads, one at a time under `seg_lock`. Checkpoints: checkpoint.py; delete
 flips and the cold tier: segtasks.py.
-Rule 4: a data dir that cannot be opened or read (a corrupt checkpoint.json, a full disk)
-makes `open` raise StartupError, one message for the operator; nothing is changed.
+Rule 4: a data dir that cannot be opened or read (a corrupt checkpoint.json or keyspace
+snapshot, a full disk) makes `open` raise StartupError, one message for the operator naming
+the file; nothing is changed.
+Rule 5: a damaged file the server can run without (functions.json: storage/functions.py
+Rule 3) is named in one ERROR line at `open` and kept in `damaged` (/v0/ready, the FUNCTION
+commands) until the command that replaces it ran.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +36,16 @@ from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.segments import DELETED, LOST
 from topicsrv.engine.topic import Topic
 from topicsrv.errors import StartupError, TopicsError
-from topicsrv.storage import codec, frames, images, keyspacelog, recovery, routerlog, txgroup
+from topicsrv.storage import (
+    codec,
+    frames,
+    functions,
+    images,
+    keyspacelog,
+    recovery,
+    routerlog,
+    txgroup,
+)
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import DISK, policy_of
 from topicsrv.storage.progress import Progress
@@ -46,6 +60,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("topicsrv.storage")
 
+_REPAIRS = {functions.NAME: functions.REPAIR}  # Rule 5: the command that replaces the file
 
 
 class Storage(routerlog.RouterJournal, SegTasks):
@@ -88,6 +103,7 @@ class Storage(routerlog.RouterJournal, SegTasks):
         # it does not include (a topic whose checkpoint fails keeps it: Rule 4)
         self.entries: dict[str, tuple[dict[str, Any], int]] = {}
         self.ckpt_gen = 0  # wal_gen of the last checkpoint.json written
+        self.damaged: dict[str, str] = {}  # Rule 5: file name -> what is wrong with it
 
     # ---- opening and recovery ---------------------------------------------------------------
 
@@ -113,7 +129,23 @@ class Storage(routerlog.RouterJournal, SegTasks):
                 f"{exc.strerror or exc}{where}. Free disk space or fix its permissions, then "
                 f"restart; `python -m topicsrv check --data-dir {self.data_dir}` verifies it.") from exc
 
+    def _check_files(self) -> None:
+        """Rule 5, before anything can store functions."""
+        problem = functions.check(self.data_dir)
+        if problem is not None:
+            self.damaged[functions.NAME] = problem
+            log.error("%s is damaged: %s. Started without function libraries: FUNCTION and FCALL "
+                      "answer an error naming it until %s replaces it with an empty set (keeping "
+                      "its bytes as %s); everything else is served", self.data_dir / functions.NAME,
+                      problem, functions.REPAIR, functions.DAMAGED_COPY)
+
+    def damage_report(self) -> list[dict[str, str]]:
+        """Rule 5, for /v0/ready: each damaged file, what is wrong, what replaces it."""
+        return [{"file": name, "problem": problem, "repair": _REPAIRS[name]}
+                for name, problem in sorted(self.damaged.items())]
+
     async def _open(self) -> recovery.Recovered:
+        self._check_files()
         (self.data_dir / "wal").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "topics").mkdir(parents=True, exist_ok=True)
         if self.cold_dir is not None:
@@ -131,8 +163,15 @@ class Storage(routerlog.RouterJournal, SegTasks):
             state_of(self.engine.topics[router.spec.dest], self.nshards).router = router
         for name, epoch in rec.epochs.items():
             self.engine.epochs[name] = max(self.engine.epochs.get(name, 0), epoch)
-        kept, expired = keyspacelog.restore(self.engine.keyspace, self.data_dir,
-                                            {"keyspace": rec.keyspace_file}, rec.keyspace, now)
+        try:
+            kept, expired = keyspacelog.restore(self.engine.keyspace, self.data_dir,
+                                                {"keyspace": rec.keyspace_file}, rec.keyspace, now)
+        except (ValueError, struct.error) as exc:
+            raise StartupError(
+                f"cannot start: the keyspace snapshot that {images.CHECKPOINT} names is damaged "
+                f"({exc}). Its string keys cannot be rebuilt without it; restore "
+                f"{self.data_dir / str(rec.keyspace_file)} from a backup (`python -m topicsrv check "
+                f"--data-dir {self.data_dir}` reports it).") from exc
         log.info("recovered %d string keys (%d had expired)", kept, expired)
         self.pending = rec.pending
         self.recovered = rec

@@ -146,7 +146,7 @@ def _harvest_one(cut: Cut, ftype: int, body: memoryview) -> None:
 
 def _set_aside(ops: OsOps, path: Path, raw: bytes, offset: int) -> str:
     aside = path.with_name(f"{path.name}.damaged-{offset}")
-    aside.write_bytes(raw[offset:])
+    ops.write_file(aside, raw[offset:])  # on disk whole before the WAL is cut (fsops Rule 3)
     fd = ops.open_rw(path)
     try:
         ops.ftruncate(fd, offset)

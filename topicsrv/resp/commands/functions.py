@@ -3,16 +3,24 @@
 
 The libraries are topicsrv/scripting/functions.py; running one is scripts.py's path (Rules
 1-4 there). Rule 1: every change of the library set is stored before it is acknowledged
-(topicsrv/storage/functions.py), so functions survive a restart; a store that fails undoes
-nothing in memory but answers the error. Rule 2: FCALL_RO refuses a function without the
-`no-writes` flag; a `no-writes` function runs read-only under FCALL too.
+(topicsrv/storage/functions.py), so functions survive a restart; a store that fails (a full
+disk) answers the error and leaves the libraries in memory as they were, as on disk.
+Rule 2: FCALL_RO refuses a function without the `no-writes` flag; a `no-writes` function runs
+read-only under FCALL too.
+Rule 3: while the stored file is damaged (storage/functions.py Rule 3, Storage.damaged) no
+library is loaded, and FCALL, FCALL_RO, FUNCTION LOAD, DELETE and LIST answer an error naming
+the file rather than act on an empty set that would overwrite it; FUNCTION FLUSH replaces it
+with an empty set (its bytes kept beside it) and everything works again.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from topicsrv.errors import TopicsError
 from topicsrv.resp.commands.admin import DUMP_REFUSED
 from topicsrv.resp.commands.base import (
     CommandContext,
@@ -31,10 +39,13 @@ from topicsrv.resp.commands.scripts import (
     split_keys,
     work,
 )
-from topicsrv.scripting.functions import FLAGS
+from topicsrv.scripting.functions import FLAGS, Libraries
 from topicsrv.scripting.lua import ScriptError
 from topicsrv.scripting.service import scripting_of
+from topicsrv.storage import functions as stored
 
+log = logging.getLogger("topicsrv.scripting")
+T = TypeVar("T")
 OK = Simple("OK")
 FUNCTION_HELP = [
     "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -86,7 +97,49 @@ FUNCTION_HELP = [
 ]
 
 
+def _refuse_damaged(ctx: CommandContext) -> None:
+    """Rule 3."""
+    storage = ctx.server.storage
+    problem = None if storage is None else storage.damaged.get(stored.NAME)
+    if problem is not None:
+        raise Err(f"ERR {stored.NAME} in the data dir is damaged ({problem}): no function "
+                  f"library is loaded; {stored.REPAIR} replaces it with an empty set")
+
+
+def _not_stored(exc: OSError) -> TopicsError:
+    reason = exc.strerror or str(exc)
+    return TopicsError("insufficient_storage", f"the function libraries could not be stored in "
+                       f"{stored.NAME} ({reason}); nothing was changed", {"reason": reason})
+
+
+def _stored_change(ctx: CommandContext, change: Callable[[Libraries], T]) -> T:
+    """Rule 1: `change` the libraries, then store them; when the store fails they are put
+    back as they were (the Lua state too: FLUSH replaces it) and the command answers 507's
+    text."""
+    _refuse_damaged(ctx)
+    sc = scripting_of(ctx.server)
+    libs = sc.libraries
+    state, libraries, functions = libs.state, dict(libs.libraries), dict(libs.functions)
+    try:
+        out = change(libs)
+    except ScriptError as e:
+        raise Err(e.text) from None
+    try:
+        sc.persist()
+    except OSError as exc:
+        libs.state = state
+        libs.libraries.clear()
+        libs.libraries.update(libraries)
+        libs.functions.clear()
+        libs.functions.update(functions)
+        log.error("FUNCTION: %s could not be written (%s); the libraries are as they were",
+                  stored.NAME, exc)
+        raise _not_stored(exc) from None
+    return out
+
+
 def _fcall(ctx: CommandContext, args: list[bytes], read_only: bool, name: str) -> Any:
+    _refuse_damaged(ctx)
     libs = scripting_of(ctx.server).libraries
     fn = libs.find(args[0].decode("latin-1"))
     if fn is None:
@@ -126,24 +179,13 @@ def function_load(ctx: CommandContext, args: list[bytes]) -> Any:
         if len(args) != 2 or args[0].lower() != b"replace":
             raise Err(f"ERR Unknown option given: {args[0].decode('latin-1')}")
         replace = True
-    sc = scripting_of(ctx.server)
-    try:
-        name = sc.libraries.load(args[-1], replace)
-    except ScriptError as e:
-        raise Err(e.text) from None
-    sc.persist()
-    return name
+    return _stored_change(ctx, lambda libs: libs.load(args[-1], replace))
 
 
 @_fn("delete", 3, ["write", "noscript"], "Deletes a library and its functions.",
      "library-name:string")
 def function_delete(ctx: CommandContext, args: list[bytes]) -> Any:
-    sc = scripting_of(ctx.server)
-    try:
-        sc.libraries.delete(args[0].decode("latin-1"))
-    except ScriptError as e:
-        raise Err(e.text) from None
-    sc.persist()
+    _stored_change(ctx, lambda libs: libs.delete(args[0].decode("latin-1")))
     return OK
 
 
@@ -154,9 +196,20 @@ def function_flush(ctx: CommandContext, args: list[bytes]) -> Any:
         raise subcommand_syntax("function", "flush")
     if args and args[0].lower() not in (b"async", b"sync"):
         raise Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
-    sc = scripting_of(ctx.server)
-    sc.libraries.flush()
-    sc.persist()
+    storage = ctx.server.storage
+    if storage is not None and stored.NAME in storage.damaged:  # Rule 3
+        try:
+            copy = stored.replace_damaged(ctx.server.config.data_dir)
+        except OSError as exc:
+            raise _not_stored(exc) from None
+        del storage.damaged[stored.NAME]
+        sc = scripting_of(ctx.server)
+        sc.libraries.flush()
+        sc.stored = []
+        log.warning("FUNCTION FLUSH replaced the damaged %s with an empty set (its bytes are "
+                    "kept as %s)", stored.NAME, copy)
+        return OK
+    _stored_change(ctx, lambda libs: libs.flush())
     return OK
 
 
@@ -190,6 +243,7 @@ def function_list(ctx: CommandContext, args: list[bytes]) -> Any:
         else:
             raise Err(f"ERR Unknown argument {args[i].decode('latin-1')}")
         i += 1
+    _refuse_damaged(ctx)
     out = []
     for lib in scripting_of(ctx.server).libraries.libraries.values():
         if pattern is not None and not _glob(pattern, lib.name.encode("latin-1")):
