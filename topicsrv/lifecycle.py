@@ -8,7 +8,8 @@ it waits for input, and while it waits for data that may never come: a blocking 
 poll, a claim's wait, an SSE stream (`Waiter.wait` leaves the count for as long as it waits;
 `idle()` below). The HTTP front counts each request, the RESP front each stretch of a
 connection that a task drives (the reactor serves the rest synchronously: between two awaits
-nothing is in flight).
+nothing is in flight), and a Lua script running past busy-reply-threshold until its writes are
+written (scripting/service.py Rule 6; its client's connection waits as for a blocking command).
 Rule 2 (order): 1. `/v0/ready` says 503 `shutting_down` and both fronts stop accepting (the
 listeners close; a new connection is refused by the kernel); 2. the busy requests get up to
 `shutdown_grace_s` to finish, so a write waiting for its fsync is answered rather than cut;

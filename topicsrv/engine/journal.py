@@ -15,6 +15,9 @@ topic); groups nest (the outermost decides). A journal without storage ignores t
 `begin_group(spans_turns=True)` (a Lua script, whose commands may run across scheduler turns
 once it is past busy-reply-threshold) opens a group whose writes wait on the group's own
 commits rather than on the shards' open batches (storage/txgroup.py Rule 7).
+Rule 5 (a stop under a running script): `discard_group` drops such a group unwritten, so the
+script leaves nothing durable (storage/txgroup.py Rule 11); a journal without storage has
+nothing to drop.
 """
 
 from __future__ import annotations
@@ -100,6 +103,11 @@ class Journal(Protocol):
 
     def end_group(self) -> None: ...
 
+    def discard_group(self) -> bool:
+        """Rule 5: drop the open group unwritten (the server stops under a running script);
+        every later mutation is refused. True when there was one."""
+        ...
+
 
 class _AllOf:
     """A token that waits for several (a router PUT that also created its topics)."""
@@ -180,6 +188,9 @@ class NullJournal:
 
     def end_group(self) -> None:
         return None
+
+    def discard_group(self) -> bool:
+        return False
 
 
 class Group:

@@ -17,6 +17,14 @@ script is past the threshold; they wake when it ends. Other RESP commands answer
 (dispatch Rule 9) and HTTP requests 503 `busy` (topicsrv/http/app.py Rule 5).
 Rule 5: FUNCTION LOAD loads into the libraries' existing Lua state (functions.py); the stored
 file is rewritten only when the set of library codes changed (`stored` is the set on disk).
+Rule 6 (a stop under a busy script: whole or nothing): SHUTDOWN NOSAVE `discard`s the running
+script: its commit group is dropped unwritten (engine/journal.py Rule 5, storage/txgroup.py
+Rule 11), it is killed, its client gets DISCARDED instead of any reply, and the BUSY text
+stays up until the process exits, so no client reads what the script left in memory. A
+script past the threshold counts as a request in flight for a graceful stop (lifecycle.py
+Rule 1) until its group is written, so SIGTERM lets it run for the shutdown grace: one that
+ends within it is kept whole (its client may see the connection close before the reply, as
+with redis-server); storage drops the group of one that has not (Storage.close).
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ BUSY_SCRIPT = "BUSY Redis is busy running a script. You can only call SCRIPT KIL
 BUSY_FUNCTION = ("BUSY Redis is busy running a script. You can only call FUNCTION KILL or "
                  "SHUTDOWN NOSAVE.")
 THRESHOLD_S = 5.0
+DISCARDED = ("ERR SHUTDOWN NOSAVE stopped the server while the script ran: none of its writes "
+             "were kept")
 
 
 class Scripting:
@@ -56,6 +66,7 @@ class Scripting:
         self.running: Run | None = None
         self.running_command: list[bytes] = []  # its argv (FUNCTION STATS)
         self.group_open = False  # the running script's commit group (Rule 3)
+        self.discarded = False  # Rule 6: set once, the server is stopping
         self.stored: list[bytes] | None = None  # the libraries on disk (Rule 5)
         if server.config.storage:
             self.stored = stored.load(server.config.data_dir)
@@ -78,9 +89,27 @@ class Scripting:
                 self.stored = codes
 
     def _busy(self, text: str | None) -> None:
-        self.server.busy = text
-        if text is None:  # a detached script ended (runner.py `_finish`, loop thread)
-            self._end_group()
+        drain = self.server.drain
+        if text is not None:  # past the threshold: a request in flight until it ends (Rule 6)
+            drain.enter()
+            self.server.busy = text
+            return
+        if not self.discarded:  # Rule 6: else BUSY until the process exits
+            self.server.busy = None
+            self._end_group()  # a detached script ended (runner.py `_drive`, loop thread)
+        drain.leave()
+
+    def discard(self) -> None:
+        """Rule 6: SHUTDOWN NOSAVE while a script runs past the threshold."""
+        run = self.running
+        if run is None:
+            return
+        self.discarded = True
+        run.kill = True
+        run.kill_text = DISCARDED.encode()
+        if self.group_open:
+            self.group_open = False
+            self.server.engine.journal.discard_group()
 
     def _end_group(self) -> None:
         if self.group_open:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ class Checkpoints:
     entries: dict[str, tuple[dict[str, Any], int]]
     ckpt_gen: int
     keyspace_class: str
+    groups_closed: Callable[[], Awaitable[None]]  # txgroup.py Rule 12
 
     def _dir(self, st: TState, sf: segfiles.SegFile) -> Path:
         root = self.cold_dir if sf.cold and self.cold_dir is not None else self.data_dir
@@ -78,6 +80,7 @@ class Checkpoints:
     async def checkpoint(self, final: bool = False) -> None:
         """Seal (persist every slot), write checkpoint.json, trim the WAL."""
         async with self.ckpt_lock, self.seg_lock:
+            await self.groups_closed()  # never a cut inside a script (txgroup.py Rule 12)
             gen = self.gen + 1
             for sh in self.shards:
                 sh.target_gen = gen - 1

@@ -45,7 +45,8 @@ T_ROUTER: Final = 13  # a router definition change, in its dest's shard: {name, 
 T_XSETID: Final = 14  # XSETID: the stream's last ID (engine/xids.py): {name, epoch, last_id: [ms, seq]}
 T_IDMP: Final = 15  # idempotency table (engine/idempotency.py): {name, epoch, add: hit} or {.., cfg: {..}}
 T_KEYSPACE: Final = 19  # one keyspace operation (engine/keyspace/ops.py, binary), always in shard 0
-T_GROUP: Final = 20  # a commit group's frames, one copy per owning shard (storage/txgroup.py, binary)
+T_GROUP: Final = 20  # a commit group's frames in one frame per copy (earlier versions; read only)
+T_GROUP_CHUNK: Final = 21  # a commit group's frames, a copy per owning shard in chunks (storage/txgroup.py)
 # segment frame types
 T_REC: Final = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST: Final = 17  # binary: a LOST slot (seq, ts)

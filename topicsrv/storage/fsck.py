@@ -151,8 +151,8 @@ def _check_body(fr: frames.Frame) -> str | None:
 
 def _check(ftype: int, body: memoryview) -> str | None:
     try:
-        if ftype == frames.T_GROUP:
-            for _, t, b in txgroup.decode(body)[1]:
+        if ftype in txgroup.TYPES:
+            for _, t, b in txgroup.parts_of(ftype, body):
                 problem = _check(t, b)
                 if problem:
                     return f"in a commit group: {problem}"

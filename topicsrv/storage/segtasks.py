@@ -74,6 +74,7 @@ class SegTasks(Checkpoints):
         """Flip the on-disk flag of sealed records deleted in memory; unlink dead segments."""
         st = state_of(topic, self.nshards)
         async with self.seg_lock:
+            await self.groups_closed()  # not a running script's deletes (txgroup.py Rule 12)
             drops = await trio.to_thread.run_sync(self._flip_topic, topic, st)
         for key in drops:
             sf = st.files.get(key)

@@ -63,7 +63,7 @@ log = logging.getLogger("topicsrv.storage")
 _REPAIRS = {functions.NAME: functions.REPAIR}  # Rule 5: the command that replaces the file
 
 
-class Storage(routerlog.RouterJournal, SegTasks):
+class Storage(txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
     def __init__(
         self,
         engine: Engine,
@@ -291,36 +291,6 @@ class Storage(routerlog.RouterJournal, SegTasks):
             return commit.token(False)
         return None
 
-    def begin_group(self, spans_turns: bool = False) -> None:
-        """Open a commit group (txgroup.py Rules 1, 7); nested calls join the open one (an
-        inner `spans_turns` makes it span turns from then on: writes captured before it were
-        made inside one synchronous step)."""
-        shards = self.shards
-        group = shards[0].group if shards else None
-        if group is not None:
-            group.depth += 1
-            if spans_turns:
-                group.own_commits()
-            return
-        group = txgroup.Group()
-        if spans_turns:
-            group.own_commits()
-        for sh in shards:
-            sh.group = group
-
-    def end_group(self) -> None:
-        """Close the group opened by the matching `begin_group`; the outermost writes it."""
-        shards = self.shards
-        group = shards[0].group if shards else None
-        if group is None:
-            return
-        group.depth -= 1
-        if group.depth:
-            return
-        for sh in shards:
-            sh.group = None
-        group.flush(shards)
-
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> Token | None:
         """One keyspace operation under the keyspace's class (keyspacelog.py Rules 1-2)."""
         if self.keyspace_class == "memory":
@@ -521,16 +491,23 @@ class Storage(routerlog.RouterJournal, SegTasks):
     # ---- shutdown ----------------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Flush and fsync everything queued, write a final checkpoint, close the files."""
+        """Flush and fsync everything queued, write a final checkpoint, close the files. A
+        commit group still open (a script running past the shutdown grace) is discarded
+        first, and then no checkpoint is written (txgroup.py Rule 11)."""
         if self.closed or not self.opened:
             self.closed = True
             return
+        self.discard_group()
         for sh in self.shards:
             await sh.drain()
-        try:
-            await self.checkpoint(final=True)
-        except OSError as exc:
-            log.error("final checkpoint failed (the WAL keeps everything acked): %s", exc)
+        if self.discarded:
+            log.warning("no final checkpoint: a discarded script's writes are in memory only; "
+                        "the WAL holds everything acknowledged and is replayed at the next start")
+        else:
+            try:
+                await self.checkpoint(final=True)
+            except OSError as exc:
+                log.error("final checkpoint failed (the WAL keeps everything acked): %s", exc)
         self.closed = True
         for sh in self.shards:
             sh.close()

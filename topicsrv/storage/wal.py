@@ -20,9 +20,10 @@ frames after it to the next one; `rotated` fires when the old file is complete a
 Rule 7 (I/O path): the shard's blocking calls run on its own IoThread; env
 TOPICS_WAL_IO=to_thread selects `trio.to_thread.run_sync` per call instead (the path before
 issue 16, kept for A/B measurements: bench/walbench.py).
-Rule 8 (commit groups, txgroup.py): while `group` is set, `enqueue` captures the frame into
-it instead of the batch; `enqueue_group` takes a group's one frame for this shard as a
-control frame (retried after a failed batch) that also carries the shard's record ranges. A
+Rule 8 (commit groups, txgroup.py): while `group` is set, `enqueue` and `enqueue_body`
+capture into it instead of the batch; `enqueue_group` takes a group's copy for this shard
+(its chunk frames, back to back) as control frames (retried after a failed batch) that also
+carry the shard's record ranges. A
 group spanning turns (txgroup.py Rule 7) hands out its own Commit per shard, released with
 the batch its frame joins (`Batch.followers`): same error, same ms.
 Rule 9 (open frames): `enqueue_body` adds a body to the batch's *open* frame of that type,
@@ -232,9 +233,10 @@ class Shard:
         self.offset = path.stat().st_size
 
     def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
-        if self.group is not None:  # Rule 8: the group's frame joins this same batch
-            self.group.parts.append((self.index, frame, rng))
-            return self.group.commit_for(self.index, self.batch.commit)
+        group = self.group
+        if group is not None:  # Rule 8: the group's frames join this same batch
+            group.add(self.index, frame, rng)
+            return group.commit_for(self.index, self.batch.commit)
         self.open_frame = None  # Rule 9: bodies enqueued from now on come after this frame
         b = self._add(frame)
         if rng is None:
@@ -245,8 +247,12 @@ class Shard:
 
     def enqueue_body(self, ftype: int, body: bytes) -> Commit:
         """Rule 9: `body` joins the batch's open frame of `ftype` (begun here if there is none);
-        inside a commit group it is a frame of its own (Rule 8)."""
-        if self.group is not None or len(body) >= OPEN_BODY_MAX:
+        inside a commit group it joins the group's bodies instead (Rule 8; txgroup.py Rule 9)."""
+        group = self.group
+        if group is not None:
+            group.add_body(self.index, ftype, body)
+            return group.commit_for(self.index, self.batch.commit)
+        if len(body) >= OPEN_BODY_MAX:
             return self.enqueue(frames.encode(ftype, body))
         b = self.batch
         of = self.open_frame
@@ -262,13 +268,16 @@ class Shard:
             b.commit.hurry.set()
         return b.commit
 
-    def enqueue_group(self, frame: bytes, ranges: list[tuple[Any, int, int, int, int | None]],
+    def enqueue_group(self, chunks: list[bytes], ranges: list[tuple[Any, int, int, int, int | None]],
                       own: Commit | None = None) -> Commit:
-        """A commit group's frame (Rule 8; txgroup.py Rule 5); `own`: the group's own commit
-        for this shard (txgroup.py Rule 7), released with this batch."""
+        """A commit group's copy, its chunks back to back (Rule 8; txgroup.py Rules 5, 8);
+        `own`: the group's own commit for this shard (txgroup.py Rule 7), released with this
+        batch."""
         self.open_frame = None  # Rule 9
-        b = self._add(frame)
-        b.control.append(frame)
+        b = self.batch
+        for frame in chunks:
+            self._add(frame)
+            b.control.append(frame)
         b.ranges.extend(ranges)
         if own is not None:
             self.follow(b, own)

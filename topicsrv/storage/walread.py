@@ -11,9 +11,10 @@ again (`Cut`).
 Rule 3: a torn tail (a frame running past the end of the last file, nothing after it) is an
 unfinished write: no batch whose sync returned can be in it, so it hides nothing that was
 acknowledged beyond the durable ceilings recovery already applies.
-Rule 4: a commit group's frame (T_GROUP) is replaced by the parts its shard owns; a group
-with a copy in some shard but not in another gets the missing shard's parts spliced in at
-the end of that shard's generation (txgroup.py Rule 3), so recovery sees plain frames.
+Rule 4: a commit group's copy (T_GROUP_CHUNK frames, or one T_GROUP frame of earlier
+versions) is replaced by the parts its shard owns; a group with a whole copy in some shard but
+not in another gets the missing shard's parts spliced in at the end of that shard's generation
+(txgroup.py Rules 3, 8), so recovery sees plain frames.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ RESERVE_MAX = 1 << 16
 # N unreadable bytes can hide at most N // MIN_SEQ_BYTES seqs.
 MIN_SEQ_BYTES = 13
 # Frame header candidates: a known WAL type at +4 and a zero flag byte at +13.
-_CANDIDATE = re.compile(rb"(?s)(?=.{4}[\x01-\x0f\x13\x14].{8}\x00)")
+_CANDIDATE = re.compile(rb"(?s)(?=.{4}[\x01-\x0f\x13-\x15].{8}\x00)")
 
 
 def wal_files(wal_dir: Path) -> list[tuple[int, int, Path]]:
@@ -117,7 +118,7 @@ def _harvest(cut: Cut, buf: memoryview, offset: int) -> None:
             continue
         cut.good_after += 1
         try:
-            parts = list(txgroup.own(got.body, cut.shard)) if got.ftype == frames.T_GROUP \
+            parts = list(txgroup.own(got.ftype, got.body, cut.shard)) if got.ftype in txgroup.TYPES \
                 else [(got.ftype, got.body)]
         except ValueError:
             continue

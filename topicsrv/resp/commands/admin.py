@@ -8,7 +8,9 @@ mislead (CLIENT TRACKING on, DUMP, RESTORE).
 Rule 2: SHUTDOWN stops the server cleanly (as SIGTERM does: fronts stop, the storage flushes
 and checkpoints), so every acknowledged write survives, whatever the SAVE/NOSAVE flag says:
 the WAL is the database, there is no snapshot to skip. The connection closes without a reply,
-as in Redis.
+as in Redis. While a script runs past busy-reply-threshold, as redis-server 7: only SHUTDOWN
+NOSAVE stops the server, and it drops the script whole (none of its writes is kept:
+scripting/service.py Rule 6); any other SHUTDOWN answers the BUSY error and changes nothing.
 Rule 3: DEBUG answers the safe, read-only subcommands (HELP, OBJECT, SLEEP 0) and refuses the
 rest with the text of redis-server 7.0's default `enable-debug-command no`.
 """
@@ -73,13 +75,15 @@ def shutdown(ctx: CommandContext, args: list[bytes]) -> Any:
         raise Err(SYNTAX)
     if b"abort" in flags:
         raise Err("ERR No shutdown in progress.")
+    busy = ctx.server.busy  # a script runs past busy-reply-threshold
+    if busy is not None and b"nosave" not in flags:  # Rule 2, as redis-server 7
+        raise Err(busy)
     stop = ctx.server.request_shutdown
     if stop is None:
         raise Err("ERR Errors trying to SHUTDOWN. Check logs.")
     log.warning("SHUTDOWN by client %d (%s): stopping cleanly", ctx.client.id, ctx.client.addr)
-    scripting = ctx.server.scripting
-    if scripting is not None and scripting.running is not None:
-        scripting.running.kill = True  # a busy script ends, even one that wrote (as Redis)
+    if busy is not None:  # none of the script's writes is kept (scripting/service.py Rule 6)
+        ctx.server.scripting.discard()
     ctx.client.close_after_reply = True
     stop()
     return NO_REPLY

@@ -61,7 +61,7 @@ from topicsrv.resp.encoder import encode
 from topicsrv.scripting.convert import ReplyTooBig
 from topicsrv.scripting.functions import FLAGS
 from topicsrv.scripting.lua import Run, ScriptError
-from topicsrv.scripting.service import scripting_of
+from topicsrv.scripting.service import DISCARDED, Scripting, scripting_of
 from topicsrv.splitargs import split_args
 
 OK = Simple("OK")
@@ -213,12 +213,15 @@ def run_script(ctx: CommandContext, run: Run, command: list[bytes],
     sc = scripting_of(ctx.server)
     result = sc.execute(run, command, work)
     if inspect.isawaitable(result):
-        return _finish_later(result, run)
+        return _finish_later(result, run, sc)
     return _reply(result, run)
 
 
-async def _finish_later(aw: Any, run: Run) -> Any:
-    return _reply(await aw, run)
+async def _finish_later(aw: Any, run: Run, sc: Scripting) -> Any:
+    result = await aw
+    if sc.discarded:  # SHUTDOWN NOSAVE dropped its writes, whatever it returned (service Rule 6)
+        return Err(DISCARDED)
+    return _reply(result, run)
 
 
 def _reply(result: Any, run: Run) -> Any:
