@@ -21,11 +21,13 @@ raises ReplyTooBig, which the caller turns into an error reply.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from lupa.lua51 import lua_type
 
 MAX_DEPTH = 300  # under Python's recursion limit (two frames a level)
+CHECK_EVERY = 16384  # elements converted between two looks at the script memory cap
 CRLF = b"\r\n"
 # the field of a failed command's error table: its error was counted already (lua.py Rule 5)
 COUNTED = b"ignore_error_stats_update"
@@ -39,10 +41,10 @@ class ReplyTooBig(Exception):
 
 
 class _Reader:
-    __slots__ = ("buf", "rt", "null")
+    __slots__ = ("buf", "rt", "null", "check", "count")
 
-    def __init__(self, buf: bytes, rt: Any) -> None:
-        self.buf, self.rt = buf, rt
+    def __init__(self, buf: bytes, rt: Any, check: Callable[[], None] | None) -> None:
+        self.buf, self.rt, self.check, self.count = buf, rt, check, 0
 
     def read(self, pos: int) -> tuple[Any, int]:
         buf = self.buf
@@ -72,6 +74,10 @@ class _Reader:
             for _ in range(n):
                 v, pos = self.read(pos)
                 items.append(v)
+            self.count += n + 1
+            if self.count > CHECK_EVERY and self.check is not None:
+                self.count = 0
+                self.check()  # a big reply is built under a lifted cap (bridge.py Rule 3)
             return rt.table_from(items), pos
         if kind == 0x25:  # %
             m = rt.table_from()
@@ -97,9 +103,10 @@ class _Reader:
         raise ValueError(f"unexpected RESP type {chr(kind)!r}")
 
 
-def resp_to_lua(rt: Any, data: bytes) -> Any:
-    """One encoded reply as the Lua value a script sees."""
-    value, _ = _Reader(data, rt).read(0)
+def resp_to_lua(rt: Any, data: bytes, check: Callable[[], None] | None = None) -> Any:
+    """One encoded reply as the Lua value a script sees; `check` (bridge.Bridge.check) is
+    called as a big reply's tables are built."""
+    value, _ = _Reader(data, rt, check).read(0)
     return value
 
 

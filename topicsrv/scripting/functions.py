@@ -20,7 +20,7 @@ from typing import Any
 
 from lupa.lua51 import lua_type
 
-from topicsrv.scripting.libs import LibError
+from topicsrv.scripting.bridge import LibError
 from topicsrv.scripting.lua import LuaState, Run, ScriptError
 from topicsrv.splitargs import split_args
 
@@ -218,7 +218,8 @@ def _flags(t: Any) -> list[str]:
     known flag, without regard to case."""
     out = []
     i = 1
-    while (v := t[i]) is not None:
+    by_key = dict(t.items())  # raw reads: no metamethod of the script's table runs (bridge.py)
+    while (v := by_key.get(i)) is not None:
         text = _string(v)
         flag = text.decode("latin-1").lower() if text is not None else ""
         if flag not in FLAGS:

@@ -1,35 +1,42 @@
 """The Lua libraries Redis loads that lupa's Lua 5.1 lacks, written over well-kept Python code:
-cjson (its encoder a port of lua-cjson 2.1's, JsonEncoder; decoding by orjson), cmsgpack
-(msgpack), bit (LuaBitOp's 32-bit semantics) and struct (Roberto Ierusalimschy's lua-struct,
-the one Redis bundles).
+cjson (its encoder a port of lua-cjson 2.1's, JsonEncoder; decoding by orjson) and cmsgpack
+(msgpack); bit and struct are in binlibs.py. Each function is handed to Lua through the
+bridge (bridge.py): its failures are Lua strings, its values plain Lua values.
 
 Rule 1: Lua tables cross to Python (cmsgpack) as a list when their keys are exactly 1..n, else
 as a dict; cjson.encode applies lua-cjson's own rule (JsonEncoder.array_length); an empty
 table is an object (`{}`), as Redis's cjson encodes it.
 Rule 2: JSON null decodes to `cjson.null`, one userdata compared by identity, so scripts can
 test `v == cjson.null`; a Lua number with no fraction crosses as an integer.
-Rule 3: every failure is a Lua error with the library's own message prefix; nothing here
-raises past the Lua boundary (lupa turns a Python exception into a Lua error, which
-sandbox.lua's `lua_errors` turns into a string positioned at the caller).
+Rule 3: every failure is a LibError with the library's own text (bridge.py hands it to Lua
+as a string); decoded values are only strings, numbers, booleans, cjson.null and tables of
+those (a msgpack extension type is "Bad data format in input.", as lua-cmsgpack's).
+Rule 4: Lua tables are read raw (`items()`, `rawget`): no metamethod of a script's table runs
+inside a library call (bridge.py Rule 4); the tables built while decoding are checked against
+the script memory cap as they grow (bridge.py Rule 3).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
-import struct as pystruct
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 import orjson
 from lupa.lua51 import lua_type
 
+from topicsrv.scripting.binlibs import c_int, check_number
+from topicsrv.scripting.binlibs import typename as _typename
+from topicsrv.scripting.bridge import Bridge, LibError
+
+__all__ = ["LibError", "make_cjson", "make_cmsgpack"]
+CHECK_EVERY = 1024  # tables built between two looks at the memory cap (Rule 4)
+
 MAX_DEPTH = 1000
 MSGPACK_NESTING = 16
-
-
-class LibError(Exception):
-    """Raised into Lua as an error string."""
 
 
 def to_python(rt: Any, value: Any, null: Any, depth: int = 0, nest: int = 0) -> Any:
@@ -48,9 +55,13 @@ def to_python(rt: Any, value: Any, null: Any, depth: int = 0, nest: int = 0) -> 
         n = len(items)
         if n and all(type(k) in (int, float) for k, _ in items) and \
                 sorted(int(k) for k, _ in items) == list(range(1, n + 1)):
-            return [to_python(rt, value[i], null, depth + 1, nest) for i in range(1, n + 1)]
+            by_key = dict(items)
+            return [to_python(rt, by_key[i], null, depth + 1, nest) for i in range(1, n + 1)]
         return {_key(k): to_python(rt, v, null, depth + 1, nest) for k, v in items}
-    return value
+    if isinstance(value, (bytes, bool, int)) or value is None:
+        return value
+    # functions, foreign userdata: what lua-cmsgpack packs for a type it cannot write (nil)
+    return None
 
 
 def _key(k: Any) -> Any:
@@ -62,23 +73,28 @@ def _key(k: Any) -> Any:
 
 
 def _lua_scalar(value: Any, null: Any) -> Any:
+    """A decoded scalar as its Lua value (Rule 3): anything but JSON/msgpack's own types
+    (an extension type, a timestamp) is bad data."""
     if value is None:
         return null
     if isinstance(value, str):
         return value.encode()
-    return value
+    if isinstance(value, (bytes, bool, int, float)):
+        return value
+    raise LibError("Bad data format in input.")
 
 
 def _lua_key(k: Any) -> Any:
     return k.encode() if isinstance(k, str) else k
 
 
-def to_lua(rt: Any, value: Any, null: Any) -> Any:
+def to_lua(rt: Any, value: Any, null: Any, check: Callable[[], None] | None = None) -> Any:
     """Plain Python (decoded JSON / msgpack) as Lua values (Rule 2). Iterative (a container
     becomes a table after its children), so any nesting the decoders accept converts without
-    Python's recursion limit."""
+    Python's recursion limit. `check` is called every CHECK_EVERY tables (Rule 4)."""
     if not isinstance(value, (list, dict)):
         return _lua_scalar(value, null)
+    built = 0
     # frames: [container, its items, converted (key, value) pairs, key of the open child]
     stack: list[list[Any]] = [[value, iter(value.items() if isinstance(value, dict)
                                            else enumerate(value)), [], None]]
@@ -93,6 +109,9 @@ def to_lua(rt: Any, value: Any, null: Any) -> Any:
             frame[2].append((k, _lua_scalar(v, null)))
         else:
             stack.pop()
+            built += 1
+            if check is not None and built % CHECK_EVERY == 0:
+                check()
             pairs = frame[2]
             table = (rt.table_from({_lua_key(k): x for k, x in pairs})
                      if isinstance(frame[0], dict) else rt.table_from([x for _, x in pairs]))
@@ -124,6 +143,7 @@ class JsonConfig:
         self.sparse_convert = False
         self.sparse_ratio = 2
         self.sparse_safe = 10
+        self.changed = False  # a script set one of these (CJson.reset)
 
 
 class JsonEncoder:
@@ -131,8 +151,8 @@ class JsonEncoder:
     positive integers, not too sparse), key types, %.14g numbers, escapes (bytes >= 128 go out
     as they are), nesting limit and invalid-number modes, and its error texts."""
 
-    def __init__(self, cfg: JsonConfig, null: Any, rawequal: Any) -> None:
-        self.cfg, self.null, self.rawequal = cfg, null, rawequal
+    def __init__(self, cfg: JsonConfig, null: Any, rawequal: Any, budget: int = 1 << 62) -> None:
+        self.cfg, self.null, self.rawequal, self.budget = cfg, null, rawequal, budget
 
     def number(self, v: float) -> bytes:
         if math.isnan(v) or math.isinf(v):
@@ -148,11 +168,15 @@ class JsonEncoder:
         """The JSON text of `root`. Iterative (a stack of what is left to write: literal
         bytes or (value, depth)), so nesting is bounded by encode_max_depth only."""
         out: list[bytes] = []
+        size, budget = 0, self.budget
         todo: list[Any] = [(root, 0)]
         while todo:
             item = todo.pop()
             if type(item) is bytes:
                 out.append(item)
+                size += len(item)
+                if size > budget:  # the text would not fit in the script's memory
+                    raise MemoryError
                 continue
             v, depth = item
             if v is None or (lua_type(v) == "userdata" and self.rawequal(v, self.null)):
@@ -162,7 +186,11 @@ class JsonEncoder:
             elif isinstance(v, (int, float)):
                 out.append(self.number(v))
             elif isinstance(v, bytes):
-                out.append(_json_string(v))
+                text = _json_string(v)
+                size += len(text)
+                if size > budget:
+                    raise MemoryError
+                out.append(text)
             elif lua_type(v) == "table":
                 todo += reversed(self.table(v, depth + 1))
             else:
@@ -177,8 +205,9 @@ class JsonEncoder:
         n = self.array_length(items)
         parts: list[Any] = []
         if n > 0:
+            by_key = dict(items)  # raw reads (Rule 4): a missing index is nil, as rawgeti
             for i in range(1, n + 1):
-                parts += (b"," if i > 1 else b"[", (t[i], depth))
+                parts += (b"," if i > 1 else b"[", (by_key.get(i), depth))
             parts.append(b"]")
             return parts
         for i, (k, v) in enumerate(items):
@@ -230,15 +259,6 @@ def _decode_depth(text: bytes, limit: int) -> None:
         i += 1
 
 
-def _typename(v: Any) -> str:
-    """Lua's name of the type of a value crossing from Lua."""
-    if isinstance(v, bytes):
-        return "string"
-    if isinstance(v, bool):
-        return "boolean"
-    return lua_type(v) or ("nil" if v is None else "number")
-
-
 def _int_option(name: str, args: tuple[Any, ...], lo: int, hi: int) -> int | None:
     """lua-cjson's json_integer_option: the new value, None when not given."""
     if not args or args[0] is None:
@@ -252,29 +272,54 @@ def _int_option(name: str, args: tuple[Any, ...], lo: int, hi: int) -> int | Non
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise LibError(f"bad argument #1 to '{name}' (number expected, got "
                        f"{_typename(v)})")
-    if not lo <= int(v) <= hi:
+    if not lo <= c_int(v) <= hi:
         raise LibError(f"bad argument #1 to '{name}' (expected integer between {lo} and {hi})")
     return int(v)
 
 
-def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
-    cfg = JsonConfig()
+class CJson:
+    """The cjson library of one Lua state: its functions, and `reset` (before each script:
+    settings one script changed do not reach the next, sandbox.lua Rule 6)."""
+
+    def __init__(self, rt: Any, null: Any, bridge: Bridge) -> None:
+        self.cfg = JsonConfig()
+        self.functions = _cjson_functions(rt, null, bridge, self.cfg)
+
+    def reset(self) -> None:
+        if self.cfg.changed:
+            self.cfg.__init__()  # type: ignore[misc]
+
+
+def _loads(text: bytes) -> Any:
+    """orjson, or Python's json for what lua-cjson takes and orjson refuses: a number past a
+    double's range (1e999999 is inf, as strtod makes it)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            raise LibError(f"Expected value but found invalid token at character {e.pos + 1}") \
+                from None
+
+
+def make_cjson(rt: Any, null: Any, bridge: Bridge) -> CJson:
+    return CJson(rt, null, bridge)
+
+
+def _cjson_functions(rt: Any, null: Any, bridge: Bridge, cfg: JsonConfig) -> dict[str, Any]:
     rawequal = rt.eval("rawequal")  # userdata cross to Python as new wrappers each time
 
     def encode(*args: Any) -> bytes:
         if len(args) != 1:
             raise LibError("bad argument #1 to '?' (expected 1 argument)")
-        return JsonEncoder(cfg, null, rawequal).encode(args[0])
+        return JsonEncoder(cfg, null, rawequal, bridge.budget()).encode(args[0])
 
-    def decode(text: Any) -> Any:
+    def decode(text: Any = None) -> Any:
         if not isinstance(text, bytes):
             raise LibError("bad argument #1 to 'decode' (string expected)")
         _decode_depth(text, cfg.decode_max_depth)
-        try:
-            return to_lua(rt, orjson.loads(text), null)
-        except orjson.JSONDecodeError as e:
-            raise LibError(f"Expected value but found invalid token at character {e.pos + 1}") \
-                from None
+        return to_lua(rt, _loads(text), null, bridge.check)
 
     def encode_keep_buffer(keep: Any = None) -> Any:
         """lua-cjson's buffer reuse switch: no buffer to keep here; checks its argument."""
@@ -288,6 +333,7 @@ def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
             v = _int_option(name, args, 1, hi)
             if v is not None:
                 setattr(cfg, attr, v)
+                cfg.changed = True
             return int(getattr(cfg, attr))
         return setting
 
@@ -295,12 +341,14 @@ def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
         """off / on / null (or false / true); returns the mode, a boolean for off and on."""
         if args and args[0] is not None:
             v = args[0]
+            cfg.changed = True
             if isinstance(v, bool):
                 cfg.encode_invalid_numbers = int(v)
             elif isinstance(v, bytes) and v in _INVALID_NUMBERS:
                 cfg.encode_invalid_numbers = _INVALID_NUMBERS.index(v)
             else:
-                shown = v.decode("latin-1") if isinstance(v, bytes) else str(v)
+                shown = v.decode("latin-1") if isinstance(v, bytes) else \
+                    (f"{v:.14g}" if isinstance(v, (int, float)) else _typename(v))
                 raise LibError(f"bad argument #1 to 'encode_invalid_numbers' (invalid option "
                                f"'{shown}')")
         mode = cfg.encode_invalid_numbers
@@ -308,6 +356,7 @@ def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
 
     def encode_sparse_array(*args: Any) -> tuple[Any, ...]:
         """convert (boolean), ratio, safe: lua-cjson's sparse array handling."""
+        cfg.changed = True
         if args and args[0] is not None:
             cfg.sparse_convert = bool(args[0])
         ratio = _int_option("encode_sparse_array", args[1:], 0, 2147483647)
@@ -327,200 +376,68 @@ def make_cjson(rt: Any, null: Any) -> dict[str, Any]:
             "encode_sparse_array": encode_sparse_array}
 
 
-def make_cmsgpack(rt: Any, null: Any) -> dict[str, Any]:
+MAX_RESULTS = 7999  # values one unpack returns at most (Lua's C stack, LUAI_MAXCSTACK)
+
+
+def _unpack_values(rt: Any, data: bytes, limit: int, check: Callable[[], None]
+                   ) -> tuple[list[Any], int]:
+    """Up to `limit` (0: all) msgpack values of `data` as Lua values, and the bytes they
+    took: lua-cmsgpack's texts for a value cut short ("Missing bytes in input.") and for
+    bytes that are no msgpack ("Bad data format in input.")."""
+    unpacker = msgpack.Unpacker(raw=True, strict_map_key=False)
+    unpacker.feed(data)
+    out: list[Any] = []
+    try:
+        while not limit or len(out) < limit:
+            try:
+                v = unpacker.unpack()
+            except msgpack.OutOfData:
+                if unpacker.tell() < len(data):
+                    raise LibError("Missing bytes in input.") from None
+                break
+            if len(out) >= MAX_RESULTS:
+                raise LibError("too many return values at once; use unpack_one or "
+                               "unpack_limit instead.")
+            out.append(to_lua(rt, v, None, check))  # msgpack nil: Lua nil
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise LibError("Bad data format in input.") from None
+    return out, unpacker.tell()
+
+
+def make_cmsgpack(rt: Any, null: Any, bridge: Bridge) -> dict[str, Any]:
     def pack(*values: Any) -> bytes:
         if not values:
             raise LibError("MessagePack pack needs input.")
-        return b"".join(msgpack.packb(to_python(rt, v, null, nest=MSGPACK_NESTING),
-                                      use_bin_type=False) for v in values)
+        out = b"".join(msgpack.packb(to_python(rt, v, null, nest=MSGPACK_NESTING),
+                                     use_bin_type=False) for v in values)
+        return out
 
-    def unpack(data: Any) -> Any:
+    def unpack(data: Any = None) -> Any:
         if not isinstance(data, bytes):
-            raise LibError("bad argument #1 to 'unpack' (string expected)")
-        unpacker = msgpack.Unpacker(raw=True, strict_map_key=False)
-        unpacker.feed(data)
-        try:
-            return tuple(to_lua(rt, v, None) for v in unpacker)  # msgpack nil: Lua nil
-        except (ValueError, msgpack.UnpackException) as e:
-            raise LibError(f"Bad data format in input: {e}") from None
+            raise LibError(f"bad argument #1 to 'unpack' (string expected, got "
+                           f"{_typename(data)})")
+        values, _ = _unpack_values(rt, data, 0, bridge.check)
+        return tuple(values)
 
-    def unpack_limit(data: Any, limit: Any = 0, offset: Any = 0) -> Any:
+    def unpack_limit(data: Any = None, limit: Any = 0, offset: Any = 0) -> Any:
         """lua-cmsgpack's: at most `limit` values (0: all) from byte `offset`; returns the
         offset after them (-1 at the end of `data`) and the values."""
         if not isinstance(data, bytes):
-            raise LibError("bad argument #1 to 'unpack_limit' (string expected)")
-        lim, off = int(limit or 0), int(offset or 0)
+            raise LibError(f"bad argument #1 to 'unpack_limit' (string expected, got "
+                           f"{_typename(data)})")
+        lim = c_int(check_number(limit or 0, 2))
+        off = c_int(check_number(offset or 0, 3))
         if lim < 0 or off < 0:
             raise LibError(f"Invalid request to unpack with offset of {off} and limit of "
                            f"{lim}.")
         if off > len(data):
             raise LibError(f"Start offset {off} greater than input length {len(data)}.")
-        unpacker = msgpack.Unpacker(raw=True, strict_map_key=False)
-        unpacker.feed(data[off:])
-        out = []
-        try:
-            for v in unpacker:
-                out.append(to_lua(rt, v, None))
-                if lim and len(out) >= lim:
-                    break
-        except (ValueError, msgpack.UnpackException) as e:
-            raise LibError(f"Bad data format in input: {e}") from None
-        end = off + unpacker.tell()
-        return (-1 if end >= len(data) else end, *out)
+        values, used = _unpack_values(rt, data[off:], lim, bridge.check)
+        end = off + used
+        return (-1 if end >= len(data) else end, *values)
 
-    def unpack_one(data: Any, offset: Any = 0) -> Any:
+    def unpack_one(data: Any = None, offset: Any = 0) -> Any:
         return unpack_limit(data, 1, offset)
 
     return {"pack": pack, "unpack": unpack, "unpack_limit": unpack_limit,
             "unpack_one": unpack_one}
-
-
-# ---- bit (LuaBitOp) ------------------------------------------------------------------------
-
-
-def tobit(x: Any) -> int:
-    n = int(round(float(x))) & 0xFFFFFFFF  # LuaBitOp rounds to nearest, keeps 32 bits
-    return n - (1 << 32) if n & 0x80000000 else n
-
-
-def _u(x: Any) -> int:
-    return tobit(x) & 0xFFFFFFFF
-
-
-def make_bit() -> dict[str, Any]:
-    def tohex(x: Any, n: Any = 8) -> bytes:
-        n = int(n)
-        upper = n < 0
-        n = min(abs(n), 8)
-        text = format(_u(x) & ((1 << (4 * n)) - 1), f"0{n}{'X' if upper else 'x'}")
-        return text.encode()
-
-    def fold(op: Any) -> Any:
-        def f(*xs: Any) -> int:
-            acc = _u(xs[0])
-            for x in xs[1:]:
-                acc = op(acc, _u(x))
-            return tobit(acc)
-        return f
-
-    def rol(x: Any, n: Any) -> int:
-        s = int(n) & 31
-        v = _u(x)
-        return tobit(((v << s) | (v >> (32 - s))) & 0xFFFFFFFF)
-
-    def ror(x: Any, n: Any) -> int:
-        s = int(n) & 31
-        v = _u(x)
-        return tobit(((v >> s) | (v << (32 - s))) & 0xFFFFFFFF)
-
-    return {
-        "tobit": tobit, "tohex": tohex,
-        "bnot": lambda x: tobit(~_u(x) & 0xFFFFFFFF),
-        "band": fold(lambda a, b: a & b), "bor": fold(lambda a, b: a | b),
-        "bxor": fold(lambda a, b: a ^ b),
-        "lshift": lambda x, n: tobit((_u(x) << (int(n) & 31)) & 0xFFFFFFFF),
-        "rshift": lambda x, n: tobit(_u(x) >> (int(n) & 31)),
-        "arshift": lambda x, n: tobit(tobit(x) >> (int(n) & 31)),
-        "rol": rol, "ror": ror,
-        "bswap": lambda x: tobit(int.from_bytes(_u(x).to_bytes(4, "little"), "big")),
-    }
-
-
-# ---- struct (lua-struct) -------------------------------------------------------------------
-
-_SIZES = {"b": 1, "B": 1, "h": 2, "H": 2, "l": 8, "L": 8, "T": 8, "f": 4, "d": 8}
-
-
-def _items(fmt: bytes) -> list[tuple[str, int]]:
-    """(option, size) pairs of a lua-struct format; endianness items carry size 0."""
-    text, out, i = fmt.decode("latin-1"), [], 0
-    while i < len(text):
-        c = text[i]
-        i += 1
-        j = i
-        while j < len(text) and text[j].isdigit():
-            j += 1
-        num = int(text[i:j]) if j > i else None
-        if c in "iIc":
-            i = j
-            out.append((c, num if num is not None else (4 if c != "c" else 1)))
-        elif c in _SIZES:
-            out.append((c, _SIZES[c]))
-        elif c in "<>=!":
-            i = j
-            out.append((c, 0))
-        elif c in "sx":
-            out.append((c, 1))
-        elif c != " ":
-            raise LibError(f"invalid format option '{c}'")
-    return out
-
-
-def _code(c: str, size: int) -> str:
-    if c in "fd":
-        return c
-    code = {1: "b", 2: "h", 4: "i", 8: "q"}.get(size)
-    if code is None:
-        raise LibError(f"integral size {size} is larger than limit of 8")
-    return code.upper() if c.isupper() else code
-
-
-def make_struct() -> dict[str, Any]:
-    def pack(fmt: bytes, *values: Any) -> bytes:
-        out, endian, k = bytearray(), "<", 0
-        for c, size in _items(fmt):
-            if c in "<>=!":
-                endian = {"<": "<", ">": ">", "=": "<", "!": endian}[c]
-                continue
-            if c == "x":
-                out.append(0)
-                continue
-            v = values[k]
-            k += 1
-            if c == "s":
-                out += bytes(v) + b"\0"
-            elif c == "c":
-                data = bytes(v)
-                out += data[:size].ljust(size, b"\0") if size else data
-            else:
-                num = float(v) if c in "fd" else int(v)
-                if c not in "fd":
-                    num = int(num) & ((1 << (8 * size)) - 1)
-                    if not c.isupper() and num >= 1 << (8 * size - 1):
-                        num -= 1 << (8 * size)
-                out += pystruct.pack(endian + _code(c, size), num)
-        return bytes(out)
-
-    def unpack(fmt: bytes, data: bytes, pos: Any = 1) -> tuple[Any, ...]:
-        out: list[Any] = []
-        endian, p = "<", int(pos) - 1
-        for c, size in _items(fmt):
-            if c in "<>=!":
-                endian = {"<": "<", ">": ">", "=": "<", "!": endian}[c]
-                continue
-            if c == "x":
-                p += 1
-                continue
-            if c == "s":
-                end = data.index(b"\0", p)
-                out.append(data[p:end])
-                p = end + 1
-                continue
-            if c == "c":
-                n = size if size else int(out.pop())
-                if p + n > len(data):
-                    raise LibError("bad argument #2 to 'unpack' (data string too short)")
-                out.append(data[p:p + n])
-                p += n
-                continue
-            if p + size > len(data):
-                raise LibError("bad argument #2 to 'unpack' (data string too short)")
-            (v,) = pystruct.unpack_from(endian + _code(c, size), data, p)
-            out.append(v)
-            p += size
-        return (*out, p + 1)
-
-    def size(fmt: bytes) -> int:
-        return sum(s for c, s in _items(fmt) if c not in "<>=!")
-
-    return {"pack": pack, "unpack": unpack, "size": size}

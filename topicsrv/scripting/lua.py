@@ -32,7 +32,8 @@ from typing import Any
 from lupa import lua51
 from lupa.lua51 import lua_type
 
-from topicsrv.scripting import convert, libs
+from topicsrv.scripting import binlibs, bridge, convert, libs
+from topicsrv.scripting.bridge import LibError
 
 log = logging.getLogger("topicsrv.scripting")
 
@@ -43,6 +44,7 @@ REDIS_VERSION_NUM = 0x07000F
 LOG_LEVELS = (logging.DEBUG, logging.DEBUG, logging.INFO, logging.WARNING)
 KILLED = b"ERR Script killed by user with SCRIPT KILL..."
 KILLED_FUNCTION = b"ERR Script killed by user with FUNCTION KILL..."
+TOO_LARGE = b"ERR reply too large for the script memory"
 
 
 class ScriptError(Exception):
@@ -105,6 +107,7 @@ class LuaState:
     def __init__(self, memory_limit: int = MEMORY_LIMIT) -> None:
         self.rt = rt = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=True,
                                         register_eval=False, register_builtins=False,
+                                        attribute_handlers=bridge.ATTRIBUTE_HANDLERS,
                                         max_memory=memory_limit)
         self.rawget = rt.eval("rawget")  # the real one, before the sandbox (convert.Writer)
         self._kbytes = rt.eval("function() return collectgarbage('count') end")
@@ -118,18 +121,32 @@ class LuaState:
         self.flags: dict[str, frozenset[str] | None] = {}  # sha -> its shebang flags
         self.register: Callable[..., Any] = _no_register
         null = rt.eval("newproxy(false)")
+        # every Python function the sandbox can call crosses through the bridge (bridge.py)
+        self.bridge = br = bridge.Bridge(rt, rt.get_max_memory(), null)
+        self.cjson = libs.make_cjson(rt, null, br)
+
+        def lib(funcs: dict[str, Any], prefix: str) -> Any:
+            return _table(rt, {k: v if k == "null" else br.expose(v, f"{prefix}.{k}")
+                               for k, v in funcs.items()})
+
         helpers = {
-            "call": self._call, "call_packed": self._call_packed, "sha1hex": lambda s: sha1hex(s).encode(),
-            "log": self._log, "setresp": self._setresp, "killed": self._killed,
-            "acl_check": self._acl_check, "register": lambda *a: self.register(*a),
+            "lift": br.lift, "cap": br.cap, "null": null,
+            "call": self._call, "call_packed": self._call_packed,
+            "sha1hex": br.expose(lambda s: sha1hex(s).encode(), "redis.sha1hex"),
+            "log": br.expose(self._log, "redis.log"),
+            "setresp": br.expose(self._setresp, "redis.setresp"),
+            "killed": br.expose(self._killed, "killed"),
+            "acl_check": br.expose(self._acl_check, "redis.acl_check_cmd"),
+            "register": br.expose(lambda *a: self.register(*a), "redis.register_function"),
             "version": REDIS_VERSION.encode(), "version_num": REDIS_VERSION_NUM,
-            "cjson": _table(rt, libs.make_cjson(rt, null)),
-            "cmsgpack": _table(rt, libs.make_cmsgpack(rt, null)),
-            "bit": _table(rt, libs.make_bit()),
-            "struct": _table(rt, libs.make_struct()),
+            "cjson": lib(self.cjson.functions, "cjson"),
+            "cmsgpack": lib(libs.make_cmsgpack(rt, null, br), "cmsgpack"),
+            "bit": lib(binlibs.make_bit(), "bit"),
+            "struct": lib(binlibs.make_struct(br), "struct"),
         }
         code = resources.files("topicsrv.scripting").joinpath("sandbox.lua").read_bytes()
         self.runner = rt.execute(code, _table(rt, helpers))
+        br.lift()  # on only while a script runs (bridge.py Rule 3)
         self._compile, self._run, self._run_with, self._run_load = (
             self.runner[b"compile"], self.runner[b"run"], self.runner[b"run_with"],
             self.runner[b"run_load"])
@@ -137,6 +154,26 @@ class LuaState:
     # ---- helpers called from Lua ---------------------------------------------------------
 
     def _call(self, *args: Any) -> tuple[bool, Any]:
+        """redis.call's crossing (bridge.py Rules 1 and 3): (True, the reply as Lua values) or
+        (False, an error table); never raises; every table is built with the cap lifted and
+        the cap is back before it returns."""
+        br = self.bridge
+        try:
+            ok, value = self._command(args)
+            br.cap()
+            if br.fits((value,)):  # a table built past the cap fails here too
+                return ok, value
+            failed = TOO_LARGE
+        except MemoryError:
+            failed = TOO_LARGE  # collected below, once no traceback holds what was built
+        except Exception:
+            log.exception("redis.call failed")
+            failed = b"ERR internal error (logged)"
+        value = None
+        br.collect()
+        return False, br.lifted(lambda: self.rt.table_from({b"err": failed}))
+
+    def _command(self, args: tuple[Any, ...]) -> tuple[bool, Any]:
         run = self.run
         rt = self.rt
         if run is None:
@@ -144,16 +181,10 @@ class LuaState:
         argv = _argv(args)
         if isinstance(argv, str):
             return False, rt.table_from({b"err": argv.encode()})
-        try:
-            ok, data = run.caller(argv, run)
-            if not ok:
-                return False, rt.table_from({b"err": data, convert.COUNTED: True})
-            return True, convert.resp_to_lua(rt, data)
-        except MemoryError:
-            return False, rt.table_from({b"err": b"ERR reply too large for the script memory"})
-        except Exception:
-            log.exception("redis.call failed")
-            return False, rt.table_from({b"err": b"ERR internal error (logged)"})
+        ok, data = run.caller(argv, run)
+        if not ok:
+            return False, rt.table_from({b"err": data, convert.COUNTED: True})
+        return True, convert.resp_to_lua(rt, data, self.bridge.check)
 
     def memory_used(self) -> int:
         """The bytes the Lua state holds (INFO memory's used_memory_vm_*, as Redis's
@@ -162,18 +193,19 @@ class LuaState:
 
     def _call_packed(self, args: Any, n: int) -> tuple[bool, Any]:
         """redis.call's arguments as one table (sandbox.lua `invoke`: many arguments)."""
-        return self._call(*(args[i] for i in range(1, int(n) + 1)))
+        rawget = self.rawget
+        return self._call(*(rawget(args, i) for i in range(1, int(n) + 1)))
 
     def counted(self, value: Any) -> bool:
         """Is `value` the error table of a failed command (Rule 5)?"""
         return lua_type(value) == "table" and self.rawget(value, convert.COUNTED) is True
 
-    def _log(self, level: Any, text: bytes) -> None:
-        lvl = LOG_LEVELS[min(max(int(level), 0), 3)]
-        log.log(lvl, "script: %s", text.decode("utf-8", "replace"))
+    def _log(self, level: float, text: bytes) -> None:
+        # sandbox.lua checked the level (a number in [0, 4)) and joined the text
+        log.log(LOG_LEVELS[int(level)], "script: %s", text.decode("utf-8", "replace"))
 
-    def _setresp(self, v: Any) -> None:
-        if self.run is not None:
+    def _setresp(self, v: float) -> None:
+        if self.run is not None:  # sandbox.lua let 2 and 3 only through
             self.run.resp = int(v)
 
     def _killed(self) -> bytes | None:
@@ -189,12 +221,12 @@ class LuaState:
 
     def _acl_check(self, *args: Any) -> bool:
         argv = _argv(args)
-        if isinstance(argv, str):  # a raised string error gets its "ERR " back (Rule 4)
-            raise libs.LibError(argv.removeprefix("ERR "))
+        if isinstance(argv, str):  # raised as {err = "ERR " .. text} (sandbox.lua)
+            raise LibError(argv.removeprefix("ERR "))
         run = self.run
         allowed = run.acl_check(argv) if run is not None else True
         if allowed is None:
-            raise libs.LibError("Invalid command passed to redis.acl_check_cmd()")
+            raise LibError("Invalid command passed to redis.acl_check_cmd()")
         return allowed
 
     # ---- scripts -------------------------------------------------------------------------
@@ -243,6 +275,7 @@ class LuaState:
             self._runs = 0
             self._gc_step()
         self.run = run
+        self.cjson.reset()  # settings a script changed do not outlive it (sandbox.lua Rule 6)
         try:
             try:
                 ok, value = go()
@@ -251,6 +284,7 @@ class LuaState:
                 raise ScriptError("ERR Error running script: not enough memory") from None
         finally:
             self.run = None
+            self.bridge.lift()  # whatever path ended the run: Python holds the state now
         if not ok:
             text = self._error(run, value, where)
             self._collect()
@@ -259,17 +293,8 @@ class LuaState:
 
     def _collect(self) -> None:
         """A full collection after a failed script (Rule 3): what a script that ran out of
-        memory allocated is garbage, but would fail the next script's compile until the
-        collector's next cycle. The limit is lifted for the collection itself: calling
-        `collectgarbage` from Python pushes its name and arguments outside any protected call,
-        and an allocation failing there is a Lua panic, which aborts the whole process."""
-        rt = self.rt
-        limit = rt.get_max_memory()
-        rt.set_max_memory(0)
-        try:
-            rt.gccollect()
-        finally:
-            rt.set_max_memory(limit)
+        memory allocated is garbage, and would make the next script start near its cap."""
+        self.rt.gccollect()  # the cap is lifted outside runs (bridge.py Rule 3)
 
     def _error(self, run: Run, info: Any, where: bool = True) -> str:
         if lua_type(info) != "table":
@@ -298,4 +323,4 @@ def _table(rt: Any, d: dict[str, Any]) -> Any:
 
 
 def _no_register(*args: Any) -> None:
-    raise libs.LibError("redis.register_function can only be called on FUNCTION LOAD command")
+    raise LibError("redis.register_function can only be called on FUNCTION LOAD command")
