@@ -187,6 +187,9 @@ class ServerProcess:
         for i, arg in enumerate(self.extra):
             if arg == "--token" and i + 1 < len(self.extra):
                 headers["Authorization"] = f"Bearer {self.extra[i + 1]}"
+            if arg == "--token-file" and i + 1 < len(self.extra):
+                token = Path(self.extra[i + 1]).read_text().splitlines()[0]
+                headers["Authorization"] = f"Bearer {token}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:

@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "no plain RESP listener, e.g. to serve RESP over --tls-port only)")
     serve.add_argument("--token", default=os.environ.get("TOPICS_TOKEN"),
                        help="require 'Authorization: Bearer TOKEN' on every /v0 route (env TOPICS_TOKEN)")
+    serve.add_argument("--token-file", type=Path, default=_env_path("TOPICS_TOKEN_FILE"),
+                       metavar="PATH", help="read --token from this file (its first line; "
+                       "env TOPICS_TOKEN_FILE): keeps the secret out of the process's "
+                       "arguments, which every local user can read (docs/security.md)")
     serve.add_argument("--allowed-hosts", default=os.environ.get("TOPICS_ALLOWED_HOSTS", ""),
                        metavar="NAMES",
                        help="extra HTTP Host names to accept, comma-separated ('*' = any); "
@@ -119,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "(env TOPICS_ALLOWED_HOSTS)")
     serve.add_argument("--requirepass", default=os.environ.get("TOPICS_REQUIREPASS"),
                        help="password RESP clients must AUTH with, as Redis's requirepass (env TOPICS_REQUIREPASS)")
+    serve.add_argument("--requirepass-file", type=Path,
+                       default=_env_path("TOPICS_REQUIREPASS_FILE"), metavar="PATH",
+                       help="read --requirepass from this file (its first line; env "
+                       "TOPICS_REQUIREPASS_FILE)")
+    serve.add_argument("--read-token-file", type=Path,
+                       default=_env_path("TOPICS_READ_TOKEN_FILE"), metavar="PATH",
+                       help="read --read-token from this file (its first line; env "
+                       "TOPICS_READ_TOKEN_FILE)")
     serve.add_argument("--read-token", default=os.environ.get("TOPICS_READ_TOKEN"),
                        help="a second, read-only credential (env TOPICS_READ_TOKEN): HTTP "
                             "'Authorization: Bearer READ_TOKEN' may read, watch and diff "
@@ -211,6 +223,40 @@ def _env_path(name: str) -> Path | None:
     return Path(value) if value else None
 
 
+class SecretError(Exception):
+    pass
+
+
+SECRETS = (("token", "--token"), ("requirepass", "--requirepass"), ("read_token", "--read-token"))
+
+
+def resolve_secrets(args: argparse.Namespace, argv: list[str]) -> list[str]:
+    """Each secret from its flag (or environment variable) or from its `-file` twin, never
+    both; the file's first line, without its line break. The warnings to log: a secret
+    given as an argument is visible to every local user (ps, /proc/PID/cmdline)."""
+    warnings = []
+    for attr, flag in SECRETS:
+        path = getattr(args, f"{attr}_file")
+        if path is None:
+            if any(a == flag or a.startswith(flag + "=") for a in argv):
+                warnings.append(f"{flag} given on the command line is visible to every local "
+                                f"user (ps); prefer {flag}-file or the environment "
+                                "(docs/security.md)")
+            continue
+        if getattr(args, attr) is not None:
+            raise SecretError(f"both {flag} (or its environment variable) and {flag}-file "
+                              "are set; give one")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise SecretError(f"{flag}-file {path}: {e}") from None
+        value = text.splitlines()[0] if text else ""
+        if not value:
+            raise SecretError(f"{flag}-file {path} is empty")
+        setattr(args, attr, value)
+    return warnings
+
+
 def _startup_error(exc: BaseException) -> StartupError | None:
     """The StartupError behind `exc` (trio wraps it in an exception group), or None."""
     if isinstance(exc, StartupError):
@@ -228,6 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         logging.basicConfig(level=args.log_level, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        try:
+            for warning in resolve_secrets(args, sys.argv[1:] if argv is None else argv):
+                logging.getLogger("topicsrv").warning("%s", warning)
+        except SecretError as e:
+            print(f"topicsrv: {e}", file=sys.stderr)
+            return 1
         config = ServerConfig(
             data_dir=args.data_dir,
             bind=args.bind,

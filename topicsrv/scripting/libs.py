@@ -125,6 +125,7 @@ _JSON_ESCAPES = {c: b"\\u%04x" % c for c in (*range(32), 127)}
 _JSON_ESCAPES.update({8: b"\\b", 9: b"\\t", 10: b"\\n", 12: b"\\f", 13: b"\\r",
                       34: b'\\"', 47: b"\\/", 92: b"\\\\"})
 _JSON_ESCAPE = re.compile(rb'[\x00-\x1f"/\\\x7f]')
+_JSON_ESCAPABLE = bytes([*range(32), 34, 47, 92, 127])
 _INVALID_NUMBERS = (b"off", b"on", b"null")
 
 
@@ -186,10 +187,12 @@ class JsonEncoder:
             elif isinstance(v, (int, float)):
                 out.append(self.number(v))
             elif isinstance(v, bytes):
+                # the escaped length, bounded before escaping (an escape is at most 6 bytes)
+                escapes = len(v) - len(v.translate(None, _JSON_ESCAPABLE))
+                if size + len(v) + 5 * escapes + 2 > budget:
+                    raise MemoryError
                 text = _json_string(v)
                 size += len(text)
-                if size > budget:
-                    raise MemoryError
                 out.append(text)
             elif lua_type(v) == "table":
                 todo += reversed(self.table(v, depth + 1))
