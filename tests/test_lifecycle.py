@@ -4,6 +4,7 @@ a shutdown lets a write that is waiting for its fsync get its reply before the p
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -13,11 +14,13 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from conftest import JsonClient, free_port, run_in_thread
 from tests.storage.harness import running, write
 from topicsrv import server as srv
 from topicsrv.context import ServerConfig
+from topicsrv.lifecycle import Drain, idle
 from topicsrv.storage import recovery
 from topicsrv.storage.fsops import OsOps
 
@@ -139,3 +142,115 @@ def test_a_graceful_stop_answers_the_writes_waiting_for_their_fsync(
         assert status == 200 and len(diff["records"]) == 2, diff
     finally:
         stop2()
+
+
+# imported by the server process through PYTHONPATH: while the file HOLD exists, an fdatasync
+# says so in ENTERED and waits for GO, so a write stays in flight for as long as a test needs
+_HELD_FSYNC = '''
+import os, time
+from topicsrv.storage.fsops import OsOps
+_real = OsOps.fdatasync
+def _held(self, fd):
+    if os.path.exists(os.environ["HOLD"]):
+        open(os.environ["ENTERED"], "w").close()
+        while not os.path.exists(os.environ["GO"]):
+            time.sleep(0.01)
+    _real(self, fd)
+OsOps.fdatasync = _held
+'''
+
+
+def test_sigterm_after_routers_created_over_http_waits_for_the_request_in_flight(
+        tmp_path: Path, server_factory: Any) -> None:
+    """Two routers PUT over HTTP (their workers start inside those requests), then an HTTP write
+    waits for a held fsync and the process gets SIGTERM: the stop counts that one request
+    (never a negative count from the routers' waits), waits for it within the grace, the
+    write is acknowledged, and the record is there after a restart."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(_HELD_FSYNC)
+    gate = {name: str(tmp_path / name) for name in ("HOLD", "ENTERED", "GO")}
+    srv = server_factory("--shutdown-grace", "60", data_dir=tmp_path / "data",
+                         env={"PYTHONPATH": str(hooks), **gate})
+    api = JsonClient(srv.http_port)
+    api.ok("PUT", "/v0/topics/jobs", {"durability": "fsync"})
+    for dest in ("a", "b"):
+        api.ok("PUT", f"/v0/routers/orders-to-{dest}", {"source": "orders", "dest": f"o.{dest}"})
+    api.ok("POST", "/v0/topics/orders", {"records": [{"data": 1}]})  # the routers wake and wait
+    Path(gate["HOLD"]).touch()
+    replies: dict[str, Any] = {}
+
+    def http_write() -> None:
+        try:
+            replies["http"] = JsonClient(srv.http_port, timeout=60).call(
+                "POST", "/v0/topics/jobs", {"records": [{"data": "h"}]})
+        except OSError as exc:  # the request cut by the stop
+            replies["http"] = exc
+
+    writer = threading.Thread(target=http_write)
+    writer.start()
+    while not Path(gate["ENTERED"]).exists():
+        time.sleep(0.01)
+    assert srv.proc is not None
+    srv.proc.send_signal(signal.SIGTERM)
+    while True:  # the stop has begun once the listener is closed
+        try:
+            socket.create_connection(("127.0.0.1", srv.http_port), timeout=2).close()
+        except OSError:
+            break
+        time.sleep(0.01)
+    Path(gate["GO"]).touch()
+    writer.join(60)
+    assert srv.proc.wait(60) == 0
+    srv.stop()
+    assert isinstance(replies["http"], tuple), replies  # answered, not cut
+    status, body = replies["http"]
+    assert status == 200 and body["seqs"] == [1], body
+    log = srv.log_path.read_text()
+    assert "shutdown: stopped accepting; 1 request(s) in flight finished" in log, log
+    Path(gate["HOLD"]).unlink()
+    again = server_factory(data_dir=tmp_path / "data")
+    records, _ = JsonClient(again.http_port).read_all("jobs")
+    assert [r["data"] for r in records.values()] == ["h"]
+
+
+def test_only_the_request_and_its_nested_tasks_leave_it_for_a_wait() -> None:
+    """lifecycle Rule 4: a long poll's wait in a nursery nested in the request leaves the count;
+    a worker the request spawns into a longer-lived nursery inherits the context but leaves
+    nothing, so the count never goes negative."""
+    drain = Drain()
+    seen: list[int] = []
+
+    async def wait_once(release: trio.Event) -> None:
+        with idle():
+            seen.append(drain.busy)
+            await release.wait()
+
+    async def request(service: trio.Nursery, release: trio.Event) -> None:
+        with drain.request():
+            service.start_soon(wait_once, release)  # a router worker created by a PUT
+            await trio.testing.wait_all_tasks_blocked()
+            assert seen == [1] and drain.busy == 1
+            async with trio.open_nursery() as nested:  # the long poll's `serve`
+                nested.start_soon(wait_once, release)
+                await trio.testing.wait_all_tasks_blocked()
+                assert seen == [1, 0] and drain.busy == 0
+                release.set()
+            assert drain.busy == 1
+        assert drain.busy == 0
+
+    async def main() -> None:
+        release = trio.Event()
+        async with trio.open_nursery() as outer:
+            service: list[trio.Nursery] = []
+
+            async def run_service(task_status: trio.TaskStatus[None]) -> None:
+                async with trio.open_nursery() as nursery:  # a router service's nursery
+                    service.append(nursery)
+                    task_status.started()
+                    await release.wait()
+
+            await outer.start(run_service)
+            outer.start_soon(request, service[0], release)  # a connection task
+
+    trio.run(main)

@@ -18,6 +18,11 @@ cancelled; 4. storage flushes and fsyncs the WAL and writes the final checkpoint
 shielded from the cancel). Engine operations are synchronous, so a cancel never leaves a write
 half applied: a request cut at step 3 either happened whole (and is flushed at step 4) or not.
 Rule 3: a second signal during the grace stops waiting at once (an operator's Ctrl-C twice).
+Rule 4 (ownership): only the request's own task, or a task of a nursery nested inside it (the
+long poll's `serve`), may leave the request for a wait (`idle()`). A task spawned meanwhile into
+a longer-lived nursery (a router worker created by `PUT /v0/routers/...`, a claim cohort)
+inherits the request's context but not its count: its waits leave nothing, so the count is
+never negative and the grace waits for the requests really in flight.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ import trio
 
 log = logging.getLogger("topicsrv")
 
-# the Drain that counts the current task as busy (set by the HTTP front around a request)
-_COUNTED: ContextVar[Drain | None] = ContextVar("topicsrv_drain_counted", default=None)
+# the Drain that counts a task as busy, and that task (set by the HTTP front around a request);
+# a task spawned meanwhile inherits the pair, and Rule 4 tells it apart by the task
+_COUNTED: ContextVar[tuple[Drain, trio.lowlevel.Task] | None] = ContextVar(
+    "topicsrv_drain_counted", default=None)
 
 
 class Drain:
@@ -56,7 +63,7 @@ class Drain:
     def request(self) -> Iterator[None]:
         """Count the current task as busy for the body (Rule 1); a Waiter inside leaves."""
         self.enter()
-        token = _COUNTED.set(self)
+        token = _COUNTED.set((self, trio.lowlevel.current_task()))
         try:
             yield
         finally:
@@ -89,10 +96,11 @@ class Drain:
 @contextmanager
 def idle() -> Iterator[None]:
     """A wait for data that may never come: the current task is not busy meanwhile (Rule 1)."""
-    drain = _COUNTED.get()
-    if drain is None:
+    counted = _COUNTED.get()
+    if counted is None or not _within(counted[1]):  # Rule 4
         yield
         return
+    drain = counted[0]
     drain.leave()
     token = _COUNTED.set(None)  # a nested wait does not leave twice
     try:
@@ -100,3 +108,14 @@ def idle() -> Iterator[None]:
     finally:
         _COUNTED.reset(token)
         drain.enter()
+
+
+def _within(owner: trio.lowlevel.Task) -> bool:
+    """Is the current task `owner` or a descendant through nurseries nested in it (Rule 4)?"""
+    task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    while task is not None:
+        if task is owner:
+            return True
+        nursery = task.parent_nursery
+        task = nursery.parent_task if nursery is not None else None
+    return False
