@@ -16,6 +16,8 @@ how many accepts failed.
 Rule 5: counting is exact: a connection counts from its accept until its front forgets it
 (the fronts register a live-count callable; accepted-but-not-yet-started handlers are counted
 here, and a handler registers its connection before its first checkpoint).
+Rule 6: a port that cannot be bound (in use, not permitted) stops the start with one line that
+names the address and the flag that chose it (`open_listeners`), never a traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 import trio
+
+from topicsrv.errors import StartupError
 
 log = logging.getLogger("topicsrv.admission")
 
@@ -52,6 +56,18 @@ MAXCLIENTS_TEXT = "ERR max number of clients reached"
 Refuse = Callable[[str], bytes]  # reason ("denied" | "maxclients") -> bytes to send
 # a TLS listener's handshake: the secured stream, or None when it failed (topicsrv/tls.py)
 Secure = Callable[[trio.SocketStream], Awaitable["trio.abc.Stream | None"]]
+
+
+async def open_listeners(port: int, host: str, flag: str) -> list[trio.SocketListener]:
+    """Rule 6: trio's listeners on host:port, or a StartupError naming the port and `flag`."""
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        why = {errno.EADDRINUSE: "is already in use (another server?); pick a free port",
+               errno.EACCES: "is not permitted for this user; pick a port above 1023",
+               errno.EADDRNOTAVAIL: "is not an address of this machine; check --bind"}.get(
+                   exc.errno or 0, f"cannot be bound: {exc.strerror}")
+        raise StartupError(f"{flag} {port}: {host}:{port} {why}") from None
 
 
 def is_loopback(host: str, trusted: Sequence[str] | None = None) -> bool:

@@ -114,7 +114,7 @@ async def run(
                 await nursery.start(serve_resp, ctx)  # sets addresses "resp" and "resp-tls"
             parts = [f"{_shown(ctx, name)}={host}:{port}"
                      for name, (host, port) in ctx.addresses.items()]
-            log.info("listening %s", " ".join(parts))
+            log.debug("bound %s; serving once recovered", " ".join(parts))
             log.info("hot path: %s", buildinfo.describe())
             if storage is not None:  # /v0/ready stays 503 until fsync/disk topics are back
                 await storage.open()
@@ -124,7 +124,8 @@ async def run(
             nursery.start_soon(expire_keys, ctx.engine)
             nursery.start_soon(ctx.lazyfree.run)  # topicsrv/lazyfree.py
             ctx.ready = True
-            # the startup line comes once recovered, so a script may write right after it
+            # the startup line comes once recovered, so a script may write right after it; it
+            # is the one `listening` line (stdout), the log above only says what was bound
             print("listening " + " ".join(parts), flush=True)
             task_status.started(ctx)
     finally:

@@ -44,3 +44,25 @@ def test_proto_max_bulk_len_reaches_the_resp_front(server_factory) -> None:
     with socket.create_connection(("127.0.0.1", srv.resp_port), timeout=10) as s:
         s.sendall(b"*2\r\n$4\r\nECHO\r\n$3\r\nabc\r\n")
         assert s.recv(100) == b"$3\r\nabc\r\n"
+
+
+@pytest.mark.parametrize("flag", ["--http-port", "--resp-port"])
+def test_a_port_in_use_is_one_line_naming_the_port_and_the_flag(tmp_path, flag: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"--http-port": "0", "--resp-port": "0", flag: str(port)}
+        run = subprocess.run([sys.executable, "-m", "topicsrv", "serve", "--no-storage",
+                              "--bind", "127.0.0.1", *[x for kv in ports.items() for x in kv]],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert run.returncode == 1 and run.stdout == ""
+    lines = [line for line in run.stderr.splitlines() if " WARNING " not in line]
+    assert lines == [f"topicsrv: {flag} {port}: 127.0.0.1:{port} is already in use "
+                     "(another server?); pick a free port"], run.stderr
+
+
+def test_listening_is_said_once(server_factory) -> None:
+    srv = server_factory()
+    srv.stop()
+    assert "listening" not in srv.log_path.read_text()  # stdout had it (the fixture read it)

@@ -33,6 +33,7 @@ import orjson
 import trio
 
 from topicsrv import notify, tls
+from topicsrv.admission import open_listeners
 from topicsrv.errors import TopicsError
 from topicsrv.http import sse
 from topicsrv.http.app import dispatch
@@ -65,7 +66,8 @@ LONG_POLLS = ("/diff", "/claim")  # POST routes that may wait (`wait_ms`)
 async def serve_http(
     ctx: ServerContext, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    listeners = await trio.open_tcp_listeners(ctx.config.http_port or 0, host=ctx.config.bind)
+    listeners = await open_listeners(ctx.config.http_port or 0, ctx.config.bind,
+                                     "--http-port")
     host, port = listeners[0].socket.getsockname()[:2]
     ctx.admission.register(lambda: http_stats(ctx).connections)
     activity = ctx.metrics.activity  # the status page's and /metrics' rates (activity.py)

@@ -31,7 +31,7 @@ from functools import partial
 import trio
 
 from topicsrv import tls
-from topicsrv.admission import DENIED_TEXT, MAXCLIENTS_TEXT, Secure
+from topicsrv.admission import DENIED_TEXT, MAXCLIENTS_TEXT, Secure, open_listeners
 from topicsrv.context import ServerContext
 from topicsrv.resp import reactor
 from topicsrv.resp.commands import load_all
@@ -95,10 +95,10 @@ async def serve_resp(
     cfg = ctx.config
     listeners = tls_listeners = None
     if cfg.resp_port is not None:
-        listeners = await trio.open_tcp_listeners(cfg.resp_port, host=cfg.bind)
+        listeners = await open_listeners(cfg.resp_port, cfg.bind, "--resp-port")
         ctx.addresses["resp"] = _address(listeners)
     if cfg.tls_port is not None and ctx.tls is not None:
-        tls_listeners = await trio.open_tcp_listeners(cfg.tls_port, host=cfg.bind)
+        tls_listeners = await open_listeners(cfg.tls_port, cfg.bind, "--tls-port")
         ctx.addresses["resp-tls"] = _address(tls_listeners)
     front.port = (ctx.addresses.get("resp") or ctx.addresses["resp-tls"])[1]
     mode = cfg.resp_io
