@@ -45,6 +45,7 @@ from topicsrv.engine.config import (
 )
 from topicsrv.engine.journal import CommitToken, Journal, NullJournal
 from topicsrv.engine.keyspace import Keyspace, wrongtype
+from topicsrv.engine.keyspace.scanorder import TopicMap
 from topicsrv.engine.reads import FMT_JSON, ReadResult, read
 from topicsrv.engine.records import PreparedRecord
 from topicsrv.engine.restore import fill_lost
@@ -61,7 +62,7 @@ class Engine:
     def __init__(self, clock: Clock | None = None, journal: Journal | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
         self.journal: Journal = journal or NullJournal()
-        self.topics: SortedDict = SortedDict()
+        self.topics: SortedDict = TopicMap()  # a SortedDict that also keeps SCAN order
         self.epochs: dict[str, int] = {}  # last epoch per name, kept after a topic is deleted
         self.listeners: list[Callable[[str], None]] = []
         self.interests: dict[int, Collection[str]] = {}  # id(listener) -> its names (Rule 4)

@@ -18,8 +18,9 @@ proportional to the keys that expired, never a scan of the map.
 Rule 4: sans-IO and synchronous like the rest of the engine; time comes from the host's clock,
 kept as `self.clock` (the engine's own `now()` is one interpreted call more, and `host` is a
 Python object: every attribute of it is a lookup).
-Rule 5: `strings` (name -> Entry) and `order` (the same names, sorted) change together, in
-`apply` only; every lookup goes to `strings`, only ordered walks to `order`.
+Rule 5: `strings` (name -> Entry) and `order` (the same names in SCAN's hash order,
+engine/keyspace/scanorder.py) change together, in `apply` only; every lookup goes to
+`strings`, only ordered walks to `order`.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from sortedcontainers import SortedDict, SortedList
+from sortedcontainers import SortedDict, SortedKeyList
 
 from topicsrv.clock import Clock
 from topicsrv.engine.keyspace.expiry import ExpiryIndex
 from topicsrv.engine.keyspace.ops import Op
+from topicsrv.engine.keyspace.scanorder import page, scan_list
 from topicsrv.errors import TopicsError
 
 if TYPE_CHECKING:
@@ -65,7 +67,7 @@ def wrongtype(name: str | None = None) -> TopicsError:
 class Host(Protocol):
     """What the keyspace needs of the engine (a narrow view of engine/core.py's Engine)."""
 
-    topics: SortedDict
+    topics: SortedDict  # a scanorder.TopicMap
     journal: Journal
     clock: Clock
 
@@ -122,10 +124,10 @@ class Keyspace:
         self.clock: Clock = host.clock  # the engine's, fixed for its life (Rule 4)
         # name -> Entry (its value and last access): a plain dict, so that the compiled build
         # looks a key up with one C call (a SortedDict's .get is a method call through its
-        # class); `order` keeps the names sorted for KEYS/SCAN/RANDOMKEY and changes only when
-        # a key is added or deleted (Rule 5)
+        # class); `order` keeps the names in SCAN order (for SCAN and RANDOMKEY) and changes
+        # only when a key is added or deleted (Rule 5)
         self.strings: dict[str, Entry] = {}
-        self.order: SortedList = SortedList()
+        self.order: SortedKeyList = scan_list()
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
         self._second = 0
         self.expiry = ExpiryIndex()
@@ -261,18 +263,20 @@ class Keyspace:
             self.reap()
         return len(self.strings) + len(self.host.topics)
 
-    def names(self, after: str | None = None) -> Any:
-        """Every key name (strings and topics) in byte order, after `after` (exclusive)."""
+    def names(self) -> list[str]:
+        """Every key name (strings and topics) in byte order (KEYS)."""
         from heapq import merge
 
         if self.expiry.deadlines:
             self.reap()
-        a = self.order.irange(minimum=after, inclusive=(False, False)) if after is not None \
-            else iter(self.order)
-        topics = self.host.topics
-        b = topics.irange(minimum=after, inclusive=(False, False)) if after is not None \
-            else iter(topics)
-        return merge(a, b)
+        return list(merge(sorted(self.strings), self.host.topics))
+
+    def scan(self, cursor: int, count: int) -> tuple[int, list[str]]:
+        """SCAN's page of names of both kinds from `cursor`, and the next cursor
+        (engine/keyspace/scanorder.py Rule 2; due keys reaped first, Rule 3)."""
+        if self.expiry.deadlines:
+            self.reap()
+        return page((self.order, self.host.topics.scan), cursor, count)
 
     # ---- the write path (Rule 2) -----------------------------------------------------------
 

@@ -3,9 +3,10 @@
 
 Rule 1: DEL/UNLINK delete strings and whole topics (a topic as HTTP DELETE: readers of a
 recreated topic get the `recreated` tombstone). The reply waits for the storage commit.
-Rule 2: SCAN's cursor is the last returned name encoded as an integer (`0` = start/end), so an
-iteration returns every key that exists throughout it, even while others come and go; the
-two kinds are merged in byte order. An expired key is never returned (keyspace Rule 3).
+Rule 2: SCAN walks both kinds of key in one stable 64-bit hash order, its cursor an unsigned
+64-bit integer (a hash; `0` = start/end): an iteration returns every key that exists
+throughout it, even while others come and go (engine/keyspace/scanorder.py). An expired key
+is never returned (keyspace Rule 3). KEYS lists in byte order.
 Rule 3: patterns are Redis globs (`*`, `?`, `[a-z]`, `[^x]`, `\\` escapes), matched by
 topicsrv/engine/glob.py in O(len(pattern) * len(name)): no pattern can stall the server.
 """
@@ -13,11 +14,11 @@ topicsrv/engine/glob.py in O(len(pattern) * len(name)): no pattern can stall the
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import islice
 from typing import Any
 
 from topicsrv.engine.glob import PatternTooLong, compile_glob
 from topicsrv.engine.keyspace import strings as ops
+from topicsrv.engine.keyspace.scanorder import U64
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
     CommandContext,
@@ -78,23 +79,12 @@ def keys(ctx: CommandContext, args: list[bytes]) -> Any:
     return [k for k in (n.encode("latin-1") for n in ctx.engine.keyspace.names()) if match(k)]
 
 
-def _cursor_name(cursor: int) -> str | None:
-    if cursor == 0:
-        return None
-    raw = cursor.to_bytes((cursor.bit_length() + 7) // 8, "big")
-    return raw[1:].decode("latin-1") if raw[:1] == b"\x01" else None
-
-
-def _name_cursor(name: str) -> bytes:
-    return str(int.from_bytes(b"\x01" + name.encode("latin-1"), "big")).encode()
-
-
 @_cmd("scan", -2, ["readonly"], 0, 0, "Incrementally iterate the keys space",
       "cursor:integer [MATCH:pattern:pattern] [COUNT:count:integer] [TYPE:type:string]",
       since="2.8.0")
 def scan(ctx: CommandContext, args: list[bytes]) -> Any:
     raw = args[0]
-    if not raw.isdigit():
+    if not raw.isdigit() or len(raw) > 20 or int(raw) > U64:
         raise Err("ERR invalid cursor")
     cursor = int(raw)
     pattern: bytes | None = None
@@ -113,15 +103,12 @@ def scan(ctx: CommandContext, args: list[bytes]) -> Any:
             kind = a.next().lower()
         else:
             raise a.syntax_error()
-    after = _cursor_name(cursor)
     ks = ctx.engine.keyspace
-    names = list(islice(ks.names(after), count + 1))
-    nxt = _name_cursor(names[count - 1]) if len(names) > count else b"0"
-    names = names[:count]
+    nxt, names = ks.scan(cursor, count)
     found = [n.encode("latin-1") for n in names]
     if pattern is not None:
         match = _matcher(pattern)
         found = [k for k in found if match(k)]
     if kind is not None:
         found = [k for k in found if ks.kind(key_name(k)) == kind.decode("latin-1")]
-    return [nxt, found]
+    return [str(nxt).encode(), found]

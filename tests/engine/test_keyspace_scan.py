@@ -1,0 +1,96 @@
+"""SCAN's cursor (engine/keyspace/scanorder.py): an unsigned 64-bit integer, and a scan returns
+every key present for its whole length while other keys of both kinds come and go."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+from sortedcontainers import SortedKeyList
+
+from topicsrv.clock import FakeClock
+from topicsrv.engine import Engine
+from topicsrv.engine.keyspace import strings as ks_ops
+from topicsrv.engine.keyspace.scanorder import U64, TopicMap, page
+
+
+def _scan_with_churn(e: Engine, count: int, churn: random.Random) -> tuple[list[str], list[int]]:
+    """A whole scan; between two pages some keys (strings and topics named `tmp...`) are added
+    and deleted. The names returned and the cursors seen."""
+    ks = e.keyspace
+    seen: list[str] = []
+    cursors: list[int] = []
+    cursor = 0
+    step = 0
+    while True:
+        cursor, names = ks.scan(cursor, count)
+        seen += names
+        cursors.append(cursor)
+        if cursor == 0:
+            return seen, cursors
+        step += 1
+        ks_ops.put(ks, [(f"tmp:s{step}", b"v")])
+        e.put_topic(f"tmp.t{step}", {})
+        victims = [n for n in ks.names() if n.startswith("tmp") and churn.random() < 0.5]
+        ks_ops.delete(ks, victims)
+
+
+def test_a_scan_returns_every_key_present_throughout_with_u64_cursors() -> None:
+    e = Engine(FakeClock())
+    long = "k" * 200  # a long name once made a 1,600-bit cursor
+    steady = {f"{long}:{i}" for i in range(300)} | {f"t.{i}" for i in range(100)}
+    ks_ops.put(e.keyspace, [(n, b"v") for n in steady if n.startswith("k")])
+    for n in steady:
+        if n.startswith("t."):
+            e.put_topic(n, {})
+    for count in (1, 7, 50):
+        seen, cursors = _scan_with_churn(e, count, random.Random(count))
+        assert steady <= set(seen)
+        assert all(0 <= c <= U64 for c in cursors) and cursors[-1] == 0
+        assert len(cursors) > 1 if count < len(steady) else True
+    e.topics.check()
+    assert set(e.keyspace.names()) >= steady and e.keyspace.names() == sorted(e.keyspace.names())
+
+
+@given(st.lists(st.integers(0, 40), unique=True, max_size=40), st.integers(1, 5),
+       st.lists(st.tuples(st.booleans(), st.integers(0, 80)), max_size=30))
+def test_names_sharing_a_hash_are_never_split_between_pages(
+        steady: list[int], count: int, churn: list[tuple[bool, int]]) -> None:
+    """A hash of 3 values makes collisions the rule: a page still ends only where the hash
+    changes, so no key present throughout is skipped."""
+    def coarse(name: str) -> int:
+        return int(name) % 3
+
+    strings: SortedKeyList = SortedKeyList(map(str, steady), key=coarse)
+    others: SortedKeyList = SortedKeyList(key=coarse)
+    seen: list[str] = []
+    cursor, moves = 0, iter(churn)
+    while True:
+        cursor, names = page((strings, others), cursor, count)
+        seen += names
+        if cursor == 0:
+            break
+        for add, n in [m for m in [next(moves, None)] if m is not None]:
+            name = str(41 + n)  # never a steady name
+            if add and name not in others:
+                others.add(name)
+            elif not add and name in others:
+                others.remove(name)
+    assert {str(n) for n in steady} <= set(seen)
+
+
+def test_the_topic_map_keeps_scan_order_through_every_change() -> None:
+    m = TopicMap()
+    for i in range(50):
+        m[f"t{i}"] = i
+    del m["t3"]
+    m.pop("t4")
+    m.popitem(0)
+    m.update({f"u{i}": i for i in range(100)})
+    m.setdefault("v", 1)
+    m.check()
+    assert len(m.scan) == len(m) == 148
+    m.clear()
+    m.check()
+    assert not m.scan
