@@ -52,15 +52,16 @@ def test_resume_with_last_event_id_loses_and_repeats_nothing(client: Any, watch:
     assert [f["data"]["data"] for f in got] == list(range(15))
 
 
-def test_connect_time_stale_cursor_is_from_seq_too_old(client: Any, watch: Any,
-                                                       topic: str) -> None:
+def test_connect_time_stale_cursor_is_the_from_seq_too_old_variant(client: Any, watch: Any,
+                                                                   topic: str) -> None:
     client.put(f"/v0/topics/{topic}", {"cap_records": 3})
     client.write(topic, *range(10))
     s = watch(f"/v0/topics/{topic}/watch?from_seq=0")
     tomb, *records = s.frames(4)
     assert tomb["event"] == "tombstone"
     data = tomb["data"]
-    assert data["topic"] == topic and data["reason"] == "from_seq_too_old"
+    assert data["topic"] == topic and data["reason"] == "cap"
+    assert data["variant"] == "from_seq_too_old"
     assert data["gap_from"] == 1 and data["gap_to"] == data["earliest_seq"] - 1
     assert tomb["cursor"] == {topic: data["gap_to"]}
     assert [r["data"]["$seq"] for r in records] == list(range(data["earliest_seq"], 11))

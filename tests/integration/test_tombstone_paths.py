@@ -3,7 +3,8 @@ SSE, XREAD, XREADGROUP, TOPIC.DIFF (its map and its entry) and the Spark row map
 
 Five readers hold the same cursor (seq 3) on one topic with cap_records=3; one HTTP write of
 ten records then evicts seqs 4..10 below all of them (reason `cap`). The only documented
-variation is SSE's connect-time `from_seq_too_old` (seeds tombstones.txt), checked last.
+variation is SSE's connect-time variant (seeds tombstones.txt): the same reason, and
+`variant: "from_seq_too_old"` in a field of its own, checked last.
 """
 
 from __future__ import annotations
@@ -103,10 +104,12 @@ def test_the_same_gap_reads_identically_on_every_path(gap: dict[str, Any]) -> No
     assert tmap == diff  # TOPIC.DIFF's map is the HTTP object, typed the same (no `$type`)
 
 
-def test_sse_connect_time_variant_differs_only_in_reason(gap: dict[str, Any]) -> None:
+def test_sse_connect_time_variant_keeps_the_reason_and_adds_its_own_field(
+        gap: dict[str, Any]) -> None:
     frame = gap["connect"]
     assert frame["event"] == "tombstone" and frame["cursor"] == {TOPIC: 10}
-    assert frame["data"] == {"topic": TOPIC, **WANT, "reason": "from_seq_too_old"}
+    assert frame["data"] == {"topic": TOPIC, **WANT, "variant": "from_seq_too_old"}
+    assert WANT["reason"] == "cap"
 
 
 def test_spark_row_of_the_gap_matches(gap: dict[str, Any]) -> None:

@@ -8,12 +8,15 @@ builds it; the fronts only render it, through the methods below:
   resp_entry()  the stream entry of XREAD, XREADGROUP and TOPIC.DIFF's `tombstone_entry`:
                 `[<ts>-<resume_after>, ["$type", "tombstone", field, value, ...]]`
 
-Rule 1: FIELDS is the public shape, in this order, on every wire: no path adds, drops or
-  renames a field, and the values are the same (integers as decimal text over RESP, where the
-  `$type tombstone` pair in front marks the entry; docs/resp.md).
+Rule 1: FIELDS is the public shape, in this order, on every wire: no path drops or renames a
+  field, and the values are the same (integers as decimal text over RESP, where the
+  `$type tombstone` pair in front marks the entry; docs/resp.md). One gap has one `reason`
+  on every path.
 Rule 2: `reason` is a key of REASONS; a new reason (routers' `source_trim`) is one row there.
 Rule 3: the one documented variation is SSE's: a loss a watch finds when it opens, with a
-  reason whose row says `at_connect`, is reported as `from_seq_too_old` (`at_connect()`).
+  reason whose row says `at_connect`, carries a seventh field after FIELDS,
+  `variant: "from_seq_too_old"` (seeds tombstones.txt: the connect-time variant, Kafka's
+  OffsetOutOfRange), beside the same `reason` the diff and XREAD give (`at_connect()`).
 Rule 4: `resume_after = earliest_seq - 1` is the position after the tombstone: the SSE cursor
   its frame's `id:` carries and the seq part of its RESP entry ID, so resuming is exact. `ts`,
   the ms part of that ID, is the `$ts` of the first record after the gap (the topic's last
@@ -33,11 +36,11 @@ from topicsrv.engine.entries import encode_entry
 @dataclass(frozen=True, slots=True)
 class Reason:
     name: str
-    at_connect: bool  # SSE reports it as `from_seq_too_old` when found as a watch opens
+    at_connect: bool  # SSE marks it `variant: from_seq_too_old` when found as a watch opens
     meaning: str
 
 
-FROM_SEQ_TOO_OLD = "from_seq_too_old"
+FROM_SEQ_TOO_OLD = "from_seq_too_old"  # the connect-time variant (Rule 3), not a reason
 
 REASONS: dict[str, Reason] = {r.name: r for r in (
     Reason("cap", True, "live records were evicted for capacity (caps, XTRIM, MAXLEN/MINID)"),
@@ -47,7 +50,6 @@ REASONS: dict[str, Reason] = {r.name: r for r in (
     Reason("lost", False, "a crash lost acknowledged records of a non-fsync topic"),
     Reason("source_trim", False,
            "a router's source evicted (or lost) records before they were forwarded here"),
-    Reason(FROM_SEQ_TOO_OLD, False, "SSE: cap/ttl/mixed loss found when the watch opened"),
 )}
 
 FIELDS = ("gap_from", "gap_to", "reason", "missed_estimate", "earliest_seq", "head_seq")
@@ -66,6 +68,7 @@ class Tombstone:
     head_seq: int
     ts: int  # the ms part of the RESP entry ID (Rule 4)
     xid: tuple[int, int] | None = None  # an ID-mapped topic's entry ID (engine/xids.py)
+    variant: str | None = None  # SSE's connect-time FROM_SEQ_TOO_OLD (Rule 3)
 
     def __post_init__(self) -> None:
         if self.reason not in REASONS:
@@ -78,11 +81,11 @@ class Tombstone:
     def at_connect(self) -> Tombstone:
         """The tombstone as an SSE watch reports it when found on opening (Rule 3)."""
         if REASONS[self.reason].at_connect:
-            return replace(self, reason=FROM_SEQ_TOO_OLD)
+            return replace(self, variant=FROM_SEQ_TOO_OLD)
         return self
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "gap_from": self.gap_from,
             "gap_to": self.gap_to,
             "reason": self.reason,
@@ -90,6 +93,9 @@ class Tombstone:
             "earliest_seq": self.earliest_seq,
             "head_seq": self.head_seq,
         }
+        if self.variant is not None:  # Rule 3
+            out["variant"] = self.variant
+        return out
 
     def resp_fields(self) -> list[bytes]:
         """The entry's field/value pairs: `$type tombstone`, then FIELDS as text."""

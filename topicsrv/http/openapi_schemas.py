@@ -203,8 +203,11 @@ def schemas() -> dict[str, Schema]:
     perf = obj({"server_total_ms": NUMBER, "fsync_ms": NUMBER, "records_scanned": integer()},
                ("server_total_ms",))
     tombstone = obj({"gap_from": SEQ, "gap_to": SEQ,
-                     "reason": {"enum": sorted({*REASONS, FROM_SEQ_TOO_OLD})},
-                     "missed_estimate": integer(), "earliest_seq": SEQ, "head_seq": SEQ})
+                     "reason": {"enum": sorted(REASONS)},
+                     "missed_estimate": integer(), "earliest_seq": SEQ, "head_seq": SEQ,
+                     "variant": {"const": FROM_SEQ_TOO_OLD}},  # SSE at connect only
+                    ("gap_from", "gap_to", "reason", "missed_estimate", "earliest_seq",
+                     "head_seq"))
     job_fields: dict[str, Schema] = {"lease_id": {"type": "string"}, "deadline": TS,
                                      "delivery": integer(1)}
     return {

@@ -5,8 +5,8 @@ map {"topic": seq, ...} AFTER that frame, so `Last-Event-ID` resumes exactly: no
 nothing repeated. A tombstone frame moves its topic's cursor to the position the engine
 continued from (`earliest_seq - 1` of the tombstone, i.e. `gap_to` for cap/ttl loss).
 Rule 2: the first read of each topic on a connection is connect-time: a cap/ttl/mixed
-tombstone there is reported with reason "from_seq_too_old" (seeds tombstones.txt;
-`Tombstone.at_connect`, whose reasons table says which reasons that applies to).
+tombstone there keeps the reason the diff gives and adds `variant: "from_seq_too_old"` (seeds
+tombstones.txt; `Tombstone.at_connect`, whose reasons table says which reasons it applies to).
 Rule 3: frames go out in batches; each batch is one awaited send, so a slow reader is paced by
 its socket. Nothing is buffered beyond one batch (<= BATCH_LIMIT records, ~BATCH_BYTES) and
 nothing is ever dropped.
