@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from topicsrv.clock import Clock
@@ -50,101 +49,15 @@ from topicsrv.engine import gaphops, restore, routers
 from topicsrv.engine.core import Engine
 from topicsrv.engine.segments import LOST
 from topicsrv.engine.topic import Topic
-from topicsrv.storage import codec, frames
+from topicsrv.storage import frames
 from topicsrv.storage.images import Image
 from topicsrv.storage.recovery import Builder
+from topicsrv.storage.rederiveplan import PLACED, At, Loaded, Plan, has_router, sources, target
 from topicsrv.storage.removed import Removed, floors, pending_limit, removal_ocs
-from topicsrv.storage.state import TState
 
 log = logging.getLogger("topicsrv.storage")
 
 BATCH = 4096  # source seqs per forward step while re-deriving
-
-
-class _At:
-    """The recovery's clock: every copy re-derived at startup gets the startup time."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def now_ms(self) -> int:
-        return self.now
-
-
-@dataclass
-class Loaded:
-    img: Image
-    topic: Topic
-    st: TState
-    done: bool  # a config-only class: nothing more to apply or finalize
-    head: int = 0  # next_seq - 1 once its frames are applied (before the crash gap)
-
-
-@dataclass
-class Plan:
-    """A dest whose frames are merged with its router's re-derived copies."""
-
-    loaded: Loaded
-    rederive: bool
-    i: int = 0  # next frame of img.ops
-    last_rc: int = -1
-    removed: list[str] = field(default_factory=list)
-    removals: list[tuple[int, dict[str, Any]]] | None = None  # (op index, `oc`) of its DELETE/TRIMs
-
-    @property
-    def topic(self) -> Topic:
-        return self.loaded.topic
-
-    @property
-    def ops(self) -> list[tuple[int, memoryview]]:
-        return self.loaded.img.ops
-
-    @property
-    def router(self) -> routers.Router | None:
-        r: routers.Router | None = self.topic.ext.get("router_in")
-        return r
-
-
-# frames written through the journal while a router was installed carry `rc` (routerlog Rule 2);
-# the others (ceilings, segment drops, topic configs) apply where they are, unplaced
-PLACED = frozenset({frames.T_APPEND, frames.T_APPEND_RC, frames.T_DELETE, frames.T_TRIM, frames.T_GROUPOP,
-                    frames.T_LEASES, frames.T_LOSTRANGE, frames.T_ROUTER})
-
-
-def _target(ftype: int, body: memoryview) -> tuple[int | None, int | None, dict[str, Any] | None]:
-    """(rc, the dest's next seq the frame names or None, the JSON body or None)."""
-    if ftype == frames.T_APPEND:
-        return None, codec.append_header(body)[2], None
-    if ftype == frames.T_APPEND_RC:
-        return codec.append_rc(body), codec.append_header(body)[2], None
-    d = codec.decode_json(body)
-    rc = d.get("rc")
-    at: int | None = None
-    if ftype == frames.T_DELETE:
-        at = int(d["bound"])
-    elif ftype == frames.T_LOSTRANGE:
-        at = int(d["first"])
-    return (None if rc is None else int(rc)), at, d
-
-
-def _has_router(img: Image) -> bool:
-    ck = img.ckpt or {}
-    return bool(ck.get("router_in")) or any(ftype == frames.T_ROUTER for ftype, _ in img.ops)
-
-
-def _sources(img: Image, specs: dict[str, dict[str, Any]]) -> set[str]:
-    out = set()
-    ri = (img.ckpt or {}).get("router_in")
-    if ri:
-        spec = ri.get("spec") or specs.get(ri["name"])
-        if spec:
-            out.add(spec["source"])
-    for ftype, body in img.ops:
-        if ftype == frames.T_ROUTER:
-            op = codec.decode_json(body)["op"]
-            if op.get("op") == "put":
-                out.add(op["spec"]["source"])
-    return out
 
 
 class Rederiver:
@@ -154,7 +67,7 @@ class Rederiver:
         self.images = images
         self.dropped = dropped
         self.specs = {s["name"]: s for s in ck.get("routers", []) if isinstance(s, dict)}
-        self.engine = Engine(clock=clock or _At(now))
+        self.engine = Engine(clock=clock or At(now))
         self.loaded: dict[str, Loaded] = {}
         self.ghosts: dict[tuple[str, int], Loaded] = {}  # dropped sources, rebuilt for their dests
         self.plans: dict[str, Plan] = {}
@@ -180,9 +93,9 @@ class Rederiver:
         """Dests with a router (at any point of the replay) and their sources."""
         names: set[str] = set()
         for img in self.images.values():
-            if _has_router(img):
+            if has_router(img):
                 names.add(img.name)
-                names |= _sources(img, self.specs) & self.images.keys()
+                names |= sources(img, self.specs) & self.images.keys()
         return {n for n in names if self.images[n].policy.recovery != "after_ready"}
 
     def load(self, names: set[str]) -> None:
@@ -191,7 +104,7 @@ class Rederiver:
             topic, st, done = self.b.load(img)
             self.loaded[name] = ld = Loaded(img, topic, st, done)
             self.engine.topics[name] = topic
-            if _has_router(img) and not done:
+            if has_router(img) and not done:
                 self.plans[name] = Plan(ld, rederive=img.policy.wal)
             elif not done:
                 for ftype, body in img.ops:
@@ -341,7 +254,7 @@ class Rederiver:
         moved = False
         while plan.i < len(plan.ops):
             ftype, body = plan.ops[plan.i]
-            rc, at, d = _target(ftype, body)
+            rc, at, d = target(ftype, body)
             router = plan.router
             if ftype not in PLACED:
                 pass
@@ -415,7 +328,7 @@ class Rederiver:
         for p in self.plans.values():
             if p.i < len(p.ops):  # never placed: apply as they are
                 for ftype, body in p.ops[p.i:]:
-                    self._apply(p, ftype, body, *_target(ftype, body))
+                    self._apply(p, ftype, body, *target(ftype, body))
                 p.i = len(p.ops)
         for ld in self.loaded.values():  # the recovered heads, before any crash gap (Rule 3)
             if not ld.done:
@@ -473,7 +386,7 @@ class Rederiver:
     def static(self, images: list[Image]) -> None:
         """Rule 4: routers of dests that are not re-derived, at the newest cursor known."""
         for img in images:
-            if img.name in self.plans or not _has_router(img):
+            if img.name in self.plans or not has_router(img):
                 continue
             state: dict[str, Any] | None = None
             ri = (img.ckpt or {}).get("router_in")
@@ -482,7 +395,7 @@ class Rederiver:
                 if spec is not None:
                     state = {"spec": spec, "cursor": int(ri["cursor"]), "source_epoch": int(ri["source_epoch"])}
             for ftype, body in img.ops:
-                rc, _, d = _target(ftype, body)
+                rc, _, d = target(ftype, body)
                 if ftype == frames.T_ROUTER and d is not None:
                     op = d["op"]
                     if op.get("op") == "put":

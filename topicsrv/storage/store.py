@@ -39,7 +39,6 @@ from topicsrv.errors import StartupError, TopicsError
 from topicsrv.storage import (
     codec,
     frames,
-    functions,
     images,
     keyspacelog,
     recovery,
@@ -50,6 +49,7 @@ from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import DISK, policy_of
 from topicsrv.storage.progress import Progress
 from topicsrv.storage.segtasks import SegTasks
+from topicsrv.storage.startup import Startup
 from topicsrv.storage.state import HEADROOM, TState, near_ceiling, state_of
 from topicsrv.storage.wal import Batch, Shard, Token, storage_error
 from topicsrv.storage.walread import RESERVE_MAX
@@ -60,10 +60,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("topicsrv.storage")
 
-_REPAIRS = {functions.NAME: functions.REPAIR}  # Rule 5: the command that replaces the file
-
-
-class Storage(txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
+class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
     def __init__(
         self,
         engine: Engine,
@@ -106,43 +103,6 @@ class Storage(txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         self.damaged: dict[str, str] = {}  # Rule 5: file name -> what is wrong with it
 
     # ---- opening and recovery ---------------------------------------------------------------
-
-    def refuse_until_recovered(self) -> None:
-        """Until `open` finished, every mutation answers 503 not_ready (reads see no topics)."""
-        self.engine.journal = _NotReady()
-
-    async def open(self) -> recovery.Recovered:
-        """Recover fsync/disk/ephemeral topics into the engine; memory topics stay pending.
-        A data dir that cannot be opened or read raises StartupError: one message for the
-        operator naming the file and what to do, never a traceback."""
-        try:
-            return await self._open()
-        except images.CheckpointError as exc:
-            raise StartupError(
-                f"cannot start: {exc}. Nothing was changed. Run `python -m topicsrv check "
-                f"--data-dir {self.data_dir}` for a full report, then restore {images.CHECKPOINT} "
-                "from a backup; the segment files alone do not say which records are live.") from exc
-        except OSError as exc:
-            where = f" ({exc.filename})" if exc.filename else ""
-            raise StartupError(
-                f"cannot start: the data dir {self.data_dir} cannot be opened: "
-                f"{exc.strerror or exc}{where}. Free disk space or fix its permissions, then "
-                f"restart; `python -m topicsrv check --data-dir {self.data_dir}` verifies it.") from exc
-
-    def _check_files(self) -> None:
-        """Rule 5, before anything can store functions."""
-        problem = functions.check(self.data_dir)
-        if problem is not None:
-            self.damaged[functions.NAME] = problem
-            log.error("%s is damaged: %s. Started without function libraries: FUNCTION and FCALL "
-                      "answer an error naming it until %s replaces it with an empty set (keeping "
-                      "its bytes as %s); everything else is served", self.data_dir / functions.NAME,
-                      problem, functions.REPAIR, functions.DAMAGED_COPY)
-
-    def damage_report(self) -> list[dict[str, str]]:
-        """Rule 5, for /v0/ready: each damaged file, what is wrong, what replaces it."""
-        return [{"file": name, "problem": problem, "repair": _REPAIRS[name]}
-                for name, problem in sorted(self.damaged.items())]
 
     async def _open(self) -> recovery.Recovered:
         self._check_files()
