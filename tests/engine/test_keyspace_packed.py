@@ -1,4 +1,4 @@
-"""The packed runs and the list value (engine/keyspace/packed.py, lists.py) against a Python
+"""The packed runs and the list value (engine/keyspace/packed.py, quicklist.py, hashvalue.py) against a Python
 list, for every operation, across node splits and element sizes on both sides of each
 length-prefix boundary."""
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topicsrv.engine.keyspace import packed
-from topicsrv.engine.keyspace.lists import ListValue, node_limits
+from topicsrv.engine.keyspace.quicklist import ListValue, node_limits
 
 SIZES = [0, 1, 125, 126, 127, 128, 300, 70_000]
 element = st.one_of(st.binary(max_size=20), st.sampled_from(SIZES).map(lambda n: b"x" * n))
@@ -85,7 +85,7 @@ hash_ops = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from([(128, 64), (2, 64), (128, 1)]), st.lists(hash_ops, max_size=60))
 def test_the_hash_value_is_a_dict(limits: tuple[int, int], steps: list[tuple]) -> None:  # type: ignore[type-arg]
-    from topicsrv.engine.keyspace.hashes import HashValue
+    from topicsrv.engine.keyspace.hashvalue import HashValue
 
     hv, model = HashValue(*limits), {}  # type: ignore[var-annotated]
     for step in steps:
