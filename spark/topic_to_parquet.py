@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from typing import Any
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,10 +63,35 @@ def main(argv: list[str] | None = None) -> int:
     columns = [c.strip() for c in args.partition_by.split(",") if c.strip()]
     if columns:
         writer = writer.partitionBy(*columns)
+    t0 = time.perf_counter()
     writer.parquet(args.out)
-    written = spark.read.parquet(args.out).count()
-    print(f"wrote {args.out}: {written} rows")
+    elapsed = time.perf_counter() - t0
+    for line in summary(spark, args.out, elapsed):
+        print(line, flush=True)
     return 0
+
+
+def summary(spark: Any, out: str, elapsed: float) -> list[str]:
+    """What the Parquet at `out` holds, per topic: records and their seqs, losses, the rate."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    tomb = F.col("kind") == "tombstone"
+    per_topic = (spark.read.parquet(out).groupBy("topic").agg(
+        F.count(F.when(~tomb, 1)).alias("records"),
+        F.min(F.when(~tomb, F.col("seq"))).alias("first"),
+        F.max(F.when(~tomb, F.col("seq"))).alias("last"),
+        F.count(F.when(tomb, 1)).alias("gaps"),
+        F.coalesce(F.sum(F.when(tomb, F.col("gap_to") - F.col("gap_from") + 1)), F.lit(0))
+        .alias("lost")).orderBy("topic").collect())
+    lines = []
+    total = 0
+    for row in per_topic:
+        total += row.records
+        seqs = f"seqs {row.first}..{row.last}" if row.records else "no records"
+        loss = f", {row.gaps} gap(s): {row.lost} seqs lost" if row.gaps else ""
+        lines.append(f"  {row.topic}: {row.records} records, {seqs}{loss}")
+    rate = f" ({total / elapsed:,.0f} records/s)" if elapsed > 0 and total else ""
+    return [f"wrote {out}: {total} records in {elapsed:.1f} s{rate}", *lines]
 
 
 if __name__ == "__main__":

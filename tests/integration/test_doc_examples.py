@@ -29,6 +29,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+FENCE = re.compile(r"^[ \t]*```([\w-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)  # list items indent
 SKIP = re.compile(r"<!--\s*example:\s*skip\b[^>]*-->")
 SCRIPT_LANGS = {"sh", "bash", "shell", "console"}
 OUTPUT_LANGS = {"", "text"}
@@ -116,11 +117,11 @@ def examples(path: Path) -> list[Example]:
     prev_end = 0
     blocks = list(FENCE.finditer(text))
     for n, m in enumerate(blocks):
-        lang, body = m.group(1).lower(), m.group(2)
+        lang, body = m.group(1).lower(), textwrap.dedent(m.group(2))
         line = text.count("\n", 0, m.start()) + 2  # the first line inside the fence
         skip = bool(SKIP.search(text, prev_end, m.start()))
         prev_end = m.end()
-        after = blocks[n + 1].group(2) if n + 1 < len(blocks) else ""
+        after = textwrap.dedent(blocks[n + 1].group(2)) if n + 1 < len(blocks) else ""
         between = text[m.end():blocks[n + 1].start()] if n + 1 < len(blocks) else ""
         doc = str(path.relative_to(ROOT))
         if lang in SCRIPT_LANGS:

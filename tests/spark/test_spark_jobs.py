@@ -57,7 +57,7 @@ def test_jobs_have_help(job: str) -> None:
 
 
 def test_topic_to_parquet_snapshots_a_range(spark: Any, r: redis.Redis, url: str,
-                                            tmp_path: Path) -> None:
+                                            tmp_path: Path, capsys: Any) -> None:
     xadd(r, "jobs.snap", 500)
     out = tmp_path / "snap"
     job = load_job("topic_to_parquet")
@@ -67,6 +67,9 @@ def test_topic_to_parquet_snapshots_a_range(spark: Any, r: redis.Redis, url: str
     seqs = sorted(row.seq for row in df.select("seq").collect())
     want = [parse_entry(e).seq for e in r.execute_command("XRANGE", "jobs.snap", "-", "+")][100:]
     assert seqs == want
+    printed = capsys.readouterr().out.splitlines()  # the summary (issue 41)
+    assert printed[0].startswith(f"wrote {out}: 400 records in ")
+    assert printed[1:] == [f"  jobs.snap: 400 records, seqs {want[0]}..{want[-1]}"]
 
 
 def test_rollup_counts_per_tag_per_window_into_a_topic(spark: Any, r: redis.Redis, url: str,
