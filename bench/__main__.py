@@ -54,21 +54,21 @@ SIZES: dict[str, dict[str, int]] = {
              "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000, "wake": 1_000,
              "router_fwd": 200_000, "router_write": 200_000,
              "str_p1": 100_000, "str_p16": 500_000, "str_keys": 100_000, "str_memory": 1_000_000,
-             "eval_p1": 100_000, "eval_p16": 500_000},
+             "eval_p1": 100_000, "eval_p16": 500_000, "spark": 1_000_000},
     "quick": {"xadd_p1": 20_000, "xadd_p16": 100_000, "stream": 100_000, "range_p1": 4_000,
               "range_p16": 10_000, "py_xadd": 30_000, "py_xread": 100_000, "group": 10_000,
               "http_records": 200_000, "sse": 20_000, "memory": 200_000,
               "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000, "wake": 300,
               "router_fwd": 50_000, "router_write": 100_000,
               "str_p1": 20_000, "str_p16": 100_000, "str_keys": 100_000, "str_memory": 200_000,
-              "eval_p1": 20_000, "eval_p16": 100_000},
+              "eval_p1": 20_000, "eval_p16": 100_000, "spark": 200_000},
     "tiny": {"xadd_p1": 200, "xadd_p16": 1_600, "stream": 1_000, "range_p1": 100,
              "range_p16": 320, "py_xadd": 300, "py_xread": 1_000, "group": 200,
              "http_records": 2_000, "sse": 200, "memory": 2_000,
              "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000, "wake": 20,
              "router_fwd": 2_000, "router_write": 2_000,
              "str_p1": 200, "str_p16": 1_600, "str_keys": 1_000, "str_memory": 2_000,
-             "eval_p1": 200, "eval_p16": 1_600},
+             "eval_p1": 200, "eval_p16": 1_600, "spark": 2_000},
 }
 
 
@@ -425,6 +425,37 @@ class Run:
         self.extra["router_writes"] = w
         self.procs.stop(top)
 
+    def spark(self) -> None:
+        """The Spark source and sink on a fresh topicsrv (bench/sparkbench.py), beside one
+        redis-py client paging the same topic (the ceiling; issue 41's targets)."""
+        n = self.sizes["spark"]
+        if self.mode == "tiny":  # the harness smoke test: no JVM
+            self.rows.append(Row("Spark local[2]", "source and sink", "rec/s", None,
+                                 "pending (not run in tiny mode: it starts a JVM)"))
+            return
+        top = self.procs.start_topicsrv()
+        assert top.resp_port is not None
+        self.log(f"Spark local[2]: {n:,} records of 100 B, source count / Parquet / sink")
+        from bench import sparkbench
+
+        f = attempt(lambda: sparkbench.measure(top.resp_port, n))
+        self.procs.stop(top)
+        sec = f"Spark local[2], {n:,} x 100 B records (redis column = 1 redis-py client paging)"
+        ceiling = f.ceiling_per_s if isinstance(f, sparkbench.Figures) else str(f)
+
+        def cell(attr: str) -> float | str:
+            return getattr(f, attr) if isinstance(f, sparkbench.Figures) else str(f)
+
+        self.rows += [
+            Row(sec, "source count()", "rec/s", ceiling, cell("count_per_s"), target=1.0),
+            Row(sec, "source -> write.parquet", "rec/s", ceiling, cell("parquet_per_s"),
+                target=0.7),
+            Row(sec, "sink, default options (idempotent)", "rows/s", None, cell("sink_per_s"),
+                target=100_000.0),
+        ]
+        if isinstance(f, sparkbench.Figures):
+            self.extra["spark"] = f.as_dict()
+
     def _redis_records(self, key: str) -> float | str:
         m = self.extra.get(key, {}).get("redis")
         return m.records_per_s if isinstance(m, Measure) else "error: no redis reference"
@@ -494,7 +525,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="a few hundred ops per workload (smoke test; numbers meaningless)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["micro", "writes", "pubsub", "servers", "routers", "memory"], help="skip a phase (repeatable)")
+                        choices=["micro", "writes", "pubsub", "servers", "routers", "memory",
+                                 "spark"], help="skip a phase (repeatable)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any workload errored")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
@@ -506,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, phase in (("micro", run.micro), ("writes", run.writes), ("pubsub", run.pubsub),
                             ("servers", run.servers),
-                            ("routers", run.routers), ("memory", run.memory)):
+                            ("routers", run.routers), ("memory", run.memory),
+                            ("spark", run.spark)):
             if name in args.skip:
                 continue
             try:
