@@ -129,12 +129,12 @@ class Engine:
         if ks.expiry.deadlines and ks.expire_if_due(name):
             return None
         found: Topic | None = self.topics.get(name)
-        if found is None and name in ks.strings:
+        if found is None and ks.owns(name):
             raise wrongtype(name)
         return found
 
     def _create(self, name: str, req: ConfigRequest) -> Topic:
-        if name in self.keyspace.strings:
+        if self.keyspace.owns(name):
             raise wrongtype(name)
         topic_type = req.topic_type or "log"
         check_queue_fields(req, topic_type)

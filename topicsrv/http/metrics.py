@@ -274,8 +274,9 @@ def keyspace_families(ctx: ServerContext) -> Iterator[Metric]:
     expiry tick (a scrape never expires anything)."""
     ks = ctx.engine.keyspace
     fam = GaugeMetricFamily("topicsrv_keyspace_keys", "Keys in the keyspace (DBSIZE), by kind: "
-                            "string keys and topics (streams).", labels=["kind"])
-    fam.add_metric(["string"], len(ks.strings))
+                            "strings, lists, hashes and topics (streams).", labels=["kind"])
+    for kind, n in ks.counts().items():
+        fam.add_metric([kind], n)
     fam.add_metric(["stream"], len(ctx.engine.topics))
     yield fam
     yield gauge("topicsrv_keyspace_expires", "Keys with a TTL (INFO keyspace `expires`).", len(ks.expiry))

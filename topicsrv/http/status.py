@@ -140,8 +140,9 @@ def snapshot(ctx: ServerContext, top: int) -> dict[str, Any]:
             "ready": ctx.ready,
             "shutting_down": ctx.shutting_down,
             "topics": len(engine.topics),
-            "keys": len(engine.topics) + len(ks.strings),  # DBSIZE: strings and topics
+            "keys": len(engine.topics) + len(ks.strings) + len(ks.colls),  # DBSIZE
             "strings": len(ks.strings),
+            "lists": ks.counts()["list"],
             "expires": len(ks.expiry),
             "routers": len(engine.routers),
             "http_connections": stats.connections,

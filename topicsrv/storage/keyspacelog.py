@@ -83,7 +83,7 @@ def replay(ks: Keyspace, base: ops.Op, wal: list[memoryview] | list[bytes], now:
     due = [k for k, d in ks.expiry.deadlines.items() if d <= now]
     gone = 0
     for k in due:
-        if k in ks.strings:
+        if ks.owns(k):
             ks.apply([("d", k)])
             gone += 1
-    return len(ks.strings), gone
+    return len(ks.strings) + len(ks.colls), gone

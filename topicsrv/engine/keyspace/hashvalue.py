@@ -22,9 +22,11 @@ HASHTABLE: Final = "hashtable"
 
 
 class HashValue:
-    __slots__ = ("run", "count", "table", "nbytes", "max_entries", "max_value")
+    __slots__ = ("run", "count", "table", "nbytes", "max_entries", "max_value", "second")
+    KIND: Final = "hash"
 
     def __init__(self, max_entries: int = 128, max_value: int = 64) -> None:
+        self.second = 0  # the last access, in whole seconds (OBJECT IDLETIME; space.py Entry)
         self.run: bytearray | None = bytearray()
         self.count = 0
         self.table: dict[bytes, bytes] | None = None

@@ -7,7 +7,19 @@ One command's mutation of the keyspace is ONE operation, a list of changes appli
     ("x", key, deadline, epoch)        set (deadline > 0) or remove (0) the TTL of a key; for a
                                        topic `epoch` names the incarnation it applies to, 0 for
                                        a string
-    ("f",)                             flush every string key and TTL
+    ("f",)                             flush every key and TTL but the topics'
+    ("L", key, pos, remove, values, fill)
+                                       splice a list (quicklist.py Rule 3): from `pos`
+                                       remove `remove` elements, insert `values`; creates
+                                       the list (node limit `fill`) and deletes it once empty
+    ("H", key, sets, dels, entries, value)
+                                       set the (field, value) pairs `sets`, then delete the
+                                       fields `dels`, of a hash (created with the listpack
+                                       limits `entries`/`value`; deleted once empty)
+    ("c", key, kind, items, deadline, limits)
+                                       put a whole collection ("list": elements, "hash":
+                                       (field, value) pairs), replacing the key: the
+                                       checkpoint, COPY and RENAME write these
 
 Rule 1: replaying an operation's changes in order from a state reproduces the state after the
 command (the changes are results, never commands: INCR journals the new value, EXPIRE the
@@ -77,9 +89,38 @@ def encode(op: Op) -> bytes:
             out += [b"x", _key(ch[1]), _U64.pack(ch[2]), _U64.pack(ch[3])]
         elif kind == "f":
             out.append(b"f")
+        elif kind == "L":
+            out += [b"L", _key(ch[1]), _U64.pack(ch[2]), _U64.pack(ch[3]), _blobs(ch[4]),
+                    _U32.pack(ch[5] & 0xFFFFFFFF)]
+        elif kind == "H":
+            out += [b"H", _key(ch[1]), _blobs([x for pair in ch[2] for x in pair]),
+                    _blobs(ch[3]), _U32.pack(ch[4]), _U32.pack(ch[5])]
+        elif kind == "c":
+            items = ch[3] if ch[2] == "list" else [x for pair in ch[3] for x in pair]
+            out += [b"c", _key(ch[1]), b"l" if ch[2] == "list" else b"h", _blobs(items),
+                    _U64.pack(ch[4]), _U32.pack(ch[5][0] & 0xFFFFFFFF),
+                    _U32.pack(ch[5][1] & 0xFFFFFFFF)]
         else:
             raise ValueError(f"unknown keyspace change {kind!r}")
     return b"".join(out)
+
+
+def _blobs(values: list[bytes]) -> bytes:
+    """A count, then each value as its length and bytes."""
+    parts = [_U32.pack(len(values))]
+    for v in values:
+        parts += [_u32(len(v)), v]
+    return b"".join(parts)
+
+
+def _signed(u: int) -> int:
+    return u - (1 << 32) if u & 0x80000000 else u
+
+
+def _pairs(flat: list[bytes]) -> list[tuple[bytes, bytes]]:
+    if len(flat) % 2:
+        raise ValueError("odd field/value list in a hash change")
+    return list(zip(flat[0::2], flat[1::2], strict=True))
 
 
 class _Reader:
@@ -106,6 +147,12 @@ class _Reader:
     def key(self) -> str:
         return self.take(self.u32()).decode("latin-1")
 
+    def blobs(self) -> list[bytes]:
+        n = self.u32()
+        if n > len(self.buf) - self.pos:
+            raise ValueError("truncated keyspace operation")
+        return [self.take(self.u32()) for _ in range(n)]
+
 
 def decode(body: bytes | memoryview) -> Op:
     r = _Reader(body)
@@ -126,6 +173,26 @@ def decode(body: bytes | memoryview) -> Op:
             op.append(("x", key, r.u64(), r.u64()))
         elif kind == b"f":
             op.append(("f",))
+        elif kind == b"L":
+            key = r.key()
+            pos, remove = r.u64(), r.u64()
+            op.append(("L", key, pos, remove, r.blobs(), _signed(r.u32())))
+        elif kind == b"H":
+            key = r.key()
+            sets, dels = _pairs(r.blobs()), r.blobs()
+            op.append(("H", key, sets, dels, r.u32(), r.u32()))
+        elif kind == b"c":
+            key = r.key()
+            code = r.take(1)
+            if code not in (b"l", b"h"):
+                raise ValueError(f"unknown collection kind {code!r}")
+            items: Any = r.blobs()
+            deadline = r.u64()
+            limits = (_signed(r.u32()), _signed(r.u32()))
+            if code == b"l":
+                op.append(("c", key, "list", items, deadline, limits))
+            else:
+                op.append(("c", key, "hash", _pairs(items), deadline, limits))
         else:
             raise ValueError(f"unknown keyspace change {kind!r}")
     return op

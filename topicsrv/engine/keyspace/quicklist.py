@@ -40,9 +40,13 @@ class Node:
 
 
 class ListValue:
-    __slots__ = ("nodes", "length", "nbytes", "max_count", "max_bytes")
+    __slots__ = ("nodes", "length", "nbytes", "max_count", "max_bytes", "fill", "second")
+    KIND: Final = "list"
+    ENCODING: Final = "quicklist"  # Redis 7.0's, whatever the length
 
     def __init__(self, fill: int = DEFAULT_FILL) -> None:
+        self.fill = fill
+        self.second = 0  # the last access, in whole seconds (OBJECT IDLETIME; space.py Entry)
         self.nodes: list[Node] = []
         self.length = 0
         self.nbytes = 0  # the packed bytes of every node (MEMORY USAGE, INFO)

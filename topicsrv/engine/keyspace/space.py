@@ -18,9 +18,12 @@ proportional to the keys that expired, never a scan of the map.
 Rule 4: sans-IO and synchronous like the rest of the engine; time comes from the host's clock,
 kept as `self.clock` (the engine's own `now()` is one interpreted call more, and `host` is a
 Python object: every attribute of it is a lookup).
-Rule 5: `strings` (name -> Entry) and `order` (the same names in SCAN's hash order,
-engine/keyspace/scanorder.py) change together, in `apply` only; every lookup goes to
-`strings`, only ordered walks to `order`.
+Rule 5: `strings` (name -> Entry), `colls` (name -> a list or hash value) and `order` (the
+names of both in SCAN's hash order, engine/keyspace/scanorder.py) change together, in `apply`
+only; every lookup goes to `strings` or `colls`, only ordered walks to `order`.
+Rule 6 (collections): a list or hash key exists while it holds an element: the change that
+empties it deletes it (as Redis). Its changes are physical (ops.py "L", "H", "c"), so replay
+rebuilds the same value.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from sortedcontainers import SortedDict, SortedKeyList
 
 from topicsrv.clock import Clock
 from topicsrv.engine.keyspace.expiry import ExpiryIndex
+from topicsrv.engine.keyspace.hashvalue import HashValue
 from topicsrv.engine.keyspace.ops import Op
+from topicsrv.engine.keyspace.quicklist import ListValue
 from topicsrv.engine.keyspace.scanorder import page, scan_list
 from topicsrv.errors import TopicsError
 
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
 
 WRONGTYPE_TEXT: Final = "Operation against a key holding the wrong kind of value"
 ACTIVE_BUDGET: Final = 200  # heap pops per active-expiry tick (Rule 3)
-STRING, STREAM = "string", "stream"
+STRING, STREAM, LIST, HASH = "string", "stream", "list", "hash"
 
 
 class Entry:
@@ -127,6 +132,12 @@ class Keyspace:
         # class); `order` keeps the names in SCAN order (for SCAN and RANDOMKEY) and changes
         # only when a key is added or deleted (Rule 5)
         self.strings: dict[str, Entry] = {}
+        self.colls: dict[str, Any] = {}  # name -> ListValue | HashValue (Rules 5-6)
+        # the encodings' limits, as Redis's list-max-listpack-size and
+        # hash-max-listpack-entries/-value (CONFIG SET changes them for new values)
+        self.list_fill = -2
+        self.hash_entries = 128
+        self.hash_value = 64
         self.order: SortedKeyList = scan_list()
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
         self._second = 0
@@ -149,7 +160,7 @@ class Keyspace:
         return self._expire(name)
 
     def _expire(self, name: str) -> bool:
-        if name in self.strings:
+        if name in self.strings or name in self.colls:
             try:
                 self.commit([("d", name)])
             except TopicsError:  # storage refuses writes: hide it anyway; replay drops it too
@@ -180,6 +191,10 @@ class Keyspace:
             return None
         if name in self.strings:
             return STRING
+        coll = self.colls.get(name)
+        if coll is not None:
+            kind: str = coll.KIND
+            return kind
         return STREAM if name in self.host.topics else None
 
     def get(self, name: str) -> bytes | None:
@@ -202,7 +217,7 @@ class Keyspace:
             return None
         e: Entry | None = self.strings.get(name)
         if e is None:
-            return wrongtype(name) if name in self.host.topics else None
+            return wrongtype(name) if name in self.host.topics or name in self.colls else None
         e.second = self._clock_second(now)  # touch()
         return e.value
 
@@ -221,15 +236,19 @@ class Keyspace:
         return self._second
 
     def touch(self, name: str) -> None:
-        """Record an access of a string (OBJECT IDLETIME) in whole seconds (Entry)."""
-        e: Entry | None = self.strings.get(name)
+        """Record an access of a string or collection (OBJECT IDLETIME) in whole seconds."""
+        e: Any = self.strings.get(name)
+        if e is None:
+            e = self.colls.get(name)
         if e is not None:
             e.second = self._clock_second(self.clock.now_ms())
 
     def idle_seconds(self, name: str) -> int:
         """OBJECT IDLETIME of a string: whole seconds since its last access."""
         now = self.clock.now_ms() // 1000
-        e: Entry | None = self.strings.get(name)
+        e: Any = self.strings.get(name)
+        if e is None:
+            e = self.colls.get(name)
         if e is None or not e.second:
             return 0
         return max(0, now - e.second)
@@ -240,8 +259,31 @@ class Keyspace:
     def encoding(self, name: str) -> str:
         from topicsrv.engine.keyspace.values import encoding
 
+        coll = self.colls.get(name)
+        if coll is not None:
+            enc: str = coll.ENCODING if coll.KIND == LIST else coll.encoding
+            return enc
         override = self.enc.get(name)
         return override if override is not None else encoding(self.value(name))
+
+    def usage(self, name: str) -> int:
+        """MEMORY USAGE of a list or hash: its packed bytes, per-node and per-entry overheads
+        and the key (an estimate of the same order as Redis's)."""
+        coll = self.colls[name]
+        if coll.KIND == LIST:
+            return 72 + len(name) + coll.nbytes + 48 * len(coll.nodes)
+        extra = 0 if coll.table is None else 56 * len(coll)
+        return 72 + len(name) + coll.nbytes + extra
+
+    def whole(self, src: str, dst: str) -> Any:
+        """The change that puts a copy of collection `src` at `dst` (COPY, RENAME), its TTL
+        included."""
+        coll = self.colls[src]
+        deadline = self.expiry.get(src) or 0
+        if coll.KIND == LIST:
+            return ("c", dst, LIST, list(coll), deadline, (coll.fill, 0))
+        return ("c", dst, HASH, list(coll.items()), deadline,
+                (coll.max_entries, coll.max_value))
 
     def reap(self, limit: int | None = None) -> int:
         """Delete due keys: all of them (`limit` None: before a count) or at most `limit` heap
@@ -261,15 +303,46 @@ class Keyspace:
         """DBSIZE: live keys of both kinds (due keys reaped first, Rule 3)."""
         if self.expiry.deadlines:
             self.reap()
-        return len(self.strings) + len(self.host.topics)
+        return len(self.strings) + len(self.colls) + len(self.host.topics)
 
     def names(self) -> list[str]:
-        """Every key name (strings and topics) in byte order (KEYS)."""
+        """Every key name (strings, collections and topics) in byte order (KEYS)."""
         from heapq import merge
 
         if self.expiry.deadlines:
             self.reap()
-        return list(merge(sorted(self.strings), self.host.topics))
+        own = sorted([*self.strings, *self.colls]) if self.colls else sorted(self.strings)
+        return list(merge(own, self.host.topics))
+
+    # ---- collections (Rules 5-6) -----------------------------------------------------------
+
+    def owns(self, name: str) -> bool:
+        """Does a key of the keyspace's own kinds (a string, a list, a hash) hold `name`? (A
+        topic's name is the engine's.)"""
+        return name in self.strings or name in self.colls
+
+    def counts(self) -> dict[str, int]:
+        """Keys by kind (the status page, /metrics)."""
+        out = {STRING: len(self.strings), LIST: 0, HASH: 0}
+        for value in self.colls.values():
+            out[value.KIND] += 1
+        return out
+
+    def coll(self, name: str, kind: str) -> Any:
+        """The list or hash value of `name` (after lazy expiry), None when there is no key;
+        WRONGTYPE when the key holds another kind. The caller only reads it: changes go
+        through `commit` (Rule 2)."""
+        if self.expiry.deadlines and self.expire_if_due(name):
+            return None
+        value = self.colls.get(name)
+        if value is not None:
+            if value.KIND != kind:
+                raise wrongtype(name)
+            value.second = self._clock_second(self.clock.now_ms())
+            return value
+        if name in self.strings or name in self.host.topics:
+            raise wrongtype(name)
+        return None
 
     def scan(self, cursor: int, count: int) -> tuple[int, list[str]]:
         """SCAN's page of names of both kinds from `cursor`, and the next cursor
@@ -316,6 +389,8 @@ class Keyspace:
                     if second:
                         e.second = second
                 else:
+                    if name in self.colls:  # SET replaces a key of any kind
+                        self._drop_coll(name)
                     self.nbytes += len(name) + len(value)
                     strings[name] = Entry(value, second)
                     self.order.add(name)
@@ -335,12 +410,14 @@ class Keyspace:
                     self.nbytes -= len(name) + len(gone.value)
                     self.enc.pop(name, None)
                     expiry.clear(name)
+                elif name in self.colls:
+                    self._drop_coll(name)
             elif kind == "x":
                 name, deadline, epoch = ch[1], ch[2], ch[3]
                 topic = self.host.topics.get(name)
                 if topic is not None and topic.epoch != epoch:
                     continue  # a TTL of an earlier incarnation of the topic (ops.py)
-                if topic is None and name not in strings:
+                if topic is None and name not in strings and name not in self.colls:
                     continue
                 if deadline:
                     expiry.set(name, deadline)
@@ -348,12 +425,70 @@ class Keyspace:
                     expiry.clear(name)
             elif kind == "f":
                 strings.clear()
+                self.colls.clear()
                 self.order.clear()
                 self.nbytes = 0
                 self.enc.clear()
                 expiry.reset()
+            elif kind in ("L", "H", "c"):
+                self._apply_coll(ch, second)
             else:
                 raise ValueError(f"unknown keyspace change {kind!r}")
+
+    def _apply_coll(self, ch: Any, second: int) -> None:
+        """A collection change (Rule 6): the key is made on its first element and deleted
+        with its last."""
+        kind, name = ch[0], ch[1]
+        colls = self.colls
+        value = colls.get(name)
+        if kind == "c":
+            if value is not None:
+                self._drop_coll(name)
+            elif name in self.strings:
+                self.apply([("d", name)])
+            value = ListValue.of(ch[3], ch[5][0]) if ch[2] == LIST else \
+                HashValue.of(ch[3], ch[5][0], ch[5][1])
+            if not len(value):
+                return
+            self._add_coll(name, value)
+            if ch[4]:
+                self.expiry.set(name, ch[4])
+        elif kind == "L":
+            if value is None:
+                if not ch[4]:
+                    return
+                value = ListValue(ch[5])
+                self._add_coll(name, value)
+            old = value.nbytes
+            value.splice(ch[2], ch[3], ch[4])
+            self.nbytes += value.nbytes - old
+        else:
+            if value is None:
+                if not ch[2]:
+                    return
+                value = HashValue(ch[4], ch[5])
+                self._add_coll(name, value)
+            old = value.nbytes
+            for f, v in ch[2]:
+                value.set(f, v)
+            for f in ch[3]:
+                value.delete(f)
+            self.nbytes += value.nbytes - old
+        if second:
+            value.second = second
+        if not len(value):
+            self._drop_coll(name)
+
+    def _add_coll(self, name: str, value: Any) -> None:
+        self.colls[name] = value
+        self.order.add(name)
+        self.nbytes += len(name) + value.nbytes
+
+    def _drop_coll(self, name: str) -> None:
+        value = self.colls.pop(name)
+        self.order.remove(name)
+        self.nbytes -= len(name) + value.nbytes
+        self.expiry.clear(name)
 
     def snapshot(self) -> Op:
         """The whole keyspace as one operation: a flush, then a put of every string (its value,
@@ -367,6 +502,13 @@ class Keyspace:
         else:
             out += [("s", name, e.value, deadlines.get(name, 0), enc.get(name, ""))
                     for name, e in self.strings.items()]
+        for name, value in self.colls.items():
+            if value.KIND == LIST:
+                out.append(("c", name, LIST, list(value), deadlines.get(name, 0),
+                            (value.fill, 0)))
+            else:
+                out.append(("c", name, HASH, list(value.items()), deadlines.get(name, 0),
+                            (value.max_entries, value.max_value)))
         topics = self.host.topics
         for name, deadline in deadlines.items():
             topic = topics.get(name)

@@ -12,12 +12,12 @@ Rule 3: TTLs are absolute deadlines (Unix ms); KEEP keeps a key's current deadli
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from topicsrv.engine.journal import Group, all_of
 from topicsrv.engine.keyspace import values
 from topicsrv.engine.keyspace.ops import Op
-from topicsrv.engine.keyspace.space import STREAM, Keyspace
+from topicsrv.engine.keyspace.space import STREAM, STRING, Keyspace
 from topicsrv.errors import TopicsError
 
 if TYPE_CHECKING:
@@ -200,12 +200,18 @@ def rename(ks: Keyspace, src: str, dst: str, nx: bool) -> tuple[int, CommitToken
         return 0, None
     if src == dst:
         return 1, None
-    value = ks.value(src)
-    deadline = ks.expiry.get(src) or 0
     with Group(ks.host.journal):
         tokens = _replace_topics(ks, [dst])
-        tokens.append(ks.commit([("d", src), ("s", dst, value, deadline, ks.enc.get(src, ""))]))
+        tokens.append(ks.commit([("d", src), _put_copy(ks, kind, src, dst)]))
     return 1, all_of(tokens)
+
+
+def _put_copy(ks: Keyspace, kind: str, src: str, dst: str) -> Any:
+    """The change that puts a copy of `src` (a string or a collection) at `dst`, with its
+    TTL."""
+    if kind != STRING:
+        return ks.whole(src, dst)
+    return ("s", dst, ks.value(src), ks.expiry.get(src) or 0, ks.enc.get(src, ""))
 
 
 def copy(ks: Keyspace, src: str, dst: str, replace: bool) -> tuple[int, CommitToken | None]:
@@ -216,8 +222,9 @@ def copy(ks: Keyspace, src: str, dst: str, replace: bool) -> tuple[int, CommitTo
         raise topic_unsupported("COPY")
     if ks.kind(dst) is not None and not replace:
         return 0, None
-    value = ks.value(src)
     with Group(ks.host.journal):
         tokens = _replace_topics(ks, [dst])
-        tokens.append(ks.commit([("s", dst, value, ks.expiry.get(src) or 0, ks.enc.get(src, ""))]))
+        change = _put_copy(ks, kind, src, dst)
+        tokens.append(ks.commit([("d", dst), change] if dst in ks.strings or
+                                dst in ks.colls else [change]))
     return 1, all_of(tokens)

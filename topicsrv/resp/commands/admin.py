@@ -111,6 +111,8 @@ def memory_usage(ctx: CommandContext, args: list[bytes]) -> Any:
     kind = ks.kind(name)
     if kind == "string":
         return string_usage(name, ks.value(name), ks.encoding(name))
+    if kind in ("list", "hash"):
+        return ks.usage(name)
     topic = ctx.engine.topics.get(name) if kind else None
     if topic is None:
         return None
@@ -145,7 +147,7 @@ def _kind(ctx: CommandContext, key: bytes) -> tuple[str, str | None]:
 @_object("encoding", "Inspect the internal encoding of a Redis object")
 def object_encoding(ctx: CommandContext, args: list[bytes]) -> Any:
     name, kind = _kind(ctx, args[0])
-    if kind == "string":
+    if kind is not None and kind != "stream":
         return ctx.engine.keyspace.encoding(name).encode()
     return b"stream" if kind else None
 
@@ -162,7 +164,7 @@ def object_refcount(ctx: CommandContext, args: list[bytes]) -> Any:
 @_object("idletime", "Get the time since a Redis object was last accessed")
 def object_idletime(ctx: CommandContext, args: list[bytes]) -> Any:
     name, kind = _kind(ctx, args[0])
-    if kind == "string":
+    if kind is not None and kind != "stream":
         return ctx.engine.keyspace.idle_seconds(name)
     topic = ctx.engine.topics.get(name) if kind else None
     if topic is None:

@@ -184,7 +184,7 @@ def touch(ctx: CommandContext, args: list[bytes]) -> Any:
         name = key_name(a)
         if ks.kind(name) is not None:
             n += 1
-            if name in ks.strings:
+            if ks.owns(name):
                 ks.touch(name)
     return n
 

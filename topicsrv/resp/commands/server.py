@@ -171,8 +171,38 @@ def config_values(ctx: CommandContext) -> dict[str, str]:
         "replica-read-only": "yes", "min-replicas-to-write": "0", "replicaof": "",
         "aof-use-rdb-preamble": "no", "cluster-node-timeout": "15000", "hz": "10",
         "lfu-log-factor": "10", "lfu-decay-time": "1", "maxmemory-clients": "0",
+        **_encodings(ctx),
         **ctx.front.settings,
     }
+
+
+# the keyspace's encoding limits, with Redis 7's old names as aliases
+ENCODING_SETTINGS: dict[str, str] = {
+    "list-max-listpack-size": "list_fill", "list-max-ziplist-size": "list_fill",
+    "hash-max-listpack-entries": "hash_entries", "hash-max-ziplist-entries": "hash_entries",
+    "hash-max-listpack-value": "hash_value", "hash-max-ziplist-value": "hash_value",
+}
+
+
+def _encodings(ctx: CommandContext) -> dict[str, str]:
+    ks = ctx.engine.keyspace
+    return {name: str(getattr(ks, attr)) for name, attr in ENCODING_SETTINGS.items()}
+
+
+def _parse_int_setting(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError("argument couldn't be parsed into an integer") from None
+    if not -(1 << 31) <= n < 1 << 31:
+        raise ValueError("argument must be between -2147483648 and 2147483647 inclusive")
+    return n
+
+
+def _set_encoding(name: str) -> Callable[[CommandContext, int], None]:
+    def apply(ctx: CommandContext, value: int) -> None:
+        setattr(ctx.engine.keyspace, ENCODING_SETTINGS[name], value)
+    return apply
 
 
 @command("config|get", -3, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
@@ -275,6 +305,7 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
     "timeout": (_parse_timeout, _remember("timeout")),  # idle clients closed: resp/server.py
     "notify-keyspace-events": (parse_flags, _set_notify),  # topicsrv/bus/keyspace.py
     "client-output-buffer-limit": (_parse_buffer_limits, _set_buffer_limits),  # pubsub only
+    **{name: (_parse_int_setting, _set_encoding(name)) for name in ENCODING_SETTINGS},
 }
 
 

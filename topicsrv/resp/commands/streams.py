@@ -288,7 +288,7 @@ def xtrim(ctx: CommandContext, args: list[bytes]) -> Any:
 def _find(engine: Any, name: str, waiting: bool) -> Topic | None:
     """The stream `name`; WRONGTYPE for a string, except for a blocked XREAD, which keeps
     waiting while the key holds a string, as redis-server serves only stream keys to it."""
-    if waiting and name in engine.keyspace.strings:
+    if waiting and engine.keyspace.owns(name):
         return None
     topic: Topic | None = engine.find(name)
     return topic
