@@ -38,6 +38,14 @@ SCRIPT: list[tuple[str, ...]] = [
     ("XGROUP", "CREATE", "s2", "g", "$", "MKSTREAM"), ("EXPIRE", "s2", "100"),
     ("SET", "t", "1", "PXAT", "1"), ("SET", "t", "2", "XX"), ("DEL", "t"),
     ("STRLEN", "a"), ("MGET", "a", "c"), ("EXISTS", "a"), ("TTL", "a"),
+    # lists (keyevents_lists.py)
+    ("LPUSH", "L", "a", "b"), ("RPUSH", "L", "c"), ("LPUSHX", "L", "z"), ("RPUSHX", "nol", "z"),
+    ("LPOP", "L"), ("RPOP", "L", "1"), ("LSET", "L", "0", "x"), ("LINSERT", "L", "BEFORE", "x", "w"),
+    ("LINSERT", "L", "BEFORE", "nope", "w"), ("LREM", "L", "0", "w"), ("LREM", "L", "0", "nope"),
+    ("RPUSH", "L", "1", "2", "3"), ("LTRIM", "L", "1", "-1"), ("LMOVE", "L", "L2", "LEFT", "RIGHT"),
+    ("RPOPLPUSH", "L", "L2"), ("LMOVE", "L2", "L2", "LEFT", "LEFT"), ("LMPOP", "2", "nol", "L", "LEFT", "COUNT", "9"),
+    ("LTRIM", "L2", "5", "1"), ("RPUSH", "L3", "a"), ("LPOP", "L3"), ("RPUSH", "L4", "a"),
+    ("LMOVE", "L4", "L5", "RIGHT", "LEFT"), ("LRANGE", "L5", "0", "-1"), ("EXPIRE", "L5", "100"),
 ]
 END = "ks.end"
 

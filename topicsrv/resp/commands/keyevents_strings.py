@@ -41,7 +41,7 @@ def _exists(ctx: CommandContext, key: bytes) -> bool:
 def _gone(ctx: CommandContext, key: bytes) -> bool:
     """No such key now (no lazy expiry: the command just wrote it)."""
     name = key_name(key)
-    return name not in ctx.engine.keyspace.strings and name not in ctx.engine.topics
+    return not ctx.engine.keyspace.owns(name) and name not in ctx.engine.topics
 
 
 def _writes(ctx: CommandContext) -> int:

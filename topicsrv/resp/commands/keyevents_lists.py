@@ -1,0 +1,86 @@
+"""Keyspace notifications of the list commands (class `l`, topicsrv/bus/keyspace.py), as
+redis-server 7.0 fires them (compat/test_keyspace_events.py replays a script on both servers).
+
+Rule 1: as the string events (keyevents_strings.py Rules 1, 2 and 4): an event fires only when
+the command wrote, `new` first for a key the command created, nothing at all while
+notifications are off.
+Rule 2 (the events): LPUSH/LPUSHX `lpush`, RPUSH/RPUSHX `rpush`, one per command; LPOP/RPOP
+and LMPOP `lpop`/`rpop`; LSET `lset`; LINSERT `linsert`; LREM `lrem`; LTRIM `ltrim`; then
+`del` when the command emptied the list. LMOVE/RPOPLPUSH: the destination's `new` and
+`lpush`/`rpush` first, then the source's `lpop`/`rpop` and its `del` when emptied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topicsrv.bus.keyspace import GENERIC, LIST, NEW, Notifications
+from topicsrv.resp.commands import lists  # noqa: F401 (registers the commands)
+from topicsrv.resp.commands.base import CommandContext
+from topicsrv.resp.commands.keyevents_strings import Fire, Handler, _exists, _gone, _run, _wrap
+
+
+def _edit(event: bytes, arg: int = 0) -> Fire:
+    """A command changing the list at args[arg]: [new] event [del]."""
+
+    def fire(ctx: CommandContext, ks: Notifications, inner: Handler, args: list[bytes]) -> Any:
+        key = args[arg]
+        existed = _exists(ctx, key)
+        reply, wrote = _run(ctx, inner, args)
+        if wrote:
+            if not existed:
+                ks.notify(NEW, b"new", key)
+            ks.notify(LIST, event, key)
+            if _gone(ctx, key):
+                ks.notify(GENERIC, b"del", key)
+        return reply
+
+    return fire
+
+
+def _move(from_arg: int | None, to_arg: int | None) -> Fire:
+    """LMOVE (sides in args[from_arg], args[to_arg]) and RPOPLPUSH (None: RIGHT, LEFT)."""
+
+    def fire(ctx: CommandContext, ks: Notifications, inner: Handler, args: list[bytes]) -> Any:
+        src, dst = args[0], args[1]
+        fresh = not _exists(ctx, dst)
+        reply, wrote = _run(ctx, inner, args)
+        if wrote:
+            left_from = from_arg is not None and args[from_arg].upper() == b"LEFT"
+            left_to = to_arg is None or args[to_arg].upper() == b"LEFT"
+            if fresh and src != dst:
+                ks.notify(NEW, b"new", dst)
+            ks.notify(LIST, b"lpush" if left_to else b"rpush", dst)
+            ks.notify(LIST, b"lpop" if left_from else b"rpop", src)
+            if _gone(ctx, src):
+                ks.notify(GENERIC, b"del", src)
+        return reply
+
+    return fire
+
+
+def _mpop(ctx: CommandContext, ks: Notifications, inner: Handler, args: list[bytes]) -> Any:
+    reply, wrote = _run(ctx, inner, args)
+    if wrote:
+        value = reply.reply if hasattr(reply, "reply") else reply
+        key: bytes = value[0]
+        numkeys = int(args[0])
+        left = args[1 + numkeys].upper() == b"LEFT"
+        ks.notify(LIST, b"lpop" if left else b"rpop", key)
+        if _gone(ctx, key):
+            ks.notify(GENERIC, b"del", key)
+    return reply
+
+
+EVENTS: dict[str, Fire] = {
+    "lpush": _edit(b"lpush"), "lpushx": _edit(b"lpush"),
+    "rpush": _edit(b"rpush"), "rpushx": _edit(b"rpush"),
+    "lpop": _edit(b"lpop"), "rpop": _edit(b"rpop"),
+    "lset": _edit(b"lset"), "linsert": _edit(b"linsert"),
+    "lrem": _edit(b"lrem"), "ltrim": _edit(b"ltrim"),
+    "lmove": _move(2, 3), "rpoplpush": _move(None, None),
+    "lmpop": _mpop,
+}
+
+for _name, _fire in EVENTS.items():
+    _wrap(_name, _fire)
