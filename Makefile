@@ -80,7 +80,8 @@ bench-wal: setup
 	$(PY) -m bench.walbench --rounds 5 $(ARGS)
 
 # Valkey's stream TCL suites and redis-py's tests against topicsrv and redis-server, side by
-# side (local copies of the suites: VALKEY_GIT=... REDISPY_GIT=...; see the script's header)
+# side (VALKEY_GIT=... REDISPY_GIT=... name local copies, else the public repositories are
+# cloned once into ~/.cache/topicsrv-compat-suites; see the script's header)
 compat-suites: setup
 	bash scripts/compat-suites.sh
 

@@ -6,10 +6,12 @@
 #   - redis-py's own tests: the stream, transaction, pipeline and server-info tests of
 #     tests/test_commands.py and tests/test_asyncio/test_commands.py, their string and generic
 #     key command tests, plus tests/test_connection.py and tests/test_pipeline.py.
-# The suites are not vendored: give local git directories (bare or not) of the two repositories.
+# The suites are not vendored. Each comes from a git directory (bare or not): VALKEY_GIT and
+# REDISPY_GIT name local ones; without them the public repositories (VALKEY_URL, REDISPY_URL)
+# are cloned once, bare, into $CACHE_DIR (~/.cache/topicsrv-compat-suites) and reused.
 #
 #   scripts/compat-suites.sh                   # or: make compat-suites
-#   VALKEY_GIT=... REDISPY_GIT=... scripts/compat-suites.sh
+#   VALKEY_GIT=~/src/valkey/.git REDISPY_GIT=~/src/redis-py/.git scripts/compat-suites.sh
 #   SUITES="valkey" scripts/compat-suites.sh   # only one suite ("valkey", "redispy" or both)
 #   VALKEY_UNITS="type/string expire" ...      # only these Valkey units (tests/unit/<unit>.tcl)
 #   KEEP=1 ...                                 # keep the work dir (logs) and say where it is
@@ -21,8 +23,20 @@ set -euo pipefail
 VALKEY_UNITS_GIVEN=${VALKEY_UNITS+given}  # the caller chose the units: no block adds its own
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-VALKEY_GIT=${VALKEY_GIT:-/work/.mirror/valkey-io+valkey/repo}
-REDISPY_GIT=${REDISPY_GIT:-/work/.mirror/redis+redis-py/repo}
+CACHE_DIR=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/topicsrv-compat-suites}
+VALKEY_URL=${VALKEY_URL:-https://github.com/valkey-io/valkey.git}
+REDISPY_URL=${REDISPY_URL:-https://github.com/redis/redis-py.git}
+VALKEY_GIT=${VALKEY_GIT:-$CACHE_DIR/valkey.git}
+REDISPY_GIT=${REDISPY_GIT:-$CACHE_DIR/redis-py.git}
+
+# a suite's git directory: the one given, or a bare clone of the public repository, made once
+ensure_repo() {
+    local dir=$1 url=$2
+    [[ -e $dir ]] && return 0
+    echo "compat-suites: cloning $url into $dir (once; set VALKEY_GIT/REDISPY_GIT to use a local copy)" >&2
+    mkdir -p "$(dirname "$dir")"
+    git clone --quiet --bare "$url" "$dir"
+}
 PY=${PY:-$ROOT/.venv/bin/python}
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 TCLSH=${TCLSH:-tclsh}
@@ -43,7 +57,6 @@ VALKEY_UNITS="$VALKEY_UNITS ${VALKEY_SCRIPTING_UNITS:-}"  # issue 27, above
 # pub/sub (issue 26): tests/unit/pubsub (channels, patterns, keyspace notifications) and
 # tests/unit/pubsubshard (tagged external:skip in this Valkey: it runs no test externally)
 [[ -n $VALKEY_UNITS_GIVEN ]] || VALKEY_UNITS+=" pubsub pubsubshard"
-CACHE_DIR=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/topicsrv-compat-suites}
 WORK=$(mktemp -d /tmp/compat-suites.XXXXXX)
 PIDFILE=$WORK/pids  # the servers are started inside $(...): their pids go through a file
 
@@ -204,9 +217,11 @@ valkey_redis_api() {  # issue 27: the scripting units through `redis.*` only (se
 mkdir -p "$WORK/valkey" "$WORK/redispy"
 for suite in $SUITES; do
     case $suite in
-        valkey) git --git-dir="$VALKEY_GIT" archive HEAD tests | tar -x -C "$WORK/valkey"
+        valkey) ensure_repo "$VALKEY_GIT" "$VALKEY_URL"
+            git --git-dir="$VALKEY_GIT" archive HEAD tests | tar -x -C "$WORK/valkey"
             valkey_redis_api "$WORK/valkey/tests/unit" ;;
-        redispy) git --git-dir="$REDISPY_GIT" archive HEAD | tar -x -C "$WORK/redispy" ;;
+        redispy) ensure_repo "$REDISPY_GIT" "$REDISPY_URL"
+            git --git-dir="$REDISPY_GIT" archive HEAD | tar -x -C "$WORK/redispy" ;;
         *) echo "unknown suite $suite" >&2; exit 2 ;;
     esac
 done
