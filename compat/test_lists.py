@@ -77,3 +77,14 @@ def test_wrong_types_and_generic_commands(differ: Any) -> None:
         S("LRANGE", k + "r", "0", "-1"), S("EXISTS", k + "c"), S("SET", k + "r", "now a string"),
         S("TYPE", k + "r"), S("DEL", k), S("EXISTS", k), S("SCAN", "0", "TYPE", "list"),
     ])
+
+
+def test_list_settings(differ: Any) -> None:
+    """list-max-listpack-size (and its old name), list-compress-depth: set and read back."""
+    differ.check([
+        S("CONFIG", "SET", "list-max-listpack-size", "-1"),
+        S("CONFIG", "GET", "list-max-listpack-size"), S("CONFIG", "GET", "list-max-ziplist-size"),
+        S("CONFIG", "SET", "list-max-ziplist-size", "-2"),
+        S("CONFIG", "SET", "list-compress-depth", "2"), S("CONFIG", "GET", "list-compress-depth"),
+        S("CONFIG", "SET", "list-compress-depth", "0"), S("CONFIG", "SET", "list-compress-depth", "x"),
+    ])

@@ -164,6 +164,7 @@ def config_values(ctx: CommandContext) -> dict[str, str]:
             f"normal {cfg.client_output_limit} {cfg.client_output_limit} 0 "
             f"slave 268435456 67108864 60 {ctx.server.bus.limits.render()}",
         "stream-node-max-bytes": "4096", "stream-node-max-entries": "100",
+        "list-compress-depth": "0",
         "dir": str(cfg.data_dir), "io-threads": "1", "cluster-enabled": "no",
         "notify-keyspace-events": flags_text(ctx.server.bus.keyspace.flags), "lua-time-limit": "5000", "busy-reply-threshold": "5000",
         "slowlog-log-slower-than": "10000", "slowlog-max-len": "128",
@@ -243,7 +244,7 @@ def parse_count(value: str) -> int:
     return n
 
 
-def _remember(name: str) -> Callable[[CommandContext, int], None]:
+def _remember(name: str) -> Callable[[CommandContext, Any], None]:
     """A setting kept in `front.settings`, reported back by CONFIG GET. The stream node sizes
     (Redis sizes its radix-tree nodes with them; topicsrv stores records in segments of its
     own) are nothing more; `timeout` is read by the idle-client sweep (resp/server.py)."""
@@ -306,6 +307,10 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
     "notify-keyspace-events": (parse_flags, _set_notify),  # topicsrv/bus/keyspace.py
     "client-output-buffer-limit": (_parse_buffer_limits, _set_buffer_limits),  # pubsub only
     **{name: (_parse_int_setting, _set_encoding(name)) for name in ENCODING_SETTINGS},
+    # accepted and reported, with no effect: there are no RDB snapshots to schedule (the WAL
+    # and the checkpoint are the database) and list nodes are not compressed
+    "save": (str, _remember("save")),
+    "list-compress-depth": (parse_count, _remember("list-compress-depth")),
 }
 
 
