@@ -53,7 +53,8 @@ CATEGORIES = (
     "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking",
     "dangerous", "connection", "transaction", "scripting",
 )
-GROUP_CATEGORIES = {"stream": ("@stream",), "string": ("@string",), "topic": ("@stream",), "connection": ("@connection",),
+GROUP_CATEGORIES = {"stream": ("@stream",), "string": ("@string",), "topic": ("@stream",),
+                    "list": ("@list",), "hash": ("@hash",), "connection": ("@connection",),
                     "generic": ("@keyspace",), "transactions": ("@transaction",),
                     "scripting": ("@scripting",), "pubsub": ("@pubsub",)}
 

@@ -27,7 +27,12 @@ U64 = (1 << 64) - 1
 
 def scan_hash(name: str) -> int:
     """Rule 1."""
-    return int.from_bytes(blake2b(name.encode("latin-1"), digest_size=8).digest(), "big")
+    return field_hash(name.encode("latin-1"))
+
+
+def field_hash(raw: bytes) -> int:
+    """Rule 1 over bytes: a key name's, or a hash field's (HSCAN's order, hashvalue.py)."""
+    return int.from_bytes(blake2b(raw, digest_size=8).digest(), "big")
 
 
 def scan_list() -> SortedKeyList:
@@ -35,14 +40,14 @@ def scan_list() -> SortedKeyList:
     return SortedKeyList(key=scan_hash)
 
 
-def page(lists: Iterable[SortedKeyList], cursor: int, count: int) -> tuple[int, list[str]]:
+def page(lists: Iterable[SortedKeyList], cursor: int, count: int) -> tuple[int, list[Any]]:
     """Rule 2: (the next cursor, the names of this page) over the union of `lists` (each kept
-    in the same hash order)."""
+    in the same hash order; names are str, or bytes for a hash's fields)."""
     lists = list(lists)
     key: Callable[[Any], int] = lists[0].key if lists else scan_hash
-    out: list[str] = []
+    out: list[Any] = []
     last = -1
-    names: Iterator[str] = merge(*(lst.irange_key(min_key=cursor) for lst in lists), key=key)
+    names: Iterator[Any] = merge(*(lst.irange_key(min_key=cursor) for lst in lists), key=key)
     for name in names:
         h = key(name)
         if len(out) >= count and h != last:

@@ -63,6 +63,13 @@ class Entry:
         self.second = second
 
 
+def hash_limits(value: HashValue) -> tuple[int, int]:
+    """The limits a whole copy of a hash is made with ("c": COPY, RENAME, the checkpoint):
+    its own, or (0, 0) for a dict-encoded one, so that the copy is a dict too (Redis's COPY
+    and RENAME keep the encoding; topicsrv's restart does as well)."""
+    return (value.max_entries, value.max_value) if value.table is None else (0, 0)
+
+
 def wrongtype(name: str | None = None) -> TopicsError:
     """The one type error (Rule 1)."""
     detail = {"key": name} if name is not None else None
@@ -134,9 +141,10 @@ class Keyspace:
         self.strings: dict[str, Entry] = {}
         self.colls: dict[str, Any] = {}  # name -> ListValue | HashValue (Rules 5-6)
         # the encodings' limits, as Redis's list-max-listpack-size and
-        # hash-max-listpack-entries/-value (CONFIG SET changes them for new values)
+        # hash-max-listpack-entries/-value (CONFIG SET changes them; every hash change
+        # carries the hash ones: hashvalue.py Rule 3)
         self.list_fill = -2
-        self.hash_entries = 128
+        self.hash_entries = 512
         self.hash_value = 64
         self.order: SortedKeyList = scan_list()
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
@@ -282,8 +290,7 @@ class Keyspace:
         deadline = self.expiry.get(src) or 0
         if coll.KIND == LIST:
             return ("c", dst, LIST, list(coll), deadline, (coll.fill, 0))
-        return ("c", dst, HASH, list(coll.items()), deadline,
-                (coll.max_entries, coll.max_value))
+        return ("c", dst, HASH, list(coll.items()), deadline, hash_limits(coll))
 
     def reap(self, limit: int | None = None) -> int:
         """Delete due keys: all of them (`limit` None: before a count) or at most `limit` heap
@@ -468,6 +475,7 @@ class Keyspace:
                     return
                 value = HashValue(ch[4], ch[5])
                 self._add_coll(name, value)
+            value.limits(ch[4], ch[5])  # the server's at this change (hashvalue.py Rule 3)
             old = value.nbytes
             for f, v in ch[2]:
                 value.set(f, v)
@@ -508,7 +516,7 @@ class Keyspace:
                             (value.fill, 0)))
             else:
                 out.append(("c", name, HASH, list(value.items()), deadlines.get(name, 0),
-                            (value.max_entries, value.max_value)))
+                            hash_limits(value)))
         topics = self.host.topics
         for name, deadline in deadlines.items():
             topic = topics.get(name)

@@ -37,7 +37,7 @@ def _cmd(name: str, arity: int, flags: list[str], first: int, last: int, summary
                    syntax=syntax)
 
 
-def _matcher(pattern: bytes) -> Callable[[bytes], bool]:
+def matcher(pattern: bytes) -> Callable[[bytes], bool]:
     """Redis's KEYS/SCAN: `*` alone is "every key"; anything else is a linear-time glob."""
     if pattern == b"*":
         return lambda name: True
@@ -75,7 +75,7 @@ def unlink(ctx: CommandContext, args: list[bytes]) -> Any:
 
 @_cmd("keys", 2, ["readonly"], 0, 0, "Find all keys matching the given pattern", "pattern:pattern")
 def keys(ctx: CommandContext, args: list[bytes]) -> Any:
-    match = _matcher(args[0])
+    match = matcher(args[0])
     return [k for k in (n.encode("latin-1") for n in ctx.engine.keyspace.names()) if match(k)]
 
 
@@ -107,7 +107,7 @@ def scan(ctx: CommandContext, args: list[bytes]) -> Any:
     nxt, names = ks.scan(cursor, count)
     found = [n.encode("latin-1") for n in names]
     if pattern is not None:
-        match = _matcher(pattern)
+        match = matcher(pattern)
         found = [k for k in found if match(k)]
     if kind is not None:
         found = [k for k in found if ks.kind(key_name(k)) == kind.decode("latin-1")]

@@ -59,6 +59,14 @@ KEY_FLAGS.update({
     "ssubscribe": _NOT_KEY, "sunsubscribe": _NOT_KEY, "spublish": _NOT_KEY,
 })
 
+# the hash commands (redis-server 7.0's COMMAND INFO, as above; HLEN HEXISTS HSTRLEN: plain RO)
+KEY_FLAGS.update({
+    "hset": _RW_UPDATE, "hmset": _RW_UPDATE, "hsetnx": _RW_INSERT, "hdel": _RW_DELETE,
+    "hincrby": _RW_ACCESS_UPDATE, "hincrbyfloat": _RW_ACCESS_UPDATE,
+    "hget": _RO_ACCESS, "hmget": _RO_ACCESS, "hgetall": _RO_ACCESS, "hkeys": _RO_ACCESS,
+    "hvals": _RO_ACCESS, "hrandfield": _RO_ACCESS, "hscan": _RO_ACCESS,
+})
+
 _MULTI_SUM = ["request_policy:multi_shard", "response_policy:agg_sum"]
 
 TIPS: dict[str, list[str]] = {
@@ -70,4 +78,7 @@ TIPS: dict[str, list[str]] = {
     "ttl": ["nondeterministic_output"], "pttl": ["nondeterministic_output"],
     "randomkey": ["request_policy:all_shards", "nondeterministic_output"],
     "scan": ["nondeterministic_output", "request_policy:special"],
+    "hgetall": ["nondeterministic_output_order"], "hkeys": ["nondeterministic_output_order"],
+    "hvals": ["nondeterministic_output_order"], "hrandfield": ["nondeterministic_output"],
+    "hscan": ["nondeterministic_output"],
 }

@@ -307,6 +307,11 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
     "notify-keyspace-events": (parse_flags, _set_notify),  # topicsrv/bus/keyspace.py
     "client-output-buffer-limit": (_parse_buffer_limits, _set_buffer_limits),  # pubsub only
     **{name: (_parse_int_setting, _set_encoding(name)) for name in ENCODING_SETTINGS},
+    # Redis 7.0's types: the hash entries a size_t count, the hash value a memory size
+    **{name: (parse_count, _set_encoding(name))
+       for name in ("hash-max-listpack-entries", "hash-max-ziplist-entries")},
+    **{name: (_parse_memory, _set_encoding(name))
+       for name in ("hash-max-listpack-value", "hash-max-ziplist-value")},
     # accepted and reported, with no effect: there are no RDB snapshots to schedule (the WAL
     # and the checkpoint are the database) and list nodes are not compressed
     "save": (str, _remember("save")),
