@@ -2,7 +2,8 @@
 redis-server 7.0: one connection runs a script with `notify-keyspace-events KEAn`, a
 subscriber to `__key*__:*` (RESP2 or RESP3) collects every event frame until a sentinel
 message, and the two servers' frame sequences must be equal (typed trees, harness Rule 1).
-The script covers each event of resp/commands/keyevents_strings.py Rule 3, the commands that
+The script covers each event of resp/commands/keyevents_strings.py Rule 3 (and of the list and
+hash commands: keyevents_lists.py, keyevents_hashes.py), the commands that
 fire nothing (failed conditions, reads), lazy `expired` (a deadline already past), `new`.
 """
 
@@ -46,6 +47,13 @@ SCRIPT: list[tuple[str, ...]] = [
     ("RPOPLPUSH", "L", "L2"), ("LMOVE", "L2", "L2", "LEFT", "LEFT"), ("LMPOP", "2", "nol", "L", "LEFT", "COUNT", "9"),
     ("LTRIM", "L2", "5", "1"), ("RPUSH", "L3", "a"), ("LPOP", "L3"), ("RPUSH", "L4", "a"),
     ("LMOVE", "L4", "L5", "RIGHT", "LEFT"), ("LRANGE", "L5", "0", "-1"), ("EXPIRE", "L5", "100"),
+    # hashes (keyevents_hashes.py)
+    ("HSET", "H", "a", "1", "b", "2"), ("HSET", "H", "a", "1"), ("HMSET", "H", "c", "3"),
+    ("HSETNX", "H", "a", "x"), ("HSETNX", "H", "d", "4"), ("HDEL", "H", "nope"), ("HDEL", "H", "a", "b"),
+    ("HINCRBY", "H", "n", "5"), ("HINCRBY", "H", "c", "x"), ("HINCRBYFLOAT", "H", "f", "0.5"),
+    ("HINCRBYFLOAT", "H2", "f", "1"), ("HINCRBY", "H3", "n", "1"), ("HSETNX", "H4", "a", "1"),
+    ("HGET", "H", "c"), ("HDEL", "H", "c", "d", "n", "f"), ("HDEL", "H2", "f"), ("HSET", "H5", "a", "1"),
+    ("EXPIRE", "H5", "100"), ("HSET", "H5", "a", "x", "PXAT"), ("RENAME", "H3", "H6"), ("COPY", "H6", "H7"),
 ]
 END = "ks.end"
 

@@ -20,8 +20,9 @@ from topicsrv.resp.commands.base import CommandContext
 from topicsrv.resp.commands.keyevents_strings import Fire, Handler, _exists, _gone, _run, _wrap
 
 
-def _edit(event: bytes, arg: int = 0) -> Fire:
-    """A command changing the list at args[arg]: [new] event [del]."""
+def edit(event: bytes, arg: int = 0, klass: int = LIST) -> Fire:
+    """A command changing the collection at args[arg]: [new] event [del] (the hash commands
+    use it too, with class `h`: keyevents_hashes.py)."""
 
     def fire(ctx: CommandContext, ks: Notifications, inner: Handler, args: list[bytes]) -> Any:
         key = args[arg]
@@ -30,7 +31,7 @@ def _edit(event: bytes, arg: int = 0) -> Fire:
         if wrote:
             if not existed:
                 ks.notify(NEW, b"new", key)
-            ks.notify(LIST, event, key)
+            ks.notify(klass, event, key)
             if _gone(ctx, key):
                 ks.notify(GENERIC, b"del", key)
         return reply
@@ -73,11 +74,11 @@ def _mpop(ctx: CommandContext, ks: Notifications, inner: Handler, args: list[byt
 
 
 EVENTS: dict[str, Fire] = {
-    "lpush": _edit(b"lpush"), "lpushx": _edit(b"lpush"),
-    "rpush": _edit(b"rpush"), "rpushx": _edit(b"rpush"),
-    "lpop": _edit(b"lpop"), "rpop": _edit(b"rpop"),
-    "lset": _edit(b"lset"), "linsert": _edit(b"linsert"),
-    "lrem": _edit(b"lrem"), "ltrim": _edit(b"ltrim"),
+    "lpush": edit(b"lpush"), "lpushx": edit(b"lpush"),
+    "rpush": edit(b"rpush"), "rpushx": edit(b"rpush"),
+    "lpop": edit(b"lpop"), "rpop": edit(b"rpop"),
+    "lset": edit(b"lset"), "linsert": edit(b"linsert"),
+    "lrem": edit(b"lrem"), "ltrim": edit(b"ltrim"),
     "lmove": _move(2, 3), "rpoplpush": _move(None, None),
     "lmpop": _mpop,
 }
