@@ -62,7 +62,7 @@ def test_move_and_mpop(differ: Any) -> None:
         S("LMPOP", "2", a, b, "LEFT"), S("LMPOP", "0", a, "LEFT"), S("LMPOP", "1", a),
         S("LMPOP", "1", a, "LEFT", "COUNT", "0"), S("LMPOP", "1", a, "LEFT", "COUNT"),
         S("LMPOP", "1", a, "MIDDLE"), S("LMPOP", "x", a, "LEFT"), S("LMPOP", "3", a, "LEFT"),
-        S("LMPOP", "1", "l:str", "LEFT"),
+        S("LMPOP", "1", "l:str", "LEFT"), S("RPUSH", a, "z"), S("LMPOP", "1", a, "LEFT", "COUNT", "1", "COUNT", "2"),
     ])
 
 

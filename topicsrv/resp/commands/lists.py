@@ -231,16 +231,16 @@ def parse_mpop(args: list[bytes], first: int, cmd: str) -> tuple[list[str], bool
         raise Err(SYNTAX)
     names = [key_name(a) for a in args[first + 1:where]]
     left = _side(args[where])
-    count = 1
+    count = 0
     j = where + 1
-    while j < len(args):  # COUNT may repeat: the last one counts, as Redis
-        if args[j].upper() != b"COUNT" or j + 1 >= len(args):
+    while j < len(args):  # COUNT once (a second one is a syntax error, as Redis)
+        if args[j].upper() != b"COUNT" or j + 1 >= len(args) or count:
             raise Err(SYNTAX)
         count = parse_int(args[j + 1], "ERR count should be greater than 0")
         if count <= 0:
             raise Err("ERR count should be greater than 0")
         j += 2
-    return names, left, count
+    return names, left, count or 1
 
 
 def mpop(ctx: CommandContext, names: list[str], left: bool, count: int) -> Any:
