@@ -57,7 +57,7 @@ test: setup
 	$(PY) -m mypy
 	$(PY) -m pytest -q -ra $(XDIST)
 	@echo "-- the RESP, engine and delivery-order tests again on the pure-Python hot path (TOPICS_PURE=1)"
-	TOPICS_PURE=1 $(PY) -m pytest -q $(XDIST) tests/resp tests/engine tests/test_notify.py tests/httpapi/test_http_priority.py
+	TOPICS_PURE=1 $(PY) -m pytest -q $(XDIST) tests/resp tests/engine tests/notify tests/httpapi/test_http_priority.py
 
 soak: setup  ## the 20-cycle kill -9 soak over every feature (minutes; not in make test)
 	$(PY) -m pytest -q -ra -m soak tests/integration/test_soak.py

@@ -41,7 +41,7 @@ def servers() -> Iterator[dict[str, Srv]]:
     made = {io: start_server(heartbeat_s=30, resp_io=io) for io in ("reactor", "tasks")}
     for s, _ in made.values():
         # A pass that outlives its tick (a turn stuck on a slow socket) lets the next one
-        # start: the one exception to the order (tests/test_notify.py covers it). A busy test
+        # start: the one exception to the order (tests/notify/test_scheduler.py covers it). A busy test
         # machine can stall the server for that long; here it must not change the order.
         s.ctx.notifier.tick_s = 30.0
     yield {io: s for io, (s, _) in made.items()}

@@ -422,6 +422,21 @@ def extend(engine: Engine, name: str, node: Any, seqs: Any, lease_ids: Any = Non
             "skipped": skipped}, token
 
 
+def claimable(topic: Topic, now: int) -> int:
+    """An upper bound on the jobs a claim pass could lease now, 0 only when it could lease none
+    (the supply of the queue's line of waiting claimers, topicsrv/notify/lines.py): the
+    freelist entries ready now, every seq from the claim cursor to the head (deleted ones
+    included), and every live lease once the earliest deadline has passed."""
+    qs = state_of(topic)
+    n = int(qs.free.bisect_right((now, 1 << 65)))
+    fresh = max(qs.cursor, topic.front)
+    if topic.head_seq >= fresh:
+        n += topic.head_seq - fresh + 1
+    if qs.expiry and qs.expiry[0][0] < now:
+        n += len(qs.leases)
+    return n
+
+
 # ---- state ------------------------------------------------------------------------------------
 
 

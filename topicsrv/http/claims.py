@@ -20,23 +20,21 @@ are not leased (engine/queues.py Rule 4), so `max` is an upper bound, not a prom
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from topicsrv.engine import queues
 from topicsrv.engine.config import CONFIG_INT_MAX
-from topicsrv.engine.queues import MAX_SEQS, Claimer, Job
+from topicsrv.engine.queues import Claimer, Job
 from topicsrv.engine.reads import FMT_JSON
-from topicsrv.errors import TopicsError
 from topicsrv.http import params as p
 from topicsrv.http.handlers import Call, commit, json_response
 from topicsrv.http.protocol import Response
-from topicsrv.tasks.claims import MAX_WAIT_MS
+from topicsrv.tasks.claims import MAX_WAIT_MS, release
 
 if TYPE_CHECKING:
-    from topicsrv.engine import Engine
+    pass
 
 log = logging.getLogger("topicsrv.http")
 
@@ -57,18 +55,6 @@ def _lease_body(call: Call, allowed: frozenset[str]) -> dict[str, Any]:
     queues.check_node(obj.get("node"))
     queues.check_seqs(obj.get("seqs"), obj.get("lease_ids"))
     return obj
-
-
-def release(engine: Engine, name: str, node: str, jobs: Sequence[Job]) -> None:
-    """Give leases back at once (a nack without delay, fenced by lease id); a refusal (topic
-    gone, storage refusing writes) is logged: the leases then end at their deadline."""
-    for i in range(0, len(jobs), MAX_SEQS):
-        part = jobs[i:i + MAX_SEQS]
-        try:
-            engine.nack(name, node, [j.seq for j in part], [j.lease_id for j in part])
-        except TopicsError as exc:
-            log.warning("queue %s: %d leases of %s not released (%s); they end at their deadline",
-                        name, len(part), node, exc.message)
 
 
 async def claim(call: Call) -> Response:

@@ -16,10 +16,13 @@ highest P_eff first (seeds 3), aged by the time since the stream last claimed fr
 found it empty; a queue passed over for AGE_CAP_MS goes first (docs/priority.md); equal keys
 are taken in turn (one further each round). A claim's leases are recorded before its commit token is
 awaited, and its frames go out after.
-Rule 4: the stream sleeps until one of its queues changes (a produce from either front, an
-ack, a nack, a delete: the notifier events are taken before the claims), until one of its
-leases passes its deadline, or, with room left, until the queues' next lease deadline or nack
-delay passes; never past the heartbeat.
+Rule 4: with room left, the stream waits in the line of each of its queues (Claims.line: the
+same lines as blocked claimers; topicsrv/notify/lines.py), taken before the claims, and is
+woken only when a queue holds a job for it, first come first served (a round that got jobs
+gives up its place: it waits at the end of the lines next time), or when one of its leases
+passes its deadline. With every slot taken it leaves the lines (it takes no job) and waits for
+any change of its queues (an ack, a nack, a delete may free a slot) or a lease deadline.
+Never past the heartbeat.
 Rule 5: when the stream ends (the client left, a send failed), the leases it still holds are
 released at once: a nack without delay, fenced by their lease ids, in the queue instance that
 granted them (AMQP requeue-on-close).
@@ -43,9 +46,9 @@ from topicsrv.engine.queues import Claimer, Job
 from topicsrv.engine.reads import FMT_JSON
 from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
-from topicsrv.http.claims import release
 from topicsrv.http.protocol import Request
 from topicsrv.http.sse import BATCH_BYTES, MAX_WATCH_TOPICS, Pacer, Send, event_frame
+from topicsrv.tasks.claims import release
 
 if TYPE_CHECKING:
     from topicsrv.context import ServerContext
@@ -143,21 +146,30 @@ async def run_work(ctx: ServerContext, plan: WorkPlan, send: Send) -> None:
     held = Holdings()
     turn = 0
     looked: dict[str, int] = {}  # queue -> when this stream last claimed from it or found none
+    lines = [ctx.claims_service().line(name) for name in plan.topics]
     try:
-        with Pacer(ctx, send) as pacer, ctx.notifier.waiter(plan.topics) as waiter:
+        with Pacer(ctx, send) as pacer, ctx.notifier.waiter(plan.topics) as full, \
+                ctx.notifier.consumer(lines) as waiter:
             while True:
-                waiter.arm()  # before the claims (Rule 4)
                 room = plan.max_in_flight - held.count(engine, engine.now())
-                if room > 0:
-                    k = turn % len(plan.topics)
-                    turn += 1
-                    order = by_priority(ctx, plan.topics, k, looked)
-                    out = await _claim_round(ctx, plan, order, room, held, looked)
-                    if out:
-                        await pacer.frames(out)
-                        waiter.delivered()  # notify Rule 8
-                        continue
-                await pacer.wait(waiter, _wake_in(engine, plan, held, room > 0))
+                if room <= 0:  # Rule 4: out of the lines; any change may free a slot
+                    waiter.close()
+                    full.arm()
+                    await pacer.wait(full, _wake_in(engine, plan, held, False))
+                    continue
+                full.close()
+                waiter.arm()  # before the claims (Rule 4)
+                waiter.demand = room
+                k = turn % len(plan.topics)
+                turn += 1
+                order = by_priority(ctx, plan.topics, k, looked)
+                out = await _claim_round(ctx, plan, order, room, held, looked)
+                if out:
+                    waiter.took()
+                    await pacer.frames(out)
+                    waiter.delivered()  # notify Rule 8
+                    continue
+                await pacer.wait(waiter, _wake_in(engine, plan, held, True))
     finally:
         held.release(engine, plan.node)
 

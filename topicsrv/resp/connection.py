@@ -26,7 +26,9 @@ Connections that never subscribed read without the extra cancel scope.
 Rule 7: a blocking command that waited through the delivery scheduler (XREAD/XREADGROUP BLOCK,
 TOPIC.CLAIM BLOCK) ends its turn when its reply has gone out: `drive` holds the task's
 `notify.Delivery` and reports once the output is all sent, and when it returns
-(topicsrv/notify.py Rule 8).
+(topicsrv/notify/__init__.py Rule 8). A `Block` (topicsrv/notify/blocks.py) is awaited like
+any command; before each attempt it peeks at the socket (`_peer_open`), so a client that has
+left is served nothing (its EOF, read by `_watch_input`, then ends the wait).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import trio
 from topicsrv import notify
 from topicsrv.context import ServerContext
 from topicsrv.lifecycle import Drain
+from topicsrv.notify.blocks import Block
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.pump import READ_SIZE
 from topicsrv.resp.session import (
@@ -196,8 +199,23 @@ async def _send_some(s: Session, sock: SocketIO) -> bool:
     return not s.out
 
 
+def _peer_open(sock: SocketIO) -> bool:
+    """False once the peer has closed its side (a MSG_PEEK that reads EOF; Rule 7)."""
+    raw = getattr(sock, "raw", None)
+    if not isinstance(raw, socket.socket):
+        return True
+    try:
+        return bool(raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
 async def _wait_command(s: Session, sock: SocketIO) -> None:
     aw = s.start_wait()
+    if isinstance(aw, Block) and aw.alive is None:
+        aw.alive = lambda: _peer_open(sock)
     result: Any = None
     try:
         async with trio.open_nursery() as nursery:

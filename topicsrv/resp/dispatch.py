@@ -275,10 +275,14 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     else:
         if spec.is_async or is_awaitable(result):
             if nowait and "blocking" in spec.flags:
-                if inspect.iscoroutine(result):
-                    result.close()
+                close = getattr(result, "close", None)  # a coroutine, or a waiting Block
+                if close is not None:
+                    close()
                 result = NULL_ARRAY
             else:
+                guarded = getattr(result, "guarded", None)
+                if guarded is not None:  # a Block counts its call when it ends (resp/blocked.py)
+                    return guarded(ctx, spec.name, t0)
                 from topicsrv.resp.awaits import guard  # awaits imports this module
 
                 return guard(result, ctx, spec.name, t0)

@@ -49,6 +49,16 @@ is ready, then polls again at once and serves what came in meanwhile (the reques
 clients its last pass answered), up to PASSES passes, before it gives trio its turn back: under
 load a trio round trip per pass (~6 µs) is saved twice in three, and the other tasks (group
 commits, the WAL writers, the pub/sub flusher) still run at least once every PASSES passes.
+Rule 9 (blocked clients have no task): a command that blocks with a `Block` (XREAD/XREADGROUP
+BLOCK, TOPIC.CLAIM BLOCK: topicsrv/notify/blocks.py) once its output is out is *parked*: the
+socket stays in the epoll set, input that comes meanwhile is kept by the session (muted once
+the session wants no more), EOF abandons the wait and closes. The notifier serves the Block
+at the end of the pass that made it ready, in the reactor's task (the pass holds the
+notifier's runner and flushes it); its `on_done` resumes the session synchronously (the reply, then whatever input was kept) and
+sends, and the Block's turn ends once its reply has gone out (`turns`: at once, or when the
+group commit or the task the connection went to has sent it). Before an attempt the Block
+asks whether the client is still there (`_alive`: a MSG_PEEK that sees EOF closes the
+connection), so nothing is served to a client that left.
 """
 
 from __future__ import annotations
@@ -61,12 +71,14 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from topicsrv.context import ServerContext
+from topicsrv.notify.blocks import Block
+from topicsrv.notify.waiter import NOTHING, Waiter
 from topicsrv.resp.awaits import Mark, apply_outcome, wait_tokens
 from topicsrv.resp.awaits import Outcome as TokenOutcome
 from topicsrv.resp.commands.base import Front
 from topicsrv.resp.connection import SocketIO, drive, sock_addr
 from topicsrv.resp.pump import Conn, Pump
-from topicsrv.resp.session import FLUSH, NEED_DATA, Outcome, Session
+from topicsrv.resp.session import FLUSH, NEED_DATA, WAIT_COMMAND, Outcome, Session
 
 log = logging.getLogger("topicsrv.resp")
 
@@ -88,6 +100,7 @@ class Reactor:
         self.conns: dict[int, Conn] = self.pump.conns
         self.dirty: dict[Conn, None] = {}  # idle connections with pub/sub output (Rule 5)
         self.flush_due = trio.Event()
+        self.turns: dict[Conn, Waiter] = {}  # served Blocks whose reply is not out yet (Rule 9)
 
     # ---- ownership ------------------------------------------------------------------------
 
@@ -116,9 +129,16 @@ class Reactor:
 
     def _close(self, c: Conn) -> None:
         self.pump.close(c)
+        self._settle_turn(c)
 
     def _hand_off(self, c: Conn, r: Outcome) -> None:
-        self.ep.unregister(c.fd)
+        if r is WAIT_COMMAND and not c.session.out and isinstance(c.session.hold, Block):
+            self._park(c)  # Rule 9
+            return
+        if c.muted:  # a parked Block's connection whose kept input reached the limit:
+            c.muted = False  # already out of the set
+        else:
+            self.ep.unregister(c.fd)
         c.task = True
         c.scope = trio.CancelScope()
         self.nursery.start_soon(self._drive, c, r)
@@ -129,6 +149,71 @@ class Reactor:
         self.ep.register(c.fd, select.EPOLLIN)
         if c.session.out:  # output appended after the task's last send (Rule 5)
             self._wake(c)
+        hold = c.session.hold
+        if isinstance(hold, Block) and hold.result is not NOTHING and not hold.closed:
+            self._unpark(c, hold)  # it was served while a task sent pushed output (Rule 9)
+
+    # ---- blocked clients (Rule 9) ---------------------------------------------------------
+
+    def _park(self, c: Conn) -> None:
+        s = c.session
+        block = s.hold
+        assert isinstance(block, Block)
+        if s.eof:  # the client left while blocked (session Rule 3)
+            s.abandon_wait()
+            self._close(c)
+            return
+        if not s.client.blocked:
+            s.start_wait()
+            block.attach(lambda: self._unpark(c, block), lambda: self._alive(c))
+        if not s.wants_input() and not c.muted:  # kept input at its limit: read no more
+            c.muted = True
+            self.ep.unregister(c.fd)
+
+    def _unpark(self, c: Conn, block: Block) -> None:
+        """The Block has its result (the notifier's runner calls this): resume and send."""
+        s = c.session
+        if c.closed or c.task or s.hold is not block:
+            return
+        if c.muted:
+            c.muted = False
+            self.ep.register(c.fd, select.EPOLLIN)
+        pump = self.pump
+        s.end_wait(block.hand())
+        self.turns[c] = block
+        try:
+            pump.run(c, s.step())
+        except Exception:  # Rule 4
+            pump.bug(c)
+        if pump.sends:
+            pump.send_queued()
+        if pump.parked:
+            self._commit_group()
+        self._settle_turn(c)
+
+    def _settle_turn(self, c: Conn) -> None:
+        """A served Block's turn ends once its reply is out (or the connection is gone)."""
+        w = self.turns.get(c)
+        if w is not None and (c.closed or (not c.task and not c.parked and not c.session.out)):
+            del self.turns[c]
+            w.delivered()
+
+    def _alive(self, c: Conn) -> bool:
+        """Rule 9: False (and the connection closed) once the client has gone."""
+        if c.closed:
+            return False
+        try:
+            if c.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                return True
+        except BlockingIOError:
+            return True
+        except OSError:
+            pass
+        s = c.session
+        s.receive_data(b"")
+        s.abandon_wait()
+        self._close(c)
+        return False
 
     # ---- pub/sub output (Rule 5) ----------------------------------------------------------
 
@@ -157,6 +242,7 @@ class Reactor:
 
     async def run(self) -> None:
         ep, pump = self.ep, self.pump
+        runner = self.server.notifier.runner
         try:
             while True:
                 await trio.lowlevel.wait_readable(ep.fileno())
@@ -164,9 +250,14 @@ class Reactor:
                     events = ep.poll(0, 1024)
                     if not events:
                         break
-                    pump.serve(events)
+                    runner.hold += 1  # the pass is one step (Rule 9; notify/runner.py Rule 1b)
+                    try:
+                        pump.serve(events)
+                    finally:
+                        runner.hold -= 1
                     if pump.parked:
                         self._commit_group()
+                    runner.flush()
         finally:
             for c in list(pump.conns.values()):
                 if not c.task:
@@ -219,6 +310,9 @@ class Reactor:
                 pump.bug(c)
         if pump.sends:
             pump.send_queued()
+        if self.turns:
+            for c, _ in group:
+                self._settle_turn(c)
         if pump.parked:  # sessions that ran more input and wait again: the next group
             self._commit_group()
 
@@ -244,6 +338,7 @@ class Reactor:
             self._take_back(c)
         else:
             self._close_from_task(c)
+        self._settle_turn(c)
 
     def _close_from_task(self, c: Conn) -> None:
         trio.lowlevel.notify_closing(c.sock)

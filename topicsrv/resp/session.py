@@ -37,7 +37,10 @@ means the output really must go out first (a command is about to wait, or take a
 Rule 3 (blocking): a command that returns an awaitable (XREAD BLOCK ...) is WAIT_COMMAND once
 the replies before it are out. Input that arrives meanwhile is kept, up to STASH_MAX (then
 `wants_input()` is False), and parsed after the wait; EOF during the wait drops the rest and
-closes; a wait ended by CLIENT KILL is abandoned.
+closes; a wait ended by CLIENT KILL is abandoned. Most blocking commands return a `Block`
+(topicsrv/notify/blocks.py), which the reactor parks without a task; whatever ends a session's
+wait without sending its result (EOF, a kill, the close) closes or abandons the Block, so a
+result it got is given back.
 Rule 4 (durability): a reply that waits for its commit token (`Pending`) is encoded with a
 mark; a flush with marks is WAIT_COMMIT: the tokens are awaited once per flush, and a failed
 commit's reply is replaced in place by its error.
@@ -318,6 +321,10 @@ class Session:
         hold, self.hold = self.hold, None
         if isinstance(hold, Coroutine):  # also a compiled coroutine (not inspect.iscoroutine)
             hold.close()  # never awaited: no "was never awaited" warning
+        elif hold is not None and type(hold) is not _Held:
+            close = getattr(hold, "close", None)  # a Block leaves its lines (notify/blocks.py)
+            if close is not None:
+                close()
 
     # ---- waits -------------------------------------------------------------------------
 
@@ -342,11 +349,15 @@ class Session:
         return aw
 
     def end_wait(self, result: Any) -> None:
-        """The awaitable of start_wait() returned `result` (ignored after EOF: Rule 3)."""
+        """The awaitable of start_wait() returned `result` (ignored after EOF: Rule 3; a Block's
+        result is then given back, topicsrv/notify/blocks.py Rule 2)."""
         self.client.blocked = False
-        self.hold = None
+        hold, self.hold = self.hold, None
         if self.eof:
             self._drop_rest()
+            abandon = getattr(hold, "abandon", None)
+            if abandon is not None:
+                abandon()
         else:
             self.hold = _Held(result)
 

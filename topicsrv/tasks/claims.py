@@ -9,9 +9,13 @@ Rule 2 (cohorts): with `claim_jitter_ms` > 0 the first claimer of a queue opens 
 a task serves it when the window closes: one engine pass over every claimer that joined
 meanwhile, jobs dealt round-robin in proportion to `max` (engine/queues.py Rule 1). A claimer
 that leaves before the pass (cancelled, disconnected) is not dealt jobs.
-Rule 3 (long poll): a claim that got nothing waits, up to `wait_ms`, for its queue to change
-(a produce from either front, a nack) or for the next lease deadline or nack delay to pass,
-then claims again (in a new cohort). The event is taken before the pass (notify Rule 1).
+Rule 3 (long poll): a claim that got nothing waits, up to `wait_ms`, in the queue's line of
+waiting claimers (`line`; topicsrv/notify/lines.py), the same line as TOPIC.CLAIM BLOCK and
+`/v0/work` streams: a produce, a nack or a lease deadline or nack delay passing makes only as
+many claimers ready as there are jobs, first come first served, and each is served in place
+by a claim pass of its own (`_greedy`, also on a cohort queue: a claimer that waited is not
+held for another window). Its jobs reach it through the notifier; a claimer that leaves
+after it was served gives them back at once (`release`, fenced by their lease ids).
 Rule 4 (dead-letter mover): a dead-letter copy must be durable before its job leaves the
 queue (queues Rule 3); the mover awaits each copy's barrier, then deletes the job. A copy
 that could not be made durable leaves the job in the queue (it is offered again).
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -29,11 +34,25 @@ from topicsrv.engine import Engine, leases, queues
 from topicsrv.engine.journal import CommitToken
 from topicsrv.engine.queues import Claimer, Job, Move
 from topicsrv.errors import TopicsError
-from topicsrv.notify import Notifier
+from topicsrv.notify import NOTHING, Notifier
+from topicsrv.notify.lines import Line
 
 log = logging.getLogger("topicsrv.queues")
 
 MAX_WAIT_MS = 600_000  # the longest long poll a claim may ask for (10 min)
+WAKE_ALL = 1 << 30  # a line whose queue is gone: every claimer answers (not found, not a queue)
+
+
+def release(engine: Engine, name: str, node: str, jobs: Sequence[Job]) -> None:
+    """Give leases back at once (a nack without delay, fenced by lease id); a refusal (topic
+    gone, storage refusing writes) is logged: the leases then end at their deadline."""
+    for i in range(0, len(jobs), queues.MAX_SEQS):
+        part = jobs[i:i + queues.MAX_SEQS]
+        try:
+            engine.nack(name, node, [j.seq for j in part], [j.lease_id for j in part])
+        except TopicsError as exc:
+            log.warning("queue %s: %d leases of %s not released (%s); they end at their deadline",
+                        name, len(part), node, exc.message)
 
 
 @dataclass(eq=False)
@@ -100,24 +119,64 @@ class Claims:
 
     # ---- claims ------------------------------------------------------------------------------
 
+    def line(self, name: str) -> Line:
+        """Rule 3: the line of the claimers waiting for jobs of queue `name`."""
+        engine = self.engine
+
+        def supply() -> int:
+            topic = engine.topics.get(name)
+            if topic is None or topic.type != "queue":
+                return WAKE_ALL
+            return queues.claimable(topic, engine.now())
+
+        def due() -> int | None:
+            topic = engine.topics.get(name)
+            if topic is None or topic.type != "queue":
+                return None
+            return leases.state_of(topic).next_due(engine.now())
+
+        return self.notifier.line(("queue", name), name, supply, due)
+
     async def claim(self, name: str, claimer: Claimer, wait_ms: int = 0) -> tuple[list[Job], CommitToken | None]:
         """Jobs for one claimer (Rules 1-3); validation errors raise before any wait."""
         wait_ms = queues.check_int(wait_ms, "wait_ms", 0, MAX_WAIT_MS)
         deadline = trio.current_time() + wait_ms / 1000
-        engine = self.engine
-        with self.notifier.waiter((name,)) as waiter:
-            while True:
-                topic = queues.queue_topic(engine, name)
-                waiter.arm()  # before the claim (notify Rule 1)
-                jitter = topic.config.claim_jitter_ms
-                if jitter > 0 and self._nursery is not None:
-                    jobs, token = await self._join(name, claimer, jitter)
-                else:
-                    jobs, token = self._greedy(name, claimer)
-                remaining = deadline - trio.current_time()
-                if jobs or remaining <= 0:
-                    return jobs, token
-                await waiter.wait(self._timeout(name, remaining))
+        topic = queues.queue_topic(self.engine, name)
+        jitter = topic.config.claim_jitter_ms
+        if jitter > 0 and self._nursery is not None:
+            jobs, token = await self._join(name, claimer, jitter)
+        else:
+            jobs, token = self._greedy(name, claimer)
+        remaining = deadline - trio.current_time()
+        if jobs or remaining <= 0:
+            return jobs, token
+        return await self.wait_claim(name, claimer, remaining)
+
+    async def wait_claim(self, name: str, claimer: Claimer,
+                         timeout_s: float | None) -> tuple[list[Job], CommitToken | None]:
+        """Rule 3: wait in the queue's line, at most `timeout_s` (None: until served), and be
+        served there; nothing when the wait ends first."""
+
+        def attempt() -> object:
+            jobs, token = self._greedy(name, claimer)
+            return (jobs, token) if jobs else NOTHING
+
+        with self.notifier.consumer([self.line(name)], claimer.max, attempt) as waiter:
+            waiter.arm()
+            try:
+                served = await waiter.wait(timeout_s)
+            except BaseException:
+                got = waiter.result
+                if isinstance(got, tuple):  # served, then cancelled: the client never sees them
+                    release(self.engine, name, claimer.node, got[0])
+                raise
+        if not served:
+            return [], None
+        got = waiter.result
+        if isinstance(got, BaseException):
+            raise got
+        assert isinstance(got, tuple)
+        return got[0], got[1]
 
     def claim_nowait(self, name: str, claimer: Claimer) -> tuple[list[Job], CommitToken | None] | None:
         """`claim` without a wait, for a front that answers at once when it can: one greedy
@@ -128,22 +187,14 @@ class Claims:
             return None
         return self._greedy(name, claimer)
 
+    def claim_now(self, name: str, claimer: Claimer) -> tuple[list[Job], CommitToken | None]:
+        """One greedy pass now, whatever the queue's window (a claimer served in its line)."""
+        return self._greedy(name, claimer)
+
     def _greedy(self, name: str, claimer: Claimer) -> tuple[list[Job], CommitToken | None]:
         outs, token, moves = self.engine.claim(name, [claimer])
         self.submit(moves)
         return outs[0], token
-
-    def _timeout(self, name: str, remaining: float) -> float:
-        """How long to wait before looking again: the long poll's end, or sooner when a lease
-        deadline or a nack delay passes meanwhile (no write wakes us for those)."""
-        topic = self.engine.topics.get(name)
-        if topic is None or topic.type != "queue":
-            return min(remaining, 0.05)
-        now = self.engine.now()
-        due = leases.state_of(topic).next_due(now)
-        if due is None:
-            return remaining
-        return max(0.001, min(remaining, (due - now) / 1000))
 
     async def _join(self, name: str, claimer: Claimer, jitter_ms: int) -> tuple[list[Job], CommitToken | None]:
         queues.check_node(claimer.node)  # a bad member must not spoil the cohort's pass

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from topicsrv.notify import NOTHING
+from topicsrv.notify.blocks import Block
 from topicsrv.resp import acl
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
@@ -166,7 +168,7 @@ def select(ctx: CommandContext, args: list[bytes]) -> Any:
 container("client", "connection", "A container for client connection commands.", "2.4.0")
 
 
-ADMIN_SUBCOMMANDS = frozenset({"kill", "list", "pause", "unpause", "no-evict"})  # as Redis 7.0
+ADMIN_SUBCOMMANDS = frozenset({"kill", "list", "pause", "unpause", "no-evict", "unblock"})  # as Redis 7.0
 
 
 def _client_cmd(sub: str, arity: int, summary: str, syntax: str = "", since: str = "2.4.0") -> Any:
@@ -333,6 +335,28 @@ def _kill(ctx: CommandContext, victims: list[Client]) -> None:
             c.kill()
 
 
+@_client_cmd("unblock", -3, "Unblock a client blocked in a blocking command from a different "
+             "connection", "client-id:integer [TIMEOUT|ERROR]", since="5.0.0")
+def client_unblock(ctx: CommandContext, args: list[bytes]) -> Any:
+    """A client waiting in a Block (topicsrv/notify/blocks.py) gets its timeout reply, or
+    `-UNBLOCKED ...` with ERROR, and leaves its lines (its turn passes on); 1, or 0 when it is
+    not blocked (a claim waiting for its cohort's window is not a Block: 0)."""
+    if len(args) > 2:
+        raise Err(SYNTAX)
+    error = False
+    if len(args) == 2:
+        reason = args[1].lower()
+        if reason not in (b"timeout", b"error"):
+            raise Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+        error = reason == b"error"
+    target = ctx.front.clients.get(parse_int(args[0]))
+    hold = getattr(getattr(target, "session", None), "hold", None)
+    if target is None or not target.blocked or not isinstance(hold, Block):
+        return 0
+    unblocked = Err("UNBLOCKED client unblocked via CLIENT UNBLOCK") if error else NOTHING
+    return 1 if hold.unblock(unblocked) else 0
+
+
 def _on_off(raw: bytes) -> bool:
     word = raw.lower()
     if word not in (b"on", b"off"):
@@ -418,6 +442,8 @@ def client_help(ctx: CommandContext, args: list[bytes]) -> Any:
         "KILL <ip:port>", "    Kill connection made from <ip:port>.",
         "KILL <option> <value> [<option> <value> [...]]",
         "    Kill connections. Options are: ID, TYPE, ADDR, LADDR, USER, SKIPME.",
+        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        "    Unblock the specified blocked client.",
         "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID <id> [<id> ...]]",
         "    Return information about client connections.",
         "SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",

@@ -10,21 +10,25 @@ Rule 4: `CLAIM min-idle-time` (Redis 8.4) with `>`: idle pending entries of any 
 first (engine/groupclaim.py Rule 3), then new ones, COUNT covering both; every entry of such a
 reply is `[id, fields, idle-ms, delivery-count]` (0 and 0 for a new entry or a tombstone);
 NOACK applies to the new ones only. A BLOCK also wakes when an entry becomes claimable.
+Rule 5 (BLOCK): a reader that finds nothing waits in the line of each (stream, group) it reads
+(topicsrv/notify/lines.py), FIFO as redis-server serves blocked clients: a write of K new
+entries makes as many readers ready as COUNT says K entries serve (COUNT 0: one), the first
+to block first; the rest stay parked. The wait is a `RespBlock` (no task of its own), served
+by the notifier with the same `_serve` pass the command made first.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import trio
-import trio.lowlevel
-
 from topicsrv.engine import groups as eg
 from topicsrv.engine.blobs import nbytes
 from topicsrv.engine.reads import ReadResult
 from topicsrv.engine.topic import Topic
-from topicsrv.notify import Waiter
+from topicsrv.notify import NOTHING, UNLIMITED
+from topicsrv.notify.lines import Line
 from topicsrv.resp import ids, replysize
+from topicsrv.resp.blocked import RespBlock
 from topicsrv.resp.commands.base import (
     NULL_ARRAY,
     SYNTAX,
@@ -152,47 +156,37 @@ def _reply(ctx: CommandContext, served: list[tuple[bytes, Any]]) -> Any:
     return [[k, entries] for k, entries in served]
 
 
-# First come, first served among the blocked XREADGROUPs of one group (as Redis): a woken
-# client serves only once every client of the same group that blocked before it and was woken
-# by the same change (its notifier Waiter `fired`) has had its turn; trio runs woken tasks in no
-# fixed order. (front, topic, group) -> the waiters in arrival order.
-_LINES: dict[tuple[int, str, str], list[Waiter]] = {}
+WAKE_ALL = 1 << 30  # a line whose stream or group is gone: every reader answers (NOGROUP)
 
 
-async def _my_turn(lines: list[list[Waiter]], me: Waiter) -> None:
-    # the earlier ones are runnable (woken): a few scheduler turns at most
-    while any(x.fired for line in lines for x in line[:line.index(me)]):  # noqa: ASYNC110
-        await trio.lowlevel.checkpoint()
+def group_line(ctx: CommandContext, name: str, group: str) -> Line:
+    """Rule 5: the line of the blocked readers of (stream, group); its supply is the entries
+    after the group's cursor (deleted ones included: an upper bound)."""
+    engine = ctx.engine
+
+    def supply() -> int:
+        topic = engine.topics.get(name)
+        g = None if topic is None else eg.find(topic, group)
+        if g is None:
+            return WAKE_ALL
+        return max(0, int(topic.head_seq) - g.cursor)
+
+    return ctx.server.notifier.line(("xreadgroup", name, group), name, supply)
 
 
-async def _wait(ctx: CommandContext, ra: ReadArgs) -> Any:
-    """BLOCK: wait for an append to any of the streams (BLOCK 0 = forever)."""
+def _wait(ctx: CommandContext, ra: ReadArgs) -> RespBlock:
+    """BLOCK: wait in the lines of the streams read (Rule 5; BLOCK 0 = forever)."""
     assert ra.group is not None
-    deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
-    keys = [(id(ctx.front), key_name(k), ra.group) for k in dict.fromkeys(ra.keys)]
-    with ctx.server.notifier.waiter([key_name(k) for k in ra.keys]) as waiter:
-        lines = [_LINES.setdefault(k, []) for k in keys]
-        for line in lines:
-            line.append(waiter)
-        try:
-            while True:
-                remaining = None if deadline is None else deadline - trio.current_time()
-                if remaining is not None and remaining <= 0:
-                    return NULL_ARRAY
-                waiter.arm()  # before the read (notify Rule 1)
-                served = _serve(ctx, ra)
-                if served:
-                    return _reply(ctx, served)
-                ripe = _claim_wait(ctx, ra)  # CLAIM: an entry may become claimable first
-                if ripe is not None and (remaining is None or ripe < remaining):
-                    remaining = ripe
-                if await waiter.wait(remaining):
-                    await _my_turn(lines, waiter)
-        finally:
-            for k, line in zip(keys, lines, strict=True):
-                line.remove(waiter)
-                if not line:
-                    _LINES.pop(k, None)
+    group = ra.group
+
+    def attempt() -> Any:
+        served = _serve(ctx, ra)
+        return _reply(ctx, served) if served else NOTHING
+
+    lines = [group_line(ctx, key_name(k), group) for k in dict.fromkeys(ra.keys)]
+    return RespBlock(ctx, attempt, lines=lines, demand=ra.count or UNLIMITED,
+                     timeout_s=ra.timeout,
+                     recheck=None if ra.claim is None else lambda: _claim_wait(ctx, ra))
 
 
 # ---- XACK, XPENDING ---------------------------------------------------------------------------

@@ -6,10 +6,12 @@
   TOPIC.EXTEND key node [LEASE ms] seq [seq ...] [LEASEIDS id ...]    heartbeat: a new deadline
 
 Rule 1: every claim goes through the Claims service (topicsrv/tasks/claims.py), so RESP
-claimers share cohorts, long polls and the dead-letter mover with HTTP claimers. A claim
-that cannot wait (no BLOCK) on a greedy queue (claim_jitter_ms 0) is one pass answered at
-once (`claim_nowait`); any other claim returns an awaitable (session.py Rule 3), also a
-claim without BLOCK on a coalescing queue (it waits for its cohort's window).
+claimers share cohorts, waiting lines and the dead-letter mover with HTTP claimers. A claim on
+a greedy queue (claim_jitter_ms 0) is one pass at once (`claim_nowait`); one that found
+nothing and may BLOCK returns a `RespBlock` (topicsrv/resp/blocked.py): it waits in the
+queue's line of claimers (Claims.line) with no task of its own and is served there, first
+come first served, only when there is a job for it. A claim on a coalescing queue returns an
+awaitable (session.py Rule 3): it waits for its cohort's window, then (BLOCK) in the line.
 Rule 2: a job is the stream entry XREADGROUP would send, `[id, [f, v, ...]]`, with the
 lease fields appended by position: `[id, fields, seq, lease_id, deadline, delivery]`, the
 same array under RESP2 and RESP3 (as XREADGROUP ... CLAIM appends its fields to an entry).
@@ -44,8 +46,10 @@ from topicsrv.engine.journal import CommitToken
 from topicsrv.engine.queues import MAX_CLAIM, MAX_SEQS, Claimer, Job
 from topicsrv.engine.reads import FMT_RESP
 from topicsrv.errors import TopicsError
+from topicsrv.notify import NOTHING
 from topicsrv.resp import replysize
 from topicsrv.resp.args import Args
+from topicsrv.resp.blocked import RespBlock
 from topicsrv.resp.commands.base import (
     NULL_ARRAY,
     WRONGTYPE,
@@ -57,7 +61,7 @@ from topicsrv.resp.commands.base import (
     key_name,
     parse_int,
 )
-from topicsrv.tasks.claims import MAX_WAIT_MS
+from topicsrv.tasks.claims import MAX_WAIT_MS, release
 
 EMPTY: Final = Raw(b"*0\r\n")
 _LEASE: Final = b":%d\r\n$%d\r\n%b\r\n:%d\r\n:%d\r\n"  # seq, lease_id, deadline, delivery
@@ -157,7 +161,28 @@ def topic_claim(ctx: CommandContext, args: list[bytes]) -> Any:
         raise _translate(e) from None
     if got is not None and (got[0] or block < 0):
         return _reply(ctx, name, claimer.node, *got)
+    if got is not None:
+        return _claim_block(ctx, name, claimer, block)
     return _claim_wait(ctx, name, claimer, block)
+
+
+def _claim_block(ctx: CommandContext, name: str, claimer: Claimer, block: int) -> RespBlock:
+    """BLOCK on a greedy queue: wait in the queue's line (Rule 1); BLOCK 0 = forever."""
+    claims = ctx.server.claims_service()
+
+    def attempt() -> Any:
+        try:
+            jobs, token = claims.claim_now(name, claimer)
+        except TopicsError as e:  # the key was deleted or re-created as a log topic meanwhile
+            raise _translate(e) from None
+        if not jobs:
+            return NOTHING
+        b.give_back = lambda: release(ctx.engine, name, claimer.node, jobs)
+        return _reply(ctx, name, claimer.node, jobs, token)
+
+    b = RespBlock(ctx, attempt, lines=[claims.line(name)], demand=claimer.max,
+                  timeout_s=block / 1000 if block > 0 else None)
+    return b
 
 
 async def _claim_wait(ctx: CommandContext, name: str, claimer: Claimer, block: int) -> Any:

@@ -41,8 +41,10 @@ from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
 from topicsrv.engine.records import PreparedRecord, prepare_fields, prepare_fields_in_slices
 from topicsrv.engine.segments import DELETED
 from topicsrv.engine.topic import Topic
+from topicsrv.notify import NOTHING
 from topicsrv.resp import ids, replysize
 from topicsrv.resp.args import Args
+from topicsrv.resp.blocked import RespBlock
 from topicsrv.resp.commands.base import (
     HOOKS,
     NULL_ARRAY,
@@ -336,31 +338,36 @@ def _epoch(topic: Topic | None) -> int | None:
     return None if topic is None else topic.epoch
 
 
-async def _xread_wait(ctx: CommandContext, ra: ReadArgs, cursors: list[int]) -> Any:
+def _xread_wait(ctx: CommandContext, ra: ReadArgs, cursors: list[int]) -> RespBlock:
+    """BLOCK: a fan-out Block of the streams read; each change of one of them makes it ready
+    and the notifier serves it with the read below (topicsrv/notify/__init__.py Rule 9).
+    Readers at the same positions share one read per runner turn (`Notifier.memo`): a write
+    that wakes 9,000 readers of `$` reads and renders its entry once (counted as one read)."""
     names = [key_name(k) for k in ra.keys]
     engine = ctx.engine
     epochs = [_epoch(engine.find(n)) for n in names]
-    deadline = None if ra.timeout is None else trio.current_time() + ra.timeout
-    with ctx.server.notifier.waiter(names) as waiter:
-        while True:
-            waiter.arm()  # before the read (notify Rule 1)
-            for i, name in enumerate(names):
-                topic = _find(engine, name, True)
-                arg = ra.ids[i]
-                if arg != b"$" and arg != b"+":
-                    if topic is not None:  # an ID is compared with the entries there now:
-                        cursors[i] = ids.read_position(topic, arg)  # a key created since,
-                    continue  # or client-chosen IDs appended since that are not past it
-                epoch = _epoch(topic)  # a key deleted and created again since the call: all
-                if epoch != epochs[i]:  # of the new stream is after `$` (newer IDs, as in Redis)
-                    epochs[i], cursors[i] = epoch, 0
+    memo = ctx.server.notifier.memo
+    shape = (tuple(names), ra.count, tuple(ra.nodes) if ra.nodes else None)
+
+    def attempt() -> Any:
+        for i, name in enumerate(names):
+            topic = _find(engine, name, True)
+            arg = ra.ids[i]
+            if arg != b"$" and arg != b"+":
+                if topic is not None:  # an ID is compared with the entries there now:
+                    cursors[i] = ids.read_position(topic, arg)  # a key created since,
+                continue  # or client-chosen IDs appended since that are not past it
+            epoch = _epoch(topic)  # a key deleted and created again since the call: all
+            if epoch != epochs[i]:  # of the new stream is after `$` (newer IDs, as in Redis)
+                epochs[i], cursors[i] = epoch, 0
+        key = ("xread", shape, tuple(cursors), ctx.resp3, replysize.budget(ctx))
+        reply = memo.get(key)
+        if reply is None:
             items = _read_once(ctx, ra.keys, cursors, ra.count, ra.nodes, waiting=True)
-            if items:
-                return read_reply(ctx, items)
-            remaining = None if deadline is None else deadline - trio.current_time()
-            if remaining is not None and remaining <= 0:
-                return NULL_ARRAY
-            await waiter.wait(remaining)
+            reply = memo[key] = read_reply(ctx, items) if items else NOTHING
+        return reply
+
+    return RespBlock(ctx, attempt, topics=names, timeout_s=ra.timeout)
 
 
 # ---- XINFO STREAM / HELP -----------------------------------------------------------------

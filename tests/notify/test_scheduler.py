@@ -1,4 +1,4 @@
-"""The delivery scheduler (topicsrv/notify.py): passes in P_eff order and the starvation bound.
+"""The delivery scheduler (topicsrv/notify/scheduler.py): passes in P_eff order and the starvation bound.
 
 Engine time is a FakeClock and trio time a MockClock that only moves when told, so a pass
 never outlives its tick by accident.

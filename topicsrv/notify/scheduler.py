@@ -1,226 +1,68 @@
-"""The delivery scheduler: every waiting consumer is woken through it, in effective-priority order.
-
-Users: SSE watches (`/watch`, `/v0/watch`), long-poll diffs, XREAD/XREADGROUP BLOCK, claim waits
-(TOPIC.CLAIM BLOCK, `wait_ms`), `/v0/work` streams and router workers. Each holds a `Waiter`:
-
-    with notifier.waiter(topics) as w:
-        while True:
-            w.arm()                 # before the read (Rule 1)
-            ... read ...
-            ... send; w.delivered()  # a stream's turn ends when its output is handed over
-            if not await w.wait(timeout_s): ...   # True once woken and admitted
-
-Rule 1: arm *before* reading the engine, wait only if the read came back empty. The engine
-never yields, so no append can slip between the read and the wait.
-Rule 2: `changed(topic)` (an engine listener) marks the topic's armed waiters ready and wakes
-them at once, exactly as a plain event would. A woken waiter is then *admitted* by a pass
-before `wait` returns; from then on it has a *turn*, which ends when what it read has been
-handed to its socket (Rule 8), or when it waits again or leaves without sending anything.
-Rule 3 (the common case costs nothing): a pass admits every ready waiter when they fit in
-PASS_BUDGET or all wait on one topic; a single waiter is admitted by its own wake-up, no hop.
-Rule 4 (contention): otherwise (a contended pass) it takes the PASS_BUDGET ready waiters of
-highest key (P_eff of the topic that woke them, seeds 3.1, + age_boost of the time they have
-been ready; FIFO among equals) and admits them in *steps*, one key at a time, highest first:
-a step is admitted once every turn of the step before it has ended, so every delivery of a
-higher key is handed to its socket before any lower-key reader of the pass runs. The rest, and
-any waiter woken meanwhile, wait until the pass's last step is done, or until the pass is
-TICK_MS old (a member stuck on a slow socket does not hold the others), then the next pass is
-formed with fresh keys (P_eff is cached per topic for one tick); members of the old pass not
-admitted yet are ready again and keyed anew.
-Rule 5 (starvation bound): a waiter ready for AGE_CAP_MS or longer joins the next pass whatever
-its key or the budget, in the pass's first steps, so a ready waiter is served within
-AGE_CAP_MS + TICK_MS.
-Rule 6: the pass order decides who is served first, never what: seq order, retention and
-visibility are the engine's; a waiter reads everything after its cursor when admitted.
-Rule 7: admission observes the wait from ready to admitted in a per-band histogram (bands of
-the waiter's P_eff without the age term: <0, 0..499, >=500).
-Rule 8 (a turn ends at delivery): a stream (SSE watch, job stream, router) calls `delivered()`
-once its frames are sent (its forward is done). A waiter that leaves its `with` block with a
-reply still to be written (long poll, BLOCK, claim wait) ends its turn through the connection:
-the I/O adapter holds a `Delivery` (`delivery()`, a context variable of its task, used by that
-task and the ones it starts itself) and calls `done()` once the reply is handed to the
-socket, or the connection ends.
-Only a turn of a step that others wait for is held that way; without a Delivery (a test, a
-router) the turn ends at the close. `trace`, when a list, records every delivery (pass, topic)
-in the order the turns end (a test hook).
+"""The delivery scheduler: passes in effective-priority order (the package's Rules 2-7), the
+served and consumer waiters' admission (Rules 9-12), and the notifier's statistics.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
-from contextvars import ContextVar
-from types import TracebackType
-from typing import TYPE_CHECKING
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from topicsrv.engine import priority
 from topicsrv.engine.priority import AGE_CAP_MS, TICK_MS
-from topicsrv.lifecycle import idle
+from topicsrv.notify.lines import Line, Lines
+from topicsrv.notify.runner import Runner
+from topicsrv.notify.waiter import NOTHING, Serve, Waiter
 
 if TYPE_CHECKING:
     from topicsrv.engine import Engine
+
+log = logging.getLogger("topicsrv.notify")
 
 PASS_BUDGET = 32
 TICK_S = TICK_MS / 1000
 BANDS = ("lt0", "0to499", "ge500")  # label values of topicsrv_delivery_latency_seconds
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                      0.25, 0.5, 1.0, 2.5, 10.0)
+SERVICE_ROUNDS = 10_000  # a bound on one end-of-step service (each round does some work)
 
 
 def band_of(p_eff: int) -> int:
     return 0 if p_eff < 0 else (1 if p_eff < 500 else 2)
 
 
-class Waiter:
-    """One waiting consumer (module docstring)."""
+class _Names:
+    """The names some waiter waits on, as a live collection (the engine tells a string change
+    only of these: engine/core.py Rule 4): armed fan-out waiters and consumer lines."""
 
-    __slots__ = ("_sched", "topics", "_ev", "fired", "topic", "ready_at", "ready_t", "_go",
-                 "pass_no", "admitted", "turn", "_armed")
+    __slots__ = ("_sched",)
 
-    def __init__(self, sched: Notifier, topics: Sequence[str]) -> None:
+    def __init__(self, sched: Notifier) -> None:
         self._sched = sched
-        self.topics = tuple(topics)
-        self._ev = trio.Event()
-        self.fired = False
-        self.topic = ""  # the topic that woke it (the best one, for a multi-topic waiter)
-        self.ready_at = 0  # engine clock ms, for aging
-        self.ready_t = 0.0  # perf_counter, for the latency histogram
-        self._go: trio.Event | None = None
-        self.pass_no = -1  # the pass that admitted it last
-        self.admitted = -1  # the step of an admission whose turn has not started yet
-        self.turn = -1  # the step of the turn in progress (Rule 2)
-        self._armed = False
 
-    @property
-    def serving(self) -> bool:
-        """Admitted, and its turn not over yet."""
-        return self.turn >= 0 or self.admitted >= 0
-
-    def __enter__(self) -> Waiter:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def _take(self) -> None:
-        """The admission becomes the turn (a turn still open from before ends here)."""
-        if self.turn >= 0:
-            self._sched._checkin(self.turn)
-        self.turn, self.admitted = self.admitted, -1
-
-    def arm(self) -> None:
-        """Register for the next change of any topic (Rule 1)."""
+    def __contains__(self, name: object) -> bool:
         s = self._sched
-        if self.fired:
-            s._unready(self)
-            self.fired = False
-            self._ev = trio.Event()
-        if self.admitted >= 0:  # admitted while not waiting (a stream's heartbeat): it reads now
-            self._take()
-        if not self._armed:
-            self._armed = True
-            by_topic = s._by_topic
-            for t in self.topics:
-                w = by_topic.get(t)
-                if w is None:
-                    by_topic[t] = {self: None}
-                else:
-                    w[self] = None
+        return name in s._by_topic or name in s.lines.by_name
 
-    def delivered(self) -> None:
-        """What this turn read is handed to the socket (a stream's frames sent, a router's
-        forward done): the turn is over (Rule 8)."""
-        if self.turn >= 0:
-            turn, self.turn = self.turn, -1
-            self._sched._delivered(turn, self.pass_no, self.topic)
+    def __bool__(self) -> bool:
+        return bool(self._sched._by_topic) or bool(self._sched.lines.by_name)
 
-    def close(self) -> None:
+    def __len__(self) -> int:
+        return len(set(self))
+
+    def __iter__(self) -> Iterator[str]:
         s = self._sched
-        if self.fired:
-            s._unready(self)
-            self.fired = False
-        if self.admitted >= 0:  # admitted, but it leaves before its turn
-            s._checkin(self.admitted)
-            self.admitted = -1
-        if self.turn >= 0:  # its reply is still to be written: the connection says when
-            turn, self.turn = self.turn, -1
-            d = None
-            if (turn == s._stage and s._steps_wait) or s.trace is not None:
-                d = _DELIVERY.get()
-            if d is not None and d.writes_for_me():
-                d.held.append((s, turn, self.pass_no, self.topic))
-            else:
-                s._checkin(turn)
-        self._armed = False
-        for t in self.topics:  # a fired multi-topic waiter may still sit in its other topics
-            w = s._by_topic.get(t)
-            if w is not None:
-                w.pop(self, None)
-                if not w:
-                    del s._by_topic[t]
-
-    async def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait for a change of one of the topics, at most `timeout_s`; True once admitted.
-        Waiting again ends the turn in progress (nothing more was sent in it)."""
-        if self.turn >= 0:
-            turn, self.turn = self.turn, -1
-            self._sched._checkin(turn)
-        if not self.fired:
-            if timeout_s is not None and timeout_s <= 0:
-                return False
-            with trio.move_on_after(float("inf") if timeout_s is None else timeout_s), idle():
-                await self._ev.wait()  # not a request in flight meanwhile (lifecycle Rule 1)
-            if not self.fired:
-                return False
-        await self._sched._admit(self)
-        self._take()
-        return True
-
-
-class Delivery:
-    """A connection's report that the replies of the turns it holds are handed to the socket
-    (Rule 8); `delivery()` makes one for the current task."""
-
-    __slots__ = ("held", "owner")
-
-    def __init__(self) -> None:
-        self.held: list[tuple[Notifier, int, int, str]] = []  # (scheduler, step, pass, topic)
-        self.owner = trio.lowlevel.current_task()  # the connection's task
-
-    def writes_for_me(self) -> bool:
-        """The current task is the connection's, or one it started (a long poll's handler, an
-        SSE stream): not a long-lived task that only inherited the context (a router worker
-        started by an engine listener while the connection wrote)."""
-        task = trio.lowlevel.current_task()
-        if task is self.owner:
-            return True
-        nursery = task.parent_nursery
-        return nursery is not None and nursery.parent_task is self.owner
-
-    def done(self) -> None:
-        """The replies are written (or never will be: the connection ended)."""
-        if self.held:
-            held, self.held = self.held, []
-            for sched, step, pass_no, topic in held:
-                sched._delivered(step, pass_no, topic)
-
-
-_DELIVERY: ContextVar[Delivery | None] = ContextVar("topicsrv_delivery", default=None)
-
-
-def delivery() -> Delivery:
-    """A Delivery for the current task and the tasks it starts from now on (Rule 8)."""
-    d = Delivery()
-    _DELIVERY.set(d)
-    return d
+        yield from s._by_topic
+        yield from (n for n in s.lines.by_name if n not in s._by_topic)
 
 
 class Notifier:
-    """The scheduler (module docstring); `changed` is the engine listener."""
+    """The scheduler (the package docstring); `changed` is the engine listener."""
 
     def __init__(self, engine: Engine | None = None) -> None:
         self.engine = engine
@@ -243,21 +85,38 @@ class Notifier:
         self.starved_admits = 0
         self.latency = [[0] * (len(LATENCY_BUCKETS_S) + 1) for _ in BANDS]
         self.latency_sum = [0.0 for _ in BANDS]
+        self.lines = Lines(self)  # consumer lines (Rule 10)
+        self.runner = Runner(self)  # the end-of-step service and the timers (Rule 9)
+        self.changes = 0  # changes told so far (a consumer's report compares with it)
+        self._ready_served = 0  # served waiters among `_ready` (the runner admits those)
+        self._to_serve: deque[Waiter] = deque()  # admitted served waiters, in admission order
+        self._tick_pass = -1  # the contended pass a tick check is set for
+        self.served = 0
+        self.served_empty = 0
+        # work the served attempts of one runner turn share (a fan-out's one read), emptied by
+        # every change and at every turn (Rule 9)
+        self.memo: dict[Any, Any] = {}
 
     # ---- the engine side ---------------------------------------------------------------
 
-    def armed_names(self) -> dict[str, dict[Waiter, None]]:
-        """The names some waiter is armed on, as a live mapping (the engine tells a string
+    def armed_names(self) -> _Names:
+        """The names some waiter waits on, as a live collection (the engine tells a string
         change only of these: engine/core.py Rule 4)."""
-        return self._by_topic
+        return _Names(self)
 
     def changed(self, topic: str) -> None:
         """Engine listener: `topic` was appended to, deleted from, trimmed, created or dropped."""
+        self.changes += 1
+        if self.memo:
+            self.memo.clear()
+        if topic in self.lines.by_name:
+            self.lines.changed(topic, self.changes)  # refilled at the end of the step (Rule 10)
         waiters = self._by_topic.pop(topic, None)
         if waiters is None:
             return
         now = self._now()
         t = time.perf_counter()
+        served = False
         for w in waiters:
             w._armed = False  # re-registered by its next arm()
             if w.fired:  # a multi-topic waiter already woken: keep the best topic's key
@@ -275,10 +134,44 @@ class Notifier:
             self._ready[w] = None
             self._ready_topics[topic] = self._ready_topics.get(topic, 0) + 1
             self.wakeups += 1
+            ev = w._ev
+            if w.serve is not None:
+                self._ready_served += 1
+                served = True
+            elif ev is not None:
+                ev.set()
+        if served:
+            self.runner.kick()
+
+    def _fire(self, w: Waiter, topic: str) -> None:
+        """Rule 10: a consumer its line hands a unit to is ready (as a fan-out waiter woken by
+        a change of `topic`)."""
+        w.fired = True
+        w.topic = topic
+        w.ready_at = self._now()
+        w.ready_t = time.perf_counter()
+        w.fired_at = self.changes
+        self._ready[w] = None
+        self._ready_topics[topic] = self._ready_topics.get(topic, 0) + 1
+        self.wakeups += 1
+        if w.serve is not None:
+            self._ready_served += 1
+            self.runner.kick()
+        elif w._ev is not None:
             w._ev.set()
 
-    def waiter(self, topics: Sequence[str]) -> Waiter:
-        return Waiter(self, topics)
+    def waiter(self, topics: Sequence[str], serve: Serve | None = None) -> Waiter:
+        """A fan-out waiter of `topics` (Rule 2); with `serve`, served at admission (Rule 9)."""
+        return Waiter(self, topics, serve)
+
+    def consumer(self, lines: Sequence[Line], demand: int = 1,
+                 serve: Serve | None = None) -> Waiter:
+        """A consumer waiting in `lines` for `demand` units at most (Rules 10-11)."""
+        return Waiter(self, (), serve, lines, max(1, demand))
+
+    def line(self, key: Any, name: str, supply: Any, due: Any = None) -> Line:
+        """The consumer line of `key`, a key of the engine name `name` (lines.py)."""
+        return self.lines.line(key, name, supply, due)
 
     def p_eff(self, topic: str, now: int | None = None) -> int:
         """The topic's P_eff without aging, recomputed at most once per tick (seeds 3.1)."""
@@ -307,17 +200,23 @@ class Notifier:
         return min((w.ready_at for w in self._ready if w.topic == topic), default=None)
 
     def armed(self, topic: str) -> int:
-        """How many waiters are armed on `topic` (woken by its next change)."""
-        return len(self._by_topic.get(topic, ()))
+        """How many waiters wait on `topic`: armed fan-out waiters (woken by its next change)
+        and consumers in its lines."""
+        return len(self._by_topic.get(topic, ())) + self.lines.parked_on(topic)
 
     def waiting_topics(self) -> int:
-        return len(self._by_topic)
+        return len(self.armed_names())
 
     def statistics(self) -> dict[str, int]:
+        """`wakeups`: waiters made ready (a fan-out waiter by a change of its topic, a consumer
+        by its line); `served`: served waiters' attempts, `served_empty` those that found
+        nothing; `parked`: consumers waiting in lines."""
         return {"armed_topics": len(self._by_topic), "ready": len(self._ready),
                 "in_service": self._in_service, "passes": self.passes,
                 "contended_passes": self.contended_passes, "starved_admits": self.starved_admits,
-                "wakeups": self.wakeups}
+                "wakeups": self.wakeups, "served": self.served, "served_empty": self.served_empty,
+                "lines": len(self.lines.by_key), "parked": self.lines.waiting(),
+                "timers": self.runner.pending()}
 
     # ---- passes ------------------------------------------------------------------------
 
@@ -334,6 +233,8 @@ class Notifier:
     def _unready(self, w: Waiter) -> None:
         if self._ready.pop(w, 0) is None:
             self._drop_topic(w.topic)
+            if w.serve is not None:
+                self._ready_served -= 1
 
     def _checkin(self, stage: int) -> None:
         """A turn of step `stage` is over; the last one of the step being served moves on."""
@@ -409,12 +310,94 @@ class Notifier:
             waited = t - w.ready_t
             self.latency[b][bisect_left(LATENCY_BUCKETS_S, waited)] += 1
             self.latency_sum[b] += waited
+            if w.serve is not None:
+                self._to_serve.append(w)  # served by the runner, in admission order (Rule 9)
+                continue
             go = w._go
             if go is not None:
                 w._go = None
                 go.set()
         self._in_service = n
+        if self._to_serve:
+            self.runner.kick()
         return n
+
+    # ---- served waiters (Rule 9) ----------------------------------------------------------
+
+    def _service(self) -> None:
+        """The runner's turn at the end of a step: refill the dirty lines, admit the ready
+        served waiters (a pass, unless a contended one is in service) and serve the admitted
+        ones, until nothing more moves."""
+        self.memo.clear()
+        for _ in range(SERVICE_ROUNDS):
+            worked = self.lines.refill_dirty()
+            if self._ready_served and (self._in_service <= 0 or not self._pass_contended):
+                self._form_pass()
+                worked = True
+            if self._to_serve:
+                self._serve_admitted()
+                worked = True
+            if not worked:
+                break
+        if self._ready_served and self._pass_contended and self._tick_pass != self._pass_no:
+            self._tick_pass = self._pass_no  # Rule 4: a pass may hold the next for one tick
+            self.runner.at(self._pass_started + self.tick_s, self._tick)
+
+    def _tick(self) -> None:
+        if self._ready_served and self._pass_no == self._tick_pass:
+            self._form_pass()
+
+    def _serve_admitted(self) -> None:
+        q = self._to_serve
+        while q:
+            w = q.popleft()
+            serve = w.serve
+            if w.admitted < 0 or serve is None:
+                continue  # it left, timed out or was served since
+            w._take()
+            self.served += 1
+            try:
+                r = serve()
+            except Exception as exc:  # a bug in an attempt: the waiter gets it, the loop goes on
+                log.exception("a served waiter's attempt failed")
+                r = exc
+            if w.serve is None:
+                continue  # closed during its attempt (its client was found gone)
+            if r is NOTHING:
+                self.served_empty += 1
+                self._back(w)
+            else:
+                self._finish(w, r)
+
+    def _back(self, w: Waiter) -> None:
+        """A served waiter came back empty: it waits on at its place; its turn ends."""
+        turn, w.turn = w.turn, -1
+        w.fired = False
+        if w.lines:
+            self.lines.came_back(w, False)
+            self.lines.park(w)
+        else:
+            w.arm()
+        w.waiting_again()
+        if turn >= 0:
+            self._checkin(turn)
+
+    def _finish(self, w: Waiter, result: Any) -> None:
+        """A served waiter got its result: it leaves every topic and line, and its adapter
+        (or task) takes over; the turn ends when the reply is handed to the socket."""
+        w.result = result
+        w.serve = None
+        w.fired = False
+        if w.lines:
+            self.lines.came_back(w, True)
+            self.lines.leave(w)
+        w._disarm()
+        w.finished()
+        done = w.on_done
+        if done is not None:
+            done()
+        elif w._ev is not None:
+            w._ev.set()
 
     def _pick(self) -> list[list[Waiter]]:
         """Rules 4 and 5: the starved first (all of them), then the highest keys up to the
