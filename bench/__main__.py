@@ -13,7 +13,8 @@ Phases: in-process micro-benchmarks; the write rows (bench/writebench.py); PUBLI
 50 subscribers (bench/pubbench.py); pair 1 (RESP + HTTP workloads, string GET/SET among
 them); a fresh topicsrv for the router workloads (bench/routerbench.py); pair 2, fresh, for
 memory per record; then the engine's in-process memory figure (bench/engine_memory.py); pair
-3, fresh, for memory per string key (bench/stringbench.py).
+3, fresh, for memory per string key (bench/stringbench.py); a fresh pair for thousands of
+blocked clients (bench/blockbench.py, issue 40).
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench import (
+    blockbench,
     httpbench,
     micro,
     pubbench,
@@ -54,21 +57,24 @@ SIZES: dict[str, dict[str, int]] = {
              "tag_groups": 100, "read_records": 100_000, "queue_1": 50_000, "queue_100": 500_000, "wake": 1_000,
              "router_fwd": 200_000, "router_write": 200_000,
              "str_p1": 100_000, "str_p16": 500_000, "str_keys": 100_000, "str_memory": 1_000_000,
-             "eval_p1": 100_000, "eval_p16": 500_000, "spark": 1_000_000},
+             "eval_p1": 100_000, "eval_p16": 500_000, "spark": 1_000_000,
+             "blocked_group": 5_000, "blocked_cpu": 2_000, "blocked_xadds": 1_000, "fanout": 9_000},
     "quick": {"xadd_p1": 20_000, "xadd_p16": 100_000, "stream": 100_000, "range_p1": 4_000,
               "range_p16": 10_000, "py_xadd": 30_000, "py_xread": 100_000, "group": 10_000,
               "http_records": 200_000, "sse": 20_000, "memory": 200_000,
               "tag_groups": 100, "read_records": 50_000, "queue_1": 10_000, "queue_100": 200_000, "wake": 300,
               "router_fwd": 50_000, "router_write": 100_000,
               "str_p1": 20_000, "str_p16": 100_000, "str_keys": 100_000, "str_memory": 200_000,
-              "eval_p1": 20_000, "eval_p16": 100_000, "spark": 200_000},
+              "eval_p1": 20_000, "eval_p16": 100_000, "spark": 200_000,
+              "blocked_group": 2_000, "blocked_cpu": 1_000, "blocked_xadds": 500, "fanout": 3_000},
     "tiny": {"xadd_p1": 200, "xadd_p16": 1_600, "stream": 1_000, "range_p1": 100,
              "range_p16": 320, "py_xadd": 300, "py_xread": 1_000, "group": 200,
              "http_records": 2_000, "sse": 200, "memory": 2_000,
              "tag_groups": 4, "read_records": 2_000, "queue_1": 200, "queue_100": 2_000, "wake": 20,
              "router_fwd": 2_000, "router_write": 2_000,
              "str_p1": 200, "str_p16": 1_600, "str_keys": 1_000, "str_memory": 2_000,
-             "eval_p1": 200, "eval_p16": 1_600, "spark": 2_000},
+             "eval_p1": 200, "eval_p16": 1_600, "spark": 2_000,
+             "blocked_group": 50, "blocked_cpu": 40, "blocked_xadds": 20, "fanout": 50},
 }
 
 
@@ -499,6 +505,48 @@ class Run:
         self.extra["string_memory"] = {"redis": cells[0], "topicsrv": cells[1]}
 
 
+    def blocked(self) -> None:
+        """Thousands of blocked clients (issue 40, bench/blockbench.py): one fresh server of
+        each kind runs memory, PING during XADDs, CPU per XADD and the XREAD fan-out."""
+        s = self.sizes
+        g, c, x, f = s["blocked_group"], s["blocked_cpu"], s["blocked_xadds"], s["fanout"]
+        cells: list[Any] = []
+        for start in (self.procs.start_redis, self.procs.start_topicsrv):
+            proc = start()
+            cells.append(attempt(lambda proc=proc: blockbench.run(proc, g, c, x, f, log=self.log)))
+            self.procs.stop(proc)
+        red, top = cells
+        sec = f"blocked clients, fresh servers ({g:,} group readers; CPU: {c:,}; fan-out: {f:,})"
+
+        def get(m: Any, key: str) -> float | str:
+            return getattr(m, key) if isinstance(m, blockbench.Result) else str(m)
+
+        both = (("redis", red), ("topicsrv", top))
+        self.rows.append(Row(sec, f"memory per blocked client ({g:,} XREADGROUP BLOCK)",
+                             "B/client", get(red, "memory_per_client"),
+                             get(top, "memory_per_client"), target=2.0, lower_is_better=True,
+                             ref_note="RSS growth / clients, the connection included"))
+        maxes = ", ".join(f"{who} {m.ping_max_ms:.2f} ms ({m.pings} PINGs)" for who, m in both
+                          if isinstance(m, blockbench.Result))
+        self.rows.append(Row(sec, f"PING p50 during 20 XADDs, {g:,} group readers blocked", "ms",
+                             get(red, "ping_p50_ms"), get(top, "ping_p50_ms"), target=3.0,
+                             lower_is_better=True, ref_note=f"max: {maxes}"))
+        note = "redis column = topicsrv's CPU per XADD with nobody blocked"
+        if isinstance(red, blockbench.Result):
+            note += (f"; redis-server: {red.cpu_none_us:.1f} us none, {red.cpu_blocked_us:.1f} us "
+                     f"blocked ({red.cpu_blocked_us / max(red.cpu_none_us, 1e-9):.2f}x)")
+        self.rows.append(Row(sec, f"server CPU per XADD, {c:,} group readers blocked vs none",
+                             "us", get(top, "cpu_none_us"), get(top, "cpu_blocked_us"),
+                             target=2.0, lower_is_better=True, ref_note=note))
+        done = ", ".join(f"{who} {m.fanout_ms:.0f} ms" for who, m in both
+                         if isinstance(m, blockbench.Result))
+        self.rows.append(Row(sec, f"XREAD BLOCK fan-out to {f:,} readers: longest PING", "ms",
+                             get(red, "stall_ms"), get(top, "stall_ms"), target=2.0,
+                             lower_is_better=True, ref_note=f"every reader served after: {done}"))
+        self.extra["blocked"] = {who: asdict(m) if isinstance(m, blockbench.Result) else m
+                                 for who, m in both}
+
+
 def storage_bench(mode: str) -> dict[str, Any]:
     """fsync-class ack latency from bench/storage_bench.py (storage helper's `latency()`):
     single-record writes to a `durable` topic by 1, 8 and 64 concurrent writers."""
@@ -526,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--skip", action="append", default=[],
                         choices=["micro", "writes", "pubsub", "servers", "routers", "memory",
-                                 "spark"], help="skip a phase (repeatable)")
+                                 "spark", "blocked"], help="skip a phase (repeatable)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any workload errored")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
@@ -539,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, phase in (("micro", run.micro), ("writes", run.writes), ("pubsub", run.pubsub),
                             ("servers", run.servers),
                             ("routers", run.routers), ("memory", run.memory),
-                            ("spark", run.spark)):
+                            ("spark", run.spark), ("blocked", run.blocked)):
             if name in args.skip:
                 continue
             try:

@@ -85,10 +85,17 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
                   "PUBLISH to 50 subscribers, P1", "PUBLISH to 50 subscribers, P16"):
         assert isinstance(rows[label]["redis"], float), rows[label]
         assert isinstance(rows[label]["topicsrv"], float), rows[label]
-    # Every server the harness started (three pairs, one topicsrv for routers, one redis-server
+    # The blocked-clients rows (issue 40) ran on both servers.
+    for label in ("memory per blocked client (50 XREADGROUP BLOCK)",
+                  "PING p50 during 20 XADDs, 50 group readers blocked",
+                  "XREAD BLOCK fan-out to 50 readers: longest PING"):
+        assert isinstance(rows[label]["redis"], float), rows[label]
+        assert isinstance(rows[label]["topicsrv"], float), rows[label]
+    assert isinstance(rows["server CPU per XADD, 40 group readers blocked vs none"]["topicsrv"], float)
+    # Every server the harness started (four pairs, one topicsrv for routers, one redis-server
     # with an AOF for the logged queue rows) was stopped by pid and is gone.
     started = doc["processes"]
-    assert sorted(name for name, _ in started) == ["redis-server"] * 4 + ["topicsrv"] * 4
+    assert sorted(name for name, _ in started) == ["redis-server"] * 5 + ["topicsrv"] * 5
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie_of_other(pid), pid
 
