@@ -103,3 +103,64 @@ def test_a_checkpoint_carries_lists(server_factory: Any, tmp_path: Any) -> None:
     assert r2.llen("big") == 5001 and r2.lindex("big", -1) == b"last"
     assert r2.lindex("big", 2500) == b"e2500" * 10
     assert r2.lrange("ttl", 0, -1) == [b"x"] and r2.ttl("ttl") > 3000
+
+
+@pytest.mark.slow
+def test_blmove_producer_and_consumer_through_kill9_rounds(server_factory: Any,
+                                                          tmp_path: Any) -> None:
+    """Issue 35: a producer pushes 100,000 elements while a consumer moves them with BLMOVE,
+    through kill -9 rounds at arbitrary points (threads mid-command): afterwards every element
+    the producer had acknowledged is in exactly one of the two lists, once."""
+    import threading
+
+    data = tmp_path / "data"
+    n, rounds = 100_000, 4
+    acked = 0  # elements the producer saw acknowledged (0 .. acked-1)
+    srv = server_factory("--keyspace-durability", "fsync", data_dir=data)
+    for round_ in range(rounds):
+        stop = threading.Event()
+        port = srv.resp_port
+
+        def produce() -> None:
+            nonlocal acked
+            r = redis.Redis(port=port, socket_timeout=10)
+            try:
+                while acked < n and not stop.is_set():
+                    batch = list(range(acked, min(acked + 500, n)))
+                    r.rpush("todo", *batch)
+                    acked = batch[-1] + 1
+            except redis.RedisError:
+                pass  # the kill
+
+        def consume() -> None:
+            r = redis.Redis(port=port, socket_timeout=10)
+            try:
+                while not stop.is_set():
+                    r.blmove("todo", "done", 0.2, "LEFT", "RIGHT")
+            except redis.RedisError:
+                pass
+
+        threads = [threading.Thread(target=produce), threading.Thread(target=consume)]
+        for t in threads:
+            t.start()
+        target = n * (round_ + 1) // rounds
+        while acked < target and threads[0].is_alive():
+            time.sleep(0.01)  # waiting for the producer to get that far (no timing asserted)
+        srv.kill()  # kill -9 while both are mid-command
+        stop.set()
+        for t in threads:
+            t.join(20)
+        srv = server_factory("--keyspace-durability", "fsync", data_dir=data)
+        r = redis.Redis(port=srv.resp_port, socket_timeout=30)
+        todo = [int(x) for x in r.lrange("todo", 0, -1)]
+        done = [int(x) for x in r.lrange("done", 0, -1)]
+        every = sorted(todo + done)
+        assert len(every) == len(set(every))  # never in both lists, never twice
+        assert set(range(acked)) <= set(every)  # nothing acknowledged is lost
+        assert done == sorted(done) and todo == sorted(todo)  # FIFO kept
+        assert every == list(range(len(every)))  # no gap: a push is all of its batch or none
+        # a batch the server took as the kill hit, unacknowledged: the producer goes on after it
+        acked = max(acked, len(every))
+    assert acked == n
+    assert sorted(todo + done) == list(range(n))  # each of the 100,000 in exactly one place
+    assert len(done) > 0 and done == list(range(len(done)))  # moved in order, none skipped
