@@ -121,7 +121,7 @@ def test_blmove_producer_and_consumer_through_kill9_rounds(server_factory: Any,
         stop = threading.Event()
         port = srv.resp_port
 
-        def produce() -> None:
+        def produce(port: int = port, stop: threading.Event = stop) -> None:
             nonlocal acked
             r = redis.Redis(port=port, socket_timeout=10)
             try:
@@ -132,7 +132,7 @@ def test_blmove_producer_and_consumer_through_kill9_rounds(server_factory: Any,
             except redis.RedisError:
                 pass  # the kill
 
-        def consume() -> None:
+        def consume(port: int = port, stop: threading.Event = stop) -> None:
             r = redis.Redis(port=port, socket_timeout=10)
             try:
                 while not stop.is_set():
