@@ -166,9 +166,12 @@ def test_no_entry_goes_to_a_group_reader_that_disconnected(srv: tuple[InProc, Fa
 
 
 def test_a_reader_that_times_out_passes_its_turn_on(srv: tuple[InProc, FakeClock]) -> None:
-    early = frame(b"XREADGROUP", b"GROUP", b"g", b"early", b"BLOCK", b"20", b"STREAMS", b"s", b">")
+    # BLOCK 1500: long enough that the second reader is in line before it runs out on a
+    # loaded machine (a 20 ms one could run out first, and the second never saw a line)
+    early = frame(b"XREADGROUP", b"GROUP", b"g", b"early", b"BLOCK", b"1500", b"STREAMS", b"s",
+                  b">")
     with waiting(srv, "s", 2, lambda i: early if i == 0 else xreadgroup(i)) as (s, r, socks):
-        assert read_until(socks[0], b"*-1\r\n") == b"*-1\r\n"  # BLOCK 20 ran out
+        assert read_until(socks[0], b"*-1\r\n") == b"*-1\r\n"  # BLOCK 1500 ran out
         wait_for(lambda: s.ctx.notifier.armed("s") == 1)
         r.xadd("s", {"v": "x0"})
         assert b"x0" in read_until(socks[1], b"x0")
