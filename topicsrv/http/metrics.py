@@ -35,6 +35,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from topicsrv.engine import queues, routers
+from topicsrv.engine.keyspace import colls
 from topicsrv.latency import Histogram, Latencies
 from topicsrv.notify import BANDS, LATENCY_BUCKETS_S
 
@@ -275,7 +276,7 @@ def keyspace_families(ctx: ServerContext) -> Iterator[Metric]:
     ks = ctx.engine.keyspace
     fam = GaugeMetricFamily("topicsrv_keyspace_keys", "Keys in the keyspace (DBSIZE), by kind: "
                             "strings, lists, hashes and topics (streams).", labels=["kind"])
-    for kind, n in ks.counts().items():
+    for kind, n in colls.counts(ks).items():
         fam.add_metric([kind], n)
     fam.add_metric(["stream"], len(ctx.engine.topics))
     yield fam

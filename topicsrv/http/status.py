@@ -33,6 +33,7 @@ import trio
 
 from topicsrv import __version__
 from topicsrv.engine import groups, queues, routers
+from topicsrv.engine.keyspace import colls
 from topicsrv.http import params as p
 from topicsrv.http.handlers import Call
 from topicsrv.http.metrics import effective_priority, http_stats
@@ -142,7 +143,7 @@ def snapshot(ctx: ServerContext, top: int) -> dict[str, Any]:
             "topics": len(engine.topics),
             "keys": len(engine.topics) + len(ks.strings) + len(ks.colls),  # DBSIZE
             "strings": len(ks.strings),
-            "lists": ks.counts()["list"],
+            "lists": colls.counts(ks)["list"],
             "expires": len(ks.expiry),
             "routers": len(engine.routers),
             "http_connections": stats.connections,

@@ -11,6 +11,7 @@ until the command that replaces it ran (`_REPAIRS`: the command per file).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,9 +33,7 @@ class Startup:
     engine: Engine
     data_dir: Path
     damaged: dict[str, str]
-
-    async def _open(self) -> recovery.Recovered:
-        raise NotImplementedError
+    _open: Callable[[], Awaitable[recovery.Recovered]]  # the recovery itself (store.py)
 
     def refuse_until_recovered(self) -> None:
         """Until `open` finished, every mutation answers 503 not_ready (reads see no topics)."""

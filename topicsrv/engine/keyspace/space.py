@@ -34,10 +34,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from sortedcontainers import SortedDict, SortedKeyList
 
 from topicsrv.clock import Clock
+from topicsrv.engine.keyspace import colls as colls_mod
 from topicsrv.engine.keyspace.expiry import ExpiryIndex
-from topicsrv.engine.keyspace.hashvalue import HashValue
 from topicsrv.engine.keyspace.ops import Op
-from topicsrv.engine.keyspace.quicklist import ListValue
 from topicsrv.engine.keyspace.scanorder import page, scan_list
 from topicsrv.errors import TopicsError
 
@@ -46,7 +45,8 @@ if TYPE_CHECKING:
 
 WRONGTYPE_TEXT: Final = "Operation against a key holding the wrong kind of value"
 ACTIVE_BUDGET: Final = 200  # heap pops per active-expiry tick (Rule 3)
-STRING, STREAM, LIST, HASH = "string", "stream", "list", "hash"
+STRING, STREAM = "string", "stream"
+LIST, HASH = colls_mod.LIST, colls_mod.HASH
 
 
 class Entry:
@@ -61,13 +61,6 @@ class Entry:
     def __init__(self, value: bytes, second: int) -> None:
         self.value = value
         self.second = second
-
-
-def hash_limits(value: HashValue) -> tuple[int, int]:
-    """The limits a whole copy of a hash is made with ("c": COPY, RENAME, the checkpoint):
-    its own, or (0, 0) for a dict-encoded one, so that the copy is a dict too (Redis's COPY
-    and RENAME keep the encoding; topicsrv's restart does as well)."""
-    return (value.max_entries, value.max_value) if value.table is None else (0, 0)
 
 
 def wrongtype(name: str | None = None) -> TopicsError:
@@ -274,24 +267,6 @@ class Keyspace:
         override = self.enc.get(name)
         return override if override is not None else encoding(self.value(name))
 
-    def usage(self, name: str) -> int:
-        """MEMORY USAGE of a list or hash: its packed bytes, per-node and per-entry overheads
-        and the key (an estimate of the same order as Redis's)."""
-        coll = self.colls[name]
-        if coll.KIND == LIST:
-            return 72 + len(name) + coll.nbytes + 48 * len(coll.nodes)
-        extra = 0 if coll.table is None else 56 * len(coll)
-        return 72 + len(name) + coll.nbytes + extra
-
-    def whole(self, src: str, dst: str) -> Any:
-        """The change that puts a copy of collection `src` at `dst` (COPY, RENAME), its TTL
-        included."""
-        coll = self.colls[src]
-        deadline = self.expiry.get(src) or 0
-        if coll.KIND == LIST:
-            return ("c", dst, LIST, list(coll), deadline, (coll.fill, 0))
-        return ("c", dst, HASH, list(coll.items()), deadline, hash_limits(coll))
-
     def reap(self, limit: int | None = None) -> int:
         """Delete due keys: all of them (`limit` None: before a count) or at most `limit` heap
         pops (the active tick). Returns how many keys expired."""
@@ -327,13 +302,6 @@ class Keyspace:
         """Does a key of the keyspace's own kinds (a string, a list, a hash) hold `name`? (A
         topic's name is the engine's.)"""
         return name in self.strings or name in self.colls
-
-    def counts(self) -> dict[str, int]:
-        """Keys by kind (the status page, /metrics)."""
-        out = {STRING: len(self.strings), LIST: 0, HASH: 0}
-        for value in self.colls.values():
-            out[value.KIND] += 1
-        return out
 
     def coll(self, name: str, kind: str) -> Any:
         """The list or hash value of `name` (after lazy expiry), None when there is no key;
@@ -397,7 +365,7 @@ class Keyspace:
                         e.second = second
                 else:
                     if name in self.colls:  # SET replaces a key of any kind
-                        self._drop_coll(name)
+                        colls_mod.drop(self, name)
                     self.nbytes += len(name) + len(value)
                     strings[name] = Entry(value, second)
                     self.order.add(name)
@@ -418,7 +386,7 @@ class Keyspace:
                     self.enc.pop(name, None)
                     expiry.clear(name)
                 elif name in self.colls:
-                    self._drop_coll(name)
+                    colls_mod.drop(self, name)
             elif kind == "x":
                 name, deadline, epoch = ch[1], ch[2], ch[3]
                 topic = self.host.topics.get(name)
@@ -438,65 +406,9 @@ class Keyspace:
                 self.enc.clear()
                 expiry.reset()
             elif kind in ("L", "H", "c"):
-                self._apply_coll(ch, second)
+                colls_mod.apply(self, ch, second)
             else:
                 raise ValueError(f"unknown keyspace change {kind!r}")
-
-    def _apply_coll(self, ch: Any, second: int) -> None:
-        """A collection change (Rule 6): the key is made on its first element and deleted
-        with its last."""
-        kind, name = ch[0], ch[1]
-        colls = self.colls
-        value = colls.get(name)
-        if kind == "c":
-            if value is not None:
-                self._drop_coll(name)
-            elif name in self.strings:
-                self.apply([("d", name)])
-            value = ListValue.of(ch[3], ch[5][0]) if ch[2] == LIST else \
-                HashValue.of(ch[3], ch[5][0], ch[5][1])
-            if not len(value):
-                return
-            self._add_coll(name, value)
-            if ch[4]:
-                self.expiry.set(name, ch[4])
-        elif kind == "L":
-            if value is None:
-                if not ch[4]:
-                    return
-                value = ListValue(ch[5])
-                self._add_coll(name, value)
-            old = value.nbytes
-            value.splice(ch[2], ch[3], ch[4])
-            self.nbytes += value.nbytes - old
-        else:
-            if value is None:
-                if not ch[2]:
-                    return
-                value = HashValue(ch[4], ch[5])
-                self._add_coll(name, value)
-            value.limits(ch[4], ch[5])  # the server's at this change (hashvalue.py Rule 3)
-            old = value.nbytes
-            for f, v in ch[2]:
-                value.set(f, v)
-            for f in ch[3]:
-                value.delete(f)
-            self.nbytes += value.nbytes - old
-        if second:
-            value.second = second
-        if not len(value):
-            self._drop_coll(name)
-
-    def _add_coll(self, name: str, value: Any) -> None:
-        self.colls[name] = value
-        self.order.add(name)
-        self.nbytes += len(name) + value.nbytes
-
-    def _drop_coll(self, name: str) -> None:
-        value = self.colls.pop(name)
-        self.order.remove(name)
-        self.nbytes -= len(name) + value.nbytes
-        self.expiry.clear(name)
 
     def snapshot(self) -> Op:
         """The whole keyspace as one operation: a flush, then a put of every string (its value,
@@ -510,13 +422,8 @@ class Keyspace:
         else:
             out += [("s", name, e.value, deadlines.get(name, 0), enc.get(name, ""))
                     for name, e in self.strings.items()]
-        for name, value in self.colls.items():
-            if value.KIND == LIST:
-                out.append(("c", name, LIST, list(value), deadlines.get(name, 0),
-                            (value.fill, 0)))
-            else:
-                out.append(("c", name, HASH, list(value.items()), deadlines.get(name, 0),
-                            hash_limits(value)))
+        out += [colls_mod.put_change(name, value, deadlines.get(name, 0))
+                for name, value in self.colls.items()]
         topics = self.host.topics
         for name, deadline in deadlines.items():
             topic = topics.get(name)

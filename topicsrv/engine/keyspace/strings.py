@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from topicsrv.engine.journal import Group, all_of
-from topicsrv.engine.keyspace import values
+from topicsrv.engine.keyspace import colls, values
 from topicsrv.engine.keyspace.ops import Op
 from topicsrv.engine.keyspace.space import STREAM, STRING, Keyspace
 from topicsrv.errors import TopicsError
@@ -210,7 +210,7 @@ def _put_copy(ks: Keyspace, kind: str, src: str, dst: str) -> Any:
     """The change that puts a copy of `src` (a string or a collection) at `dst`, with its
     TTL."""
     if kind != STRING:
-        return ks.whole(src, dst)
+        return colls.copy_change(ks, src, dst)
     return ("s", dst, ks.value(src), ks.expiry.get(src) or 0, ks.enc.get(src, ""))
 
 

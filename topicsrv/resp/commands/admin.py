@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 
+from topicsrv.engine.keyspace import colls
 from topicsrv.engine.keyspace.values import refcount, string_usage
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (
@@ -112,7 +113,7 @@ def memory_usage(ctx: CommandContext, args: list[bytes]) -> Any:
     if kind == "string":
         return string_usage(name, ks.value(name), ks.encoding(name))
     if kind in ("list", "hash"):
-        return ks.usage(name)
+        return colls.usage(ks, name)
     topic = ctx.engine.topics.get(name) if kind else None
     if topic is None:
         return None

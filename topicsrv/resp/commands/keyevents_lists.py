@@ -17,7 +17,15 @@ from typing import Any
 from topicsrv.bus.keyspace import GENERIC, LIST, NEW, Notifications
 from topicsrv.resp.commands import lists  # noqa: F401 (registers the commands)
 from topicsrv.resp.commands.base import CommandContext
-from topicsrv.resp.commands.keyevents_strings import Fire, Handler, _exists, _gone, _run, _wrap
+from topicsrv.resp.commands.keyevents_strings import (
+    Fire,
+    Handler,
+    _exists,
+    _gone,
+    _run,
+    _value,
+    _wrap,
+)
 
 
 def edit(event: bytes, arg: int = 0, klass: int = LIST) -> Fire:
@@ -63,8 +71,7 @@ def _move(from_arg: int | None, to_arg: int | None) -> Fire:
 def _mpop(ctx: CommandContext, ks: Notifications, inner: Handler, args: list[bytes]) -> Any:
     reply, wrote = _run(ctx, inner, args)
     if wrote:
-        value = reply.reply if hasattr(reply, "reply") else reply
-        key: bytes = value[0]
+        key: bytes = _value(reply)[0]
         numkeys = int(args[0])
         left = args[1 + numkeys].upper() == b"LEFT"
         ks.notify(LIST, b"lpop" if left else b"rpop", key)
