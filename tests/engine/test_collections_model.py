@@ -12,15 +12,12 @@ from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import invariant, rule
 
-from tests.engine.test_keyspace_model import Wal
-from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine
-from topicsrv.engine.keyspace import hashes, lists, ops
+from tests.engine.test_keyspace_model import Restarts
+from topicsrv.engine.keyspace import hashes, lists
 from topicsrv.engine.keyspace import strings as ks_ops
 from topicsrv.errors import TopicsError
-from topicsrv.storage import keyspacelog
 
 NAMES = ["l1", "l2", "h1", "s1"]
 KEYS = st.sampled_from(NAMES)
@@ -29,18 +26,10 @@ FIELDS = st.sampled_from([b"f", b"g", b"h" * 70, b""])
 Model = dict[str, tuple[str, Any, int | None]]  # name -> (kind, value, deadline)
 
 
-class CollectionsModel(RuleBasedStateMachine):
+class CollectionsModel(Restarts):
     def __init__(self) -> None:
         super().__init__()
-        self.clock = FakeClock()
-        self.wal = Wal()
-        self.engine = Engine(self.clock, self.wal)
-        self.checkpoint: bytes = ops.encode([])
         self.model: Model = {}
-
-    @property
-    def ks(self) -> Any:
-        return self.engine.keyspace
 
     def _live(self) -> Model:
         now = self.clock.now_ms()
@@ -278,31 +267,8 @@ class CollectionsModel(RuleBasedStateMachine):
     def limits(self, fill: int, entries: int) -> None:
         self.ks.list_fill, self.ks.hash_entries = fill, entries
 
-    @rule(ms=st.integers(0, 2000))
-    def tick(self, ms: int) -> None:
-        self.clock.advance(ms)
-        self.ks.active_expire()
-
-    @rule()
-    def checkpoint_now(self) -> None:
-        self.checkpoint = ops.encode(self.ks.snapshot())
-        self.wal.bodies.clear()
-
-    @rule(crash=st.booleans(), downtime=st.integers(0, 2000))
-    def restart(self, crash: bool, downtime: int) -> None:
-        if not crash:  # a clean stop ends with a final checkpoint
-            self.checkpoint_now()
-        self.clock.advance(downtime)
-        wal = Wal()
-        engine = Engine(self.clock, wal)
-        keyspacelog.replay(engine.keyspace, ops.decode(self.checkpoint), list(self.wal.bodies),
-                           self.clock.now_ms())
-        wal.bodies = list(self.wal.bodies)  # the WAL since the checkpoint is still on disk
-        engine.keyspace.list_fill = self.ks.list_fill
-        engine.keyspace.hash_entries = self.ks.hash_entries
-        self.engine, self.wal = engine, wal
-        now = self.clock.now_ms()
-        assert all(d > now for d in engine.keyspace.expiry.deadlines.values())
+    def carry(self, ks: Any) -> None:
+        ks.list_fill, ks.hash_entries = self.ks.list_fill, self.ks.hash_entries
 
     @invariant()
     def visible_equals_model(self) -> None:

@@ -34,18 +34,56 @@ class Wal(NullJournal):
         self.bodies.append(ops.encode(op))
 
 
-class KeyspaceModel(RuleBasedStateMachine):
+class Restarts(RuleBasedStateMachine):
+    """What every keyspace state machine shares: an engine on a fake clock whose keyspace
+    operations are kept as WAL frames, the clock moving with active expiry ticks, checkpoints,
+    and restarts (clean: checkpoint + WAL tail; crash: the last checkpoint + every frame
+    since). `carry` hands the settings a restart keeps to the new engine's keyspace."""
+
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
         self.wal = Wal()
         self.engine = Engine(self.clock, self.wal)
         self.checkpoint: bytes = ops.encode([])
-        self.model: dict[str, tuple[bytes, int | None]] = {}
 
     @property
     def ks(self) -> Any:
         return self.engine.keyspace
+
+    def carry(self, ks: Any) -> None:
+        """Settings the new keyspace keeps across a restart (none here)."""
+
+    @rule(ms=st.integers(0, 2000))
+    def tick(self, ms: int) -> None:
+        self.clock.advance(ms)
+        self.ks.active_expire()
+
+    @rule()
+    def checkpoint_now(self) -> None:
+        self.checkpoint = ops.encode(self.ks.snapshot())
+        self.wal.bodies.clear()
+
+    @rule(crash=st.booleans(), downtime=st.integers(0, 2000))
+    def restart(self, crash: bool, downtime: int) -> None:
+        if not crash:  # a clean stop ends with a final checkpoint
+            self.checkpoint_now()
+        self.clock.advance(downtime)
+        wal = Wal()
+        engine = Engine(self.clock, wal)
+        keyspacelog.replay(engine.keyspace, ops.decode(self.checkpoint), list(self.wal.bodies),
+                           self.clock.now_ms())
+        wal.bodies = list(self.wal.bodies)  # the WAL since the checkpoint is still on disk
+        self.carry(engine.keyspace)
+        self.engine, self.wal = engine, wal
+        now = self.clock.now_ms()
+        assert all(d > now for d in engine.keyspace.expiry.deadlines.values())  # expired stay gone
+
+
+class KeyspaceModel(Restarts):
+    def __init__(self) -> None:
+        super().__init__()
+        self.model: dict[str, tuple[bytes, int | None]] = {}
 
     def _live(self) -> dict[str, tuple[bytes, int | None]]:
         now = self.clock.now_ms()
@@ -119,30 +157,6 @@ class KeyspaceModel(RuleBasedStateMachine):
     def flushdb(self) -> None:
         self.engine.keyspace.commit([("f",)])
         self.model.clear()
-
-    @rule(ms=st.integers(0, 2000))
-    def tick(self, ms: int) -> None:
-        self.clock.advance(ms)
-        self.ks.active_expire()
-
-    @rule()
-    def checkpoint_now(self) -> None:
-        self.checkpoint = ops.encode(self.ks.snapshot())
-        self.wal.bodies.clear()
-
-    @rule(crash=st.booleans(), downtime=st.integers(0, 2000))
-    def restart(self, crash: bool, downtime: int) -> None:
-        if not crash:  # a clean stop ends with a final checkpoint
-            self.checkpoint_now()
-        self.clock.advance(downtime)
-        wal = Wal()
-        engine = Engine(self.clock, wal)
-        keyspacelog.replay(engine.keyspace, ops.decode(self.checkpoint), list(self.wal.bodies),
-                           self.clock.now_ms())
-        wal.bodies = list(self.wal.bodies)  # the WAL since the checkpoint is still on disk
-        self.engine, self.wal = engine, wal
-        now = self.clock.now_ms()
-        assert all(d > now for d in engine.keyspace.expiry.deadlines.values())  # expired stay gone
 
     @invariant()
     def visible_equals_model(self) -> None:
