@@ -15,7 +15,7 @@ import tracemalloc
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.records import prepare_fields, prepare_json
+from topicsrv.engine.log.records import prepare_fields, prepare_json
 
 
 def rss_bytes() -> int:

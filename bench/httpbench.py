@@ -23,8 +23,9 @@ from typing import Any
 import orjson
 
 from bench.respbench import VALUE, Measure
+from bench.sizes import SIZES
 
-# `python -m bench.httpbench` rows: (size key of bench.__main__.SIZES, run against an HTTP port)
+# `python -m bench.httpbench` rows: (size key of bench.sizes.SIZES, run against an HTTP port)
 ROWS: dict[str, tuple[str, Callable[[int, int], Measure]]] = {
     "write": ("http_records", lambda port, n: write_batches(port, "hd", n)),
     "diff": ("http_records", lambda port, n: diff_paging(port, "hd", n)),  # after "write"
@@ -184,7 +185,6 @@ def ab_main(prog: str, rows: dict[str, tuple[str, Callable[[int, int], Measure]]
     with `--against TREE` that tree's server (its own .venv, bench/procs.py) runs in every
     round too, which tree goes first alternating; per-round values and NEW/OLD printed."""
     from bench import procs as procs_mod
-    from bench.__main__ import SIZES
 
     ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--rounds", type=int, default=3)

@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.blobs import joined
-from topicsrv.engine.deletes import Match
-from topicsrv.engine.reads import FMT_JSON, FMT_RESP, scan_blobs
-from topicsrv.engine.records import prepare_fields, prepare_json
+from topicsrv.engine.log.blobs import joined
+from topicsrv.engine.log.deletes import Match
+from topicsrv.engine.log.reads import FMT_JSON, FMT_RESP, scan_blobs
+from topicsrv.engine.log.records import prepare_fields, prepare_json
 
 DATA = "x" * 100
 

@@ -33,6 +33,7 @@ from typing import Any
 import redis
 
 from bench.respbench import VALUE, Measure, client
+from bench.sizes import SIZES
 
 GROUP = "g"
 
@@ -193,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
     from bench import procs as procs_mod
-    from bench.__main__ import SIZES
 
     parser = argparse.ArgumentParser(prog="python -m bench.queuebench")
     parser.add_argument("--rounds", type=int, default=3)

@@ -26,7 +26,7 @@ import trio
 import trio.lowlevel
 
 from topicsrv.engine import Engine
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
 from topicsrv.storage import recovery
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.store import Storage

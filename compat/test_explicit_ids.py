@@ -1,4 +1,4 @@
-"""Client-chosen stream IDs, differential and byte-exact (issue 15; engine/xids.py): XADD
+"""Client-chosen stream IDs, differential and byte-exact (issue 15; engine/log/xids.py): XADD
 `<ms>-<n>`, `<ms>`, `<ms>-*`, its errors, XSETID, `*` after explicit IDs, and every ID
 position over such a stream. Explicit IDs are deterministic, so these scripts compare the
 raw replies (no ID placeholders): topicsrv must answer exactly what redis-server answers."""

@@ -8,7 +8,7 @@ from topicsrv import activity
 from topicsrv.activity import KEY, Activity
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
 
 
 def write(engine: Engine, name: str, n: int) -> None:

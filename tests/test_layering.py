@@ -54,6 +54,89 @@ def test_resp_protocol_codec_is_sans_io() -> None:
             assert not [m for m in imports_of(path) if m.startswith(("trio", "socket"))], name
 
 
+
+# ---- inside the engine: concept folders (docs/architecture.md "The engine's folders") ---------
+
+ENGINE = PKG / "engine"
+# each concept folder and the sibling folders it may import; anything else under engine/ is
+# shared (config, glob, journal, restore) or the facade (core.py, which may import them all)
+CONCEPTS: dict[str, set[str]] = {
+    "log": set(),
+    "keyspace": set(),
+    "groups": {"log"},
+    "queues": {"log"},
+    "routing": {"log"},
+}
+# the top-level engine modules a concept folder may import at run time (core only for hints)
+SHARED = {"config", "glob", "journal"}
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """Like `imports_of`, without the imports under `if TYPE_CHECKING:` (hints only)."""
+    tree = ast.parse(path.read_text())
+    hinted: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING",
+                                                                     "typing.TYPE_CHECKING"):
+            hinted.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in hinted:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            # `from topicsrv.engine import log` / `from topicsrv.engine.log import topic`
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def engine_part(module: str) -> str | None:
+    """`topicsrv.engine.log.topic` -> `log`; `topicsrv.engine.config` -> `config`."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["topicsrv", "engine"] and len(parts) > 2 else None
+
+
+def test_every_engine_folder_is_a_known_concept() -> None:
+    folders = {p.name for p in ENGINE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(CONCEPTS), folders ^ set(CONCEPTS)
+    for name in CONCEPTS:
+        assert ast.get_docstring(ast.parse((ENGINE / name / "__init__.py").read_text())), name
+
+
+def test_concept_folders_import_only_what_they_may() -> None:
+    bad = []
+    for concept, allowed in CONCEPTS.items():
+        for path in files(f"engine/{concept}"):
+            for m in runtime_imports(path):
+                part = engine_part(m)
+                if part is None or part == concept or part in allowed or part in SHARED:
+                    continue
+                if part in CONCEPTS or part in ("core", "restore"):
+                    bad.append(f"{path.relative_to(PKG)} imports {m}")
+    assert not bad, bad
+
+
+def test_no_module_reaches_into_a_concepts_private_names() -> None:
+    """A name starting with `_` in a concept folder is that folder's own: no module outside the
+    folder (a sibling concept, the facade, a front, a test) imports it."""
+    paths = sorted(PKG.rglob("*.py")) + sorted((PKG.parent / "tests").rglob("*.py"))
+    bad = []
+    for path in paths:
+        here = ".".join(path.relative_to(PKG.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            concept = engine_part(node.module)
+            if concept not in CONCEPTS or engine_part(here) == concept:
+                continue
+            names = [node.module.rsplit(".", 1)[-1]] + [a.name for a in node.names]
+            if any(n.startswith("_") and not n.startswith("__") for n in names):
+                bad.append(f"{here} imports {node.module}: {[a.name for a in node.names]}")
+    assert not bad, bad
+
+
 # ---- the layers as a whole (DESIGN.md: cli/server -> fronts -> context/tasks -> storage ->
 # engine -> errors/clock) --------------------------------------------------------------------
 
@@ -71,7 +154,7 @@ LAYERS: dict[str, int] = {
 
 
 def unit_of(module: str) -> str:
-    """`topicsrv.engine.topic` -> `engine`; `topicsrv.server` -> `server`."""
+    """`topicsrv.engine.log.topic` -> `engine`; `topicsrv.server` -> `server`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 

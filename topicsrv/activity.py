@@ -38,7 +38,7 @@ import trio
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
-    from topicsrv.engine.topic import Topic
+    from topicsrv.engine.log.topic import Topic
 
 KEY = "activity"
 SLOTS = 60

@@ -42,19 +42,19 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.ids",
     "topicsrv.resp.args",
     "topicsrv.resp.commands.stream_args",  # XADD / XREAD argument parsing
-    "topicsrv.engine.entries",  # record -> RESP entry bytes
-    "topicsrv.engine.records",
+    "topicsrv.engine.log.entries",  # record -> RESP entry bytes
+    "topicsrv.engine.log.records",
     "topicsrv.storage.codec",  # WAL record codec
-    "topicsrv.engine.topic",  # append, locate, read slices
-    "topicsrv.engine.writes",  # Engine.write's body
-    "topicsrv.engine.reads",
+    "topicsrv.engine.log.topic",  # append, locate, read slices
+    "topicsrv.engine.log.writes",  # Engine.write's body
+    "topicsrv.engine.log.reads",
     "topicsrv.resp.replysize",
     "topicsrv.latency",  # the per-command latency histogram
     "topicsrv.resp.dispatch",
     "topicsrv.resp.batch",  # XADD coalescing
     "topicsrv.resp.session",  # the per-connection loop
-    "topicsrv.engine.leases",  # the lease projection
-    "topicsrv.engine.queues",  # claim / ack / nack / extend
+    "topicsrv.engine.queues.leases",  # the lease projection
+    "topicsrv.engine.queues.queues",  # claim / ack / nack / extend
     "topicsrv.resp.commands.queues",  # TOPIC.CLAIM / ACK / NACK / EXTEND
     "topicsrv.engine.keyspace.values",  # string values: integers, floats, encodings
     "topicsrv.engine.keyspace.expiry",  # the expiry index

@@ -7,16 +7,16 @@ import pytest
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.deletes import parse_match
-from topicsrv.engine.entries import parse_entry
-from topicsrv.engine.reads import FMT_RESP, scan_range
-from topicsrv.engine.records import (
+from topicsrv.engine.log.deletes import parse_match
+from topicsrv.engine.log.entries import parse_entry
+from topicsrv.engine.log.reads import FMT_RESP, scan_range
+from topicsrv.engine.log.records import (
     MAX_DATA_META_BYTES,
     MAX_RECORDS_PER_WRITE,
     prepare_fields,
     prepare_json,
 )
-from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
 from topicsrv.errors import TopicsError
 
 

@@ -16,11 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, segments
-from topicsrv.engine import topic as topic_mod
-from topicsrv.engine.deletes import parse_match
-from topicsrv.engine.reads import scan_range
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine import Engine
+from topicsrv.engine.log import segments
+from topicsrv.engine.log import topic as topic_mod
+from topicsrv.engine.log.deletes import parse_match
+from topicsrv.engine.log.reads import scan_range
+from topicsrv.engine.log.records import prepare_json
 
 TAGS = ["a:1", "a:2", "b", None]
 NODES = ["n1", "n2", None]

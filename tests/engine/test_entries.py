@@ -1,4 +1,4 @@
-"""Stream entries as the engine stores them (engine/entries.py): `<ts>-<seq>` IDs and RESP
+"""Stream entries as the engine stores them (engine/log/entries.py): `<ts>-<seq>` IDs and RESP
 entry blobs, written and read without a protocol library."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import hiredis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topicsrv.engine import entries
-from topicsrv.engine.entries import encode_entry, format_id, parse_entry, split_id
+from topicsrv.engine.log import entries
+from topicsrv.engine.log.entries import encode_entry, format_id, parse_entry, split_id
 
 ENGINE = Path(__file__).resolve().parents[2] / "topicsrv" / "engine"
 

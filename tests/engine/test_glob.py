@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.deletes import parse_match
 from topicsrv.engine.glob import glob_match
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.deletes import parse_match
+from topicsrv.engine.log.records import prepare_json
 
 
 def redis_stringmatchlen(p: bytes, s: bytes) -> bool:

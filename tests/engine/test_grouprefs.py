@@ -4,9 +4,10 @@ engine: result codes, which PELs change, where an ACKED trim stops, claim order 
 from __future__ import annotations
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, grouprefs, groups
-from topicsrv.engine.records import prepare_fields
-from topicsrv.engine.topic import Topic
+from topicsrv.engine import Engine, groups
+from topicsrv.engine.groups import grouprefs
+from topicsrv.engine.log.records import prepare_fields
+from topicsrv.engine.log.topic import Topic
 
 
 def setup(eng: Engine, n: int = 5, read: int = 5) -> tuple[Topic, groups.Group, groups.Group]:

@@ -6,9 +6,9 @@ import pytest
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine, groups
-from topicsrv.engine.entries import parse_entry
-from topicsrv.engine.records import prepare_fields
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.entries import parse_entry
+from topicsrv.engine.log.records import prepare_fields
+from topicsrv.engine.log.topic import Topic
 from topicsrv.errors import TopicsError
 
 

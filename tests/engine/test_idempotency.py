@@ -1,12 +1,12 @@
-"""The idempotency table (engine/idempotency.py): HTTP keys and XADD IDMP pairs on one
+"""The idempotency table (engine/log/idempotency.py): HTTP keys and XADD IDMP pairs on one
 machinery, its windows on the engine clock, its bounds and XCFGSET."""
 
 from __future__ import annotations
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine import idempotency as idem
-from topicsrv.engine.records import prepare_fields, prepare_json
+from topicsrv.engine.log import idempotency as idem
+from topicsrv.engine.log.records import prepare_fields, prepare_json
 
 
 def _xadd(eng: Engine, pid: bytes, iid: bytes, value: bytes = b"v") -> dict:

@@ -13,7 +13,7 @@ from topicsrv.engine.journal import NullJournal
 from topicsrv.engine.keyspace import ops, values
 from topicsrv.engine.keyspace import strings as ks_ops
 from topicsrv.engine.keyspace.expiry import ExpiryIndex
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
 from topicsrv.errors import TopicsError
 from topicsrv.resp.commands.lcs import lcs_reply
 

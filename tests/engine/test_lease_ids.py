@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from topicsrv.engine import Engine
-from topicsrv.engine.queues import Claimer
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.queues.queues import Claimer
 
 
 def claim_one(eng: Engine) -> tuple[int, str]:

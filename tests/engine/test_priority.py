@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, priority
-from topicsrv.engine.priority import AGE_CAP_MS, AUTO_FLOOR_MS, effective_priority
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine import Engine
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.queues import priority
+from topicsrv.engine.queues.priority import AGE_CAP_MS, AUTO_FLOOR_MS, effective_priority
 
 
 @pytest.mark.parametrize(("idle_s", "bonus"), [

@@ -12,9 +12,9 @@ import pytest
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
 from topicsrv.engine.journal import NullJournal
-from topicsrv.engine.queues import Claimer
-from topicsrv.engine.records import prepare_json
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.queues.queues import Claimer
 
 DELETE_COMMIT = object()  # stands for the fsync-gated commit of a Delete frame
 

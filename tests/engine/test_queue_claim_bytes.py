@@ -1,4 +1,4 @@
-"""Issue 23 item 5: a claim answers at most `max_bytes` of records (engine/queues.py Rule 4).
+"""Issue 23 item 5: a claim answers at most `max_bytes` of records (engine/queues/queues.py Rule 4).
 
 `POST /claim {"max": 10000}` over 300 x 1 MB jobs used to lease all 300 and build one 300 MB
 answer. Now a claimer gets the jobs that fit (always at least one) and the others are never
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.leases import state_of
-from topicsrv.engine.queues import Claimer
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.queues.leases import state_of
+from topicsrv.engine.queues.queues import Claimer
 
 from .test_queues import claim, mkq, qstats, seqs
 

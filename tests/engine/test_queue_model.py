@@ -28,10 +28,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, leases, queues
+from topicsrv.engine import Engine
 from topicsrv.engine.journal import NullJournal
-from topicsrv.engine.queues import Claimer, deal
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.queues import leases, queues
+from topicsrv.engine.queues.queues import Claimer, deal
 
 NODES = ["a", "b", "c"]
 LEASE_MS = 100

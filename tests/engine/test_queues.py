@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, leases
-from topicsrv.engine.queues import Claimer, Job, deal
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine import Engine
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.queues import leases
+from topicsrv.engine.queues.queues import Claimer, Job, deal
 
 
 def mkq(eng: Engine, name: str = "q", **cfg: Any) -> None:

@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, leases
-from topicsrv.engine.queues import Claimer, Job
-from topicsrv.engine.records import PreparedRecord, prepare_fields, prepare_json
+from topicsrv.engine import Engine
+from topicsrv.engine.log.records import PreparedRecord, prepare_fields, prepare_json
+from topicsrv.engine.queues import leases
+from topicsrv.engine.queues.queues import Claimer, Job
 
 
 def claim(eng: Engine, node: str = "w", mx: int = 1, lease_ms: int | None = None) -> list[Job]:

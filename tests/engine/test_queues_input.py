@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from topicsrv.engine import Engine, leases
-from topicsrv.engine.queues import MAX_CLAIM, MAX_SEQS, Claimer
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine import Engine
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.queues import leases
+from topicsrv.engine.queues.queues import MAX_CLAIM, MAX_SEQS, Claimer
 from topicsrv.errors import TopicsError
 
 Op = Callable[[Engine], Any]

@@ -7,9 +7,9 @@ import random
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.blobs import Blobs
-from topicsrv.engine.deletes import parse_match
-from topicsrv.engine.records import prepare_fields, prepare_json
+from topicsrv.engine.log.blobs import Blobs
+from topicsrv.engine.log.deletes import parse_match
+from topicsrv.engine.log.records import prepare_fields, prepare_json
 
 
 def expected(eng: Engine, topic: str, from_seq: int, limit: int, max_bytes: int,

@@ -7,12 +7,13 @@ from typing import Any
 import orjson
 import pytest
 
-from topicsrv.engine import Engine, routers
-from topicsrv.engine.deletes import parse_match
-from topicsrv.engine.entries import parse_entry
-from topicsrv.engine.reads import FMT_RESP
-from topicsrv.engine.records import prepare_fields, prepare_json
-from topicsrv.engine.segments import SEGMENT_RECORDS, Segment
+from topicsrv.engine import Engine
+from topicsrv.engine.log.deletes import parse_match
+from topicsrv.engine.log.entries import parse_entry
+from topicsrv.engine.log.reads import FMT_RESP
+from topicsrv.engine.log.records import prepare_fields, prepare_json
+from topicsrv.engine.log.segments import SEGMENT_RECORDS, Segment
+from topicsrv.engine.routing import routers
 from topicsrv.errors import TopicsError
 
 

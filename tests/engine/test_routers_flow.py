@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, routers
-from topicsrv.engine.reads import FMT_RESP
-from topicsrv.engine.records import prepare_fields, prepare_json
+from topicsrv.engine import Engine
+from topicsrv.engine.log.reads import FMT_RESP
+from topicsrv.engine.log.records import prepare_fields, prepare_json
+from topicsrv.engine.routing import routers
 
 
 def write(eng: Engine, name: str, *recs: dict[str, Any]) -> dict[str, Any]:

@@ -7,11 +7,12 @@ from typing import Any
 import orjson
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, routers
+from topicsrv.engine import Engine
 from topicsrv.engine.journal import NullJournal
-from topicsrv.engine.records import prepare_json
-from topicsrv.engine.segments import TRIMMED
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.log.segments import TRIMMED
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.routing import routers
 
 
 class Recording(NullJournal):

@@ -1,4 +1,4 @@
-"""Sealed segments (segments Rules 5-6, engine/columns.py, engine/blobs.py): a full segment is
+"""Sealed segments (segments Rules 5-6, engine/log/columns.py, engine/log/blobs.py): a full segment is
 packed, reads and deletes behave exactly as on an unsealed one."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import orjson
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine, restore
-from topicsrv.engine.blobs import Blobs, joined, nbytes, pieces
-from topicsrv.engine.columns import Const, Deltas, Packed, Tails, pack
-from topicsrv.engine.reads import FMT_RESP, read, scan_blobs, scan_range
-from topicsrv.engine.records import prepare_fields, prepare_json
-from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS, Run, Segment
+from topicsrv.engine.log.blobs import Blobs, joined, nbytes, pieces
+from topicsrv.engine.log.columns import Const, Deltas, Packed, Tails, pack
+from topicsrv.engine.log.reads import FMT_RESP, read, scan_blobs, scan_range
+from topicsrv.engine.log.records import prepare_fields, prepare_json
+from topicsrv.engine.log.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS, Run, Segment
 
 N = SEGMENT_RECORDS
 

@@ -8,12 +8,13 @@ import orjson
 import pytest
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, deletes, restore
+from topicsrv.engine import Engine, restore
 from topicsrv.engine.config import SEQ_MAX, TopicConfig
-from topicsrv.engine.reads import FMT_RESP, read, scan_range
-from topicsrv.engine.records import prepare_json
-from topicsrv.engine.segments import DELETED, LOST
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log import deletes
+from topicsrv.engine.log.reads import FMT_RESP, read, scan_range
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.log.segments import DELETED, LOST
+from topicsrv.engine.log.topic import Topic
 from topicsrv.errors import TopicsError
 
 U63 = (1 << 63) - 1

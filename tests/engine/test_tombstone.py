@@ -1,12 +1,12 @@
-"""The Tombstone value (engine/tombstone.py): one shape on every wire, reasons from one table."""
+"""The Tombstone value (engine/log/tombstone.py): one shape on every wire, reasons from one table."""
 
 from __future__ import annotations
 
 import pytest
 
-from topicsrv.engine import tombstone as tb
-from topicsrv.engine.entries import parse_entry
-from topicsrv.engine.tombstone import FIELDS, REASONS, Tombstone
+from topicsrv.engine.log import tombstone as tb
+from topicsrv.engine.log.entries import parse_entry
+from topicsrv.engine.log.tombstone import FIELDS, REASONS, Tombstone
 
 
 def make(reason: str = "cap") -> Tombstone:

@@ -1,4 +1,4 @@
-"""Client-chosen stream IDs in the engine (engine/xids.py): planning as Redis, the parallel
+"""Client-chosen stream IDs in the engine (engine/log/xids.py): planning as Redis, the parallel
 ID arrays, positions by binary search across segments, the tombstone's resuming ID, and the
 seq/HTTP contract left unchanged."""
 
@@ -8,10 +8,11 @@ import orjson
 import pytest
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, xids
-from topicsrv.engine.reads import FMT_JSON, FMT_RESP, read, scan_range
-from topicsrv.engine.records import prepare_fields, prepare_json
-from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.engine import Engine
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.reads import FMT_JSON, FMT_RESP, read, scan_range
+from topicsrv.engine.log.records import prepare_fields, prepare_json
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
 from topicsrv.errors import TopicsError
 from topicsrv.resp import ids
 

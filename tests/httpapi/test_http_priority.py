@@ -27,7 +27,7 @@ from tests.httpapi.conftest import SSE, Client, wait_until
 from tests.httpapi.inproc import Srv, start_server
 from tests.httpapi.test_http_queues import produce
 from tests.resp.conftest import frame
-from topicsrv.engine.priority import AGE_CAP_MS
+from topicsrv.engine.queues.priority import AGE_CAP_MS
 from topicsrv.notify import PASS_BUDGET
 
 WATCHERS = 60

@@ -496,7 +496,7 @@ def test_metrics_show_the_queue_families(srv: Srv, c: Client, q: str) -> None:
 def test_a_claim_answer_is_capped_in_bytes_and_the_rest_stays_ready(c: Client, q: str) -> None:
     """Issue 23 item 5: `max` 10000 over 20 jobs of 900 KB answers what fits in 16 MiB (at
     least one job); the jobs not sent are not leased, so the next claim gets them at once."""
-    from topicsrv.engine.queues import CLAIM_MAX_BYTES
+    from topicsrv.engine.queues.queues import CLAIM_MAX_BYTES
 
     for i in range(20):
         produce_r = c.post(f"/v0/topics/{q}", {"records": [{"data": f"{i}" + "x" * 900_000}]})

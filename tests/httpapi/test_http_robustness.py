@@ -18,7 +18,7 @@ import orjson
 import trio
 
 from topicsrv.context import ServerConfig, make_context
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
 from topicsrv.http import app
 from topicsrv.http.handlers import DIFF_MAX_BYTES
 from topicsrv.http.protocol import EVENTS_PER_CALL, YIELD, Request, Response, ServerProtocol

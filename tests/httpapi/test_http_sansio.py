@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from topicsrv import buildinfo
 from topicsrv.context import ServerConfig, make_context
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
 from topicsrv.errors import TopicsError
 from topicsrv.http import app, metrics, sse
 from topicsrv.http.handlers import diff_body
@@ -150,8 +150,8 @@ def test_record_frame_keeps_the_stored_bytes() -> None:
 
 
 def test_diff_body_joins_records_verbatim() -> None:
-    from topicsrv.engine.reads import ReadResult
-    from topicsrv.engine.tombstone import Tombstone
+    from topicsrv.engine.log.reads import ReadResult
+    from topicsrv.engine.log.tombstone import Tombstone
 
     blobs = [prepare_json({"data": i}).encode(i, 5) for i in (3, 4)]
     tomb = Tombstone(gap_from=1, gap_to=2, reason="cap", missed_estimate=2, earliest_seq=3,

@@ -22,7 +22,7 @@ import redis
 
 from conftest import JsonClient, ServerProcess
 from tests.httpapi.conftest import SSE
-from topicsrv.engine.tombstone import FIELDS
+from topicsrv.engine.log.tombstone import FIELDS
 
 
 @pytest.fixture

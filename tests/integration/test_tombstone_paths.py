@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from tests.httpapi.conftest import SSE
-from topicsrv.engine.tombstone import FIELDS
+from topicsrv.engine.log.tombstone import FIELDS
 
 TOPIC = "tomb.paths"
 WANT = {"gap_from": 4, "gap_to": 10, "reason": "cap", "missed_estimate": 7,

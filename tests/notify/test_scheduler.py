@@ -12,7 +12,7 @@ import trio.testing
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.priority import AGE_CAP_MS
+from topicsrv.engine.queues.priority import AGE_CAP_MS
 from topicsrv.notify import PASS_BUDGET, Delivery, Notifier, Waiter, delivery
 
 

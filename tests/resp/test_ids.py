@@ -6,7 +6,7 @@ import pytest
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.records import prepare_fields
+from topicsrv.engine.log.records import prepare_fields
 from topicsrv.resp import ids
 from topicsrv.resp.commands.base import Err
 

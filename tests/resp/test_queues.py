@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine.leases import state_of
+from topicsrv.engine.queues.leases import state_of
 
 from .conftest import InProc, frame, read_to_eof, read_until, start_inproc, wait_for
 

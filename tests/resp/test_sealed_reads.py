@@ -1,5 +1,5 @@
 """Reads that cross sealed (packed) segments give, over both fronts, exactly the entries that
-were written (segments Rule 5, engine/blobs.py): XRANGE, XREVRANGE, XREAD, XREADGROUP after
+were written (segments Rule 5, engine/log/blobs.py): XRANGE, XREVRANGE, XREAD, XREADGROUP after
 XDELs in a sealed segment, the HTTP diff."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import redis
 
 from tests.resp.conftest import InProc
 from topicsrv.clock import FakeClock
-from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
 
 N = SEGMENT_RECORDS + 300  # the first segment sealed, the second its tail
 

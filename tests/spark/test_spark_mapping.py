@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from topicsrv.engine.records import data_to_fields, fields_to_data
+from topicsrv.engine.log.records import data_to_fields, fields_to_data
 from topicsrv.spark.client import Entry, Tombstone, parse_entry
 from topicsrv.spark.options import (
     ReadOptions,

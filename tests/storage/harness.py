@@ -11,7 +11,7 @@ import trio
 
 from topicsrv.clock import Clock
 from topicsrv.engine import Engine
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
 from topicsrv.storage.store import Storage
 
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import orjson
 
-from topicsrv.engine import Engine, routers
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine import Engine
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.routing import routers
 from topicsrv.storage import frames
 from topicsrv.storage.walread import wal_files
 

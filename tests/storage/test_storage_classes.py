@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
 from topicsrv.storage.fsck import check
 
 from .harness import live, running, write
@@ -68,7 +68,7 @@ async def test_disk_class_keeps_what_was_flushed_and_never_rewinds(tmp_path: Pat
 async def test_fsync_ack_reports_real_fsync_ms(tmp_path: Path) -> None:
     async with running(tmp_path) as (e, _):
         e.put_topic("fs", {"durable": True})
-        from topicsrv.engine.records import prepare_json
+        from topicsrv.engine.log.records import prepare_json
 
         _, token = e.write("fs", [prepare_json({"data": 1})])
         assert token is not None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
 from topicsrv.errors import TopicsError
 from topicsrv.storage import frames, segfiles
 from topicsrv.storage.fsck import check

@@ -13,7 +13,7 @@ import pytest
 
 from topicsrv.engine import Engine
 from topicsrv.engine.keyspace import strings as kstrings
-from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
 from topicsrv.errors import StartupError
 from topicsrv.storage import frames, functions, segfiles
 from topicsrv.storage.fsck import check

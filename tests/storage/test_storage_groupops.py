@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from topicsrv.engine import groups
-from topicsrv.engine.records import prepare_fields
+from topicsrv.engine.log.records import prepare_fields
 from topicsrv.storage.walread import wal_files
 
 from .harness import running

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topicsrv.engine import grouprefs, groups
-from topicsrv.engine.records import prepare_fields
+from topicsrv.engine import groups
+from topicsrv.engine.groups import grouprefs
+from topicsrv.engine.log.records import prepare_fields
 
 from .harness import live, running
 

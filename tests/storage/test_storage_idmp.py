@@ -1,4 +1,4 @@
-"""The idempotency table survives restarts and crashes (engine/idempotency.py Rule 6;
+"""The idempotency table survives restarts and crashes (engine/log/idempotency.py Rule 6;
 docs/storage.md T_IDMP): a T_IDMP add frame just before its APPEND, the table in checkpoints,
 XCFGSET as a gated T_IDMP cfg frame; a key whose APPEND never reached the WAL is dropped."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.records import prepare_fields
+from topicsrv.engine.log.records import prepare_fields
 from topicsrv.storage import frames
 
 from .harness import running

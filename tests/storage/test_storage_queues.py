@@ -12,10 +12,11 @@ import orjson
 import pytest
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, leases, queues
-from topicsrv.engine.queues import Claimer, Job, Move
-from topicsrv.engine.records import prepare_json
-from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.engine import Engine
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
+from topicsrv.engine.queues import leases, queues
+from topicsrv.engine.queues.queues import Claimer, Job, Move
 from topicsrv.storage import frames, segfiles
 from topicsrv.storage.walread import wal_files
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from topicsrv.engine.deletes import parse_match
-from topicsrv.engine.records import prepare_fields, prepare_json
-from topicsrv.engine.segments import SEGMENT_RECORDS
+from topicsrv.engine.log.deletes import parse_match
+from topicsrv.engine.log.records import prepare_fields, prepare_json
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
 from topicsrv.storage import frames, segfiles
 from topicsrv.storage.fsck import check
 

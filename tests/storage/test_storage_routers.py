@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from topicsrv.engine.deletes import parse_match
+from topicsrv.engine.log.deletes import parse_match
 from topicsrv.storage.fsck import check
 from topicsrv.storage.images import CHECKPOINT
 

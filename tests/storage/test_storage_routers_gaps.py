@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topicsrv.engine.segments import SEGMENT_RECORDS, TRIMMED
+from topicsrv.engine.log.segments import SEGMENT_RECORDS, TRIMMED
 from topicsrv.storage import segfiles
 from topicsrv.storage.fsck import check
 from topicsrv.storage.state import state_of

@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from topicsrv.engine.keyspace import strings as kstrings
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine.log.records import prepare_json
 from topicsrv.errors import TopicsError
 from topicsrv.storage import frames, txgroup
 from topicsrv.storage.state import shard_of

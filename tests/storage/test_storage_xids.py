@@ -1,4 +1,4 @@
-"""Client-chosen stream IDs survive restarts and crashes (engine/xids.py; docs/storage.md):
+"""Client-chosen stream IDs survive restarts and crashes (engine/log/xids.py; docs/storage.md):
 the APPEND and REC trailers, the checkpoint's `xid_since`/`last_id`, the XSETID frame."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from topicsrv.engine import Engine, xids
-from topicsrv.engine.records import prepare_fields
+from topicsrv.engine import Engine
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.records import prepare_fields
 from topicsrv.storage import codec
 
 from .harness import running

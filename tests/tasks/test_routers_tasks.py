@@ -15,8 +15,9 @@ import trio
 import trio.testing
 
 from topicsrv.clock import FakeClock
-from topicsrv.engine import Engine, routers
-from topicsrv.engine.records import prepare_json
+from topicsrv.engine import Engine
+from topicsrv.engine.log.records import prepare_json
+from topicsrv.engine.routing import routers
 from topicsrv.tasks.routers import Routers
 
 

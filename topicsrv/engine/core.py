@@ -23,17 +23,7 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock, SystemClock
-from topicsrv.engine import (
-    deletes,
-    groupops,
-    grouprefs,
-    groups,
-    priority,
-    queues,
-    routers,
-    writes,
-    xids,
-)
+from topicsrv.engine import groups
 from topicsrv.engine.config import (
     SEQ_MAX,
     ConfigRequest,
@@ -43,14 +33,18 @@ from topicsrv.engine.config import (
     check_topic_name,
     parse_config,
 )
+from topicsrv.engine.groups import groupops, grouprefs
 from topicsrv.engine.journal import CommitToken, Journal, NullJournal
 from topicsrv.engine.keyspace import Keyspace, wrongtype
 from topicsrv.engine.keyspace.scanorder import TopicMap
-from topicsrv.engine.reads import FMT_JSON, ReadResult, read
-from topicsrv.engine.records import PreparedRecord
+from topicsrv.engine.log import deletes, writes, xids
+from topicsrv.engine.log.reads import FMT_JSON, ReadResult, read
+from topicsrv.engine.log.records import PreparedRecord
+from topicsrv.engine.log.segments import TRIMMED
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.queues import priority, queues
 from topicsrv.engine.restore import fill_lost
-from topicsrv.engine.segments import TRIMMED
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.routing import routers
 from topicsrv.errors import TopicsError, invalid, not_found
 
 MAX_READ_LIMIT = 10_000
@@ -83,7 +77,7 @@ class Engine:
         return self.clock.now_ms()
 
     def _notify(self, name: str) -> None:
-        writes.notify(self, name)  # compiled with the write path (engine/writes.py)
+        writes.notify(self, name)  # compiled with the write path (engine/log/writes.py)
 
     def listen(self, listener: Callable[[str], None], interest: Collection[str] | None = None) -> None:
         """Rule 4: add a listener of every key; `interest`: the live mapping of the names a
@@ -256,7 +250,7 @@ class Engine:
         self._notify(name)
         return topic, token
 
-    # ---- routers (engine/routers.py; seeds section 8) -----------------------------------
+    # ---- routers (engine/routing/routers.py; seeds section 8) -----------------------------------
 
     def router_put(self, name: str, body: Any, admit: Callable[[], None] | None = None) -> tuple[
             dict[str, Any], bool, CommitToken | None]:
@@ -284,12 +278,12 @@ class Engine:
         return first
 
     def set_stream_id(self, topic: Topic, last_id: tuple[int, int]) -> CommitToken | None:
-        """XSETID: the caller checked Redis's conditions (engine/xids.py Rule 4)."""
+        """XSETID: the caller checked Redis's conditions (engine/log/xids.py Rule 4)."""
         xids.set_last_id(topic, last_id)
         return self.journal.stream_id_set(topic)
 
     def idmp_configure(self, topic: Topic, duration_s: int | None, maxsize: int | None) -> CommitToken | None:
-        """XCFGSET: the stream's IDMP window and per-producer size (engine/idempotency.py)."""
+        """XCFGSET: the stream's IDMP window and per-producer size (engine/log/idempotency.py)."""
         self.journal.check_writable(topic)
         topic.idempotency.configure(duration_s, maxsize)
         cfg = {"duration": topic.idempotency.duration_s, "maxsize": topic.idempotency.maxsize}
@@ -323,11 +317,11 @@ class Engine:
         lean: bool = False,
     ) -> tuple[dict[str, Any], CommitToken | None]:
         """Append a batch atomically. Returns (result, commit token). `xid` is a client-chosen
-        stream ID for the first record (`(ms, None)`: `<ms>-*`; engine/xids.py). `idmp` is
+        stream ID for the first record (`(ms, None)`: `<ms>-*`; engine/log/xids.py). `idmp` is
         XADD's (producer id, idempotent id), `idempotency_key` HTTP's: a repeat inside its
         window returns the original result with `duplicate: true` and appends nothing
-        (engine/idempotency.py). `lean`: the result holds the seqs and ts only
-        (engine/writes.py Rule 4)."""
+        (engine/log/idempotency.py). `lean`: the result holds the seqs and ts only
+        (engine/log/writes.py Rule 4)."""
         return writes.write(self, name, records, create, config, idempotency_key, xid, idmp,
                             lean)
 
@@ -395,7 +389,7 @@ class Engine:
 
     def delete_refs(self, name: str, seqs: list[int], policy: str,
                     group: groups.Group | None = None) -> tuple[list[int], CommitToken | None]:
-        """XDELEX / XACKDEL (engine/grouprefs.py): per-seq result codes; the records go through
+        """XDELEX / XACKDEL (engine/groups/grouprefs.py): per-seq result codes; the records go through
         `delete_seqs` (journaled as XDEL), nothing changes when storage refuses writes."""
         topic = self.get(name)
         self.journal.check_writable(topic)
@@ -406,7 +400,7 @@ class Engine:
 
     # ---- consumer-group definitions: change + journal in one step (Rule 2: the journal's
     # check_writable runs before anything changes). Storage logs each definition change at
-    # once (engine/groupops.py), so a group a client was told exists survives a crash;
+    # once (engine/groups/groupops.py), so a group a client was told exists survives a crash;
     # delivery progress and pending entries are persisted at checkpoints. ------------------
 
     def group_create(
@@ -453,7 +447,7 @@ class Engine:
         pending = groups.delete_consumer(group, consumer)
         return pending, self.journal.groups_changed(topic, groupops.consumer_deleted(group, consumer))
 
-    # ---- queues (engine/queues.py; seeds section 10) ------------------------------------------
+    # ---- queues (engine/queues/queues.py; seeds section 10) ------------------------------------------
 
     def claim(self, name: str, claimers: list[queues.Claimer]) -> tuple[
             list[list[queues.Job]], CommitToken | None, list[queues.Move]]:

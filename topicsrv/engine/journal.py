@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from topicsrv.engine.records import PreparedRecord
-    from topicsrv.engine.topic import Topic
+    from topicsrv.engine.log.records import PreparedRecord
+    from topicsrv.engine.log.topic import Topic
 
 
 class CommitToken(Protocol):
@@ -54,11 +54,11 @@ class Journal(Protocol):
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> CommitToken | None: ...
 
     def stream_id_set(self, topic: Topic) -> CommitToken | None:
-        """XSETID moved `topic.last_id` (engine/xids.py); gated like a group change."""
+        """XSETID moved `topic.last_id` (engine/log/xids.py); gated like a group change."""
         ...
 
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> CommitToken | None:
-        """Append events to the queue's leases log (engine/leases.py); gated iff the queue's
+        """Append events to the queue's leases log (engine/queues/leases.py); gated iff the queue's
         `leases_durable` is set (and its class writes a WAL)."""
         ...
 
@@ -69,7 +69,7 @@ class Journal(Protocol):
         ...
 
     def idempotent(self, topic: Topic, op: dict[str, Any]) -> CommitToken | None:
-        """An idempotency-table change (engine/idempotency.py Rule 6): `{"add": hit}` just
+        """An idempotency-table change (engine/log/idempotency.py Rule 6): `{"add": hit}` just
         before the write's `appended` (never waited on: the APPEND is), or `{"cfg": {...}}`
         (XCFGSET: config-like, gated for every class)."""
         ...

@@ -16,9 +16,9 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
-from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import TopicConfig
-from topicsrv.engine.segments import (
+from topicsrv.engine.log import xids as xmod
+from topicsrv.engine.log.segments import (
     DELETED,
     EVICTED,
     LIVE,
@@ -28,7 +28,7 @@ from topicsrv.engine.segments import (
     Run,
     Segment,
 )
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.topic import Topic
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
@@ -116,7 +116,7 @@ def put_slot(
     node: str | None, tag: str | None, flag: int = LIVE, xid: tuple[int, int] | None = None,
 ) -> None:
     """Restore one slot at `seq` (>= next_seq). `flag` is LIVE, DELETED, LOST or TRIMMED;
-    `xid` its stream ID when it was written in an ID-mapped topic (engine/xids.py)."""
+    `xid` its stream ID when it was written in an ID-mapped topic (engine/log/xids.py)."""
     if seq < topic.next_seq:
         return  # already restored (an idempotent replay)
     if seq > topic.next_seq:

@@ -14,7 +14,7 @@ never saw those jobs.
 Rule 4: the jobs array is a join of `Job.to_json()` bytes (the stored record JSON plus the
 lease fields); records are never decoded and re-encoded here. A claim answers at most
 CLAIM_MAX_BYTES (16 MiB, as a diff) of records, always at least one job; the jobs past it
-are not leased (engine/queues.py Rule 4), so `max` is an upper bound, not a promise.
+are not leased (engine/queues/queues.py Rule 4), so `max` is an upper bound, not a promise.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from topicsrv.engine import queues
 from topicsrv.engine.config import CONFIG_INT_MAX
-from topicsrv.engine.queues import Claimer, Job
-from topicsrv.engine.reads import FMT_JSON
+from topicsrv.engine.log.reads import FMT_JSON
+from topicsrv.engine.queues import queues
+from topicsrv.engine.queues.queues import Claimer, Job
 from topicsrv.http import params as p
 from topicsrv.http.handlers import Call, commit, json_response
 from topicsrv.http.protocol import Response

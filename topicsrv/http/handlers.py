@@ -27,12 +27,12 @@ import orjson
 import trio
 
 from topicsrv.bus.keyspace import GENERIC, NEW, STREAM, key_bytes
-from topicsrv.engine import deletes
-from topicsrv.engine.blobs import pieces
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from topicsrv.engine.journal import CommitToken
-from topicsrv.engine.reads import ReadResult
-from topicsrv.engine.records import PreparedRecord, prepare_json
+from topicsrv.engine.log import deletes
+from topicsrv.engine.log.blobs import pieces
+from topicsrv.engine.log.reads import ReadResult
+from topicsrv.engine.log.records import PreparedRecord, prepare_json
 from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
 from topicsrv.http.jsonsplit import loads_write_body

@@ -34,15 +34,16 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from topicsrv.engine import queues, routers
 from topicsrv.engine.keyspace import colls
+from topicsrv.engine.queues import queues
+from topicsrv.engine.routing import routers
 from topicsrv.latency import Histogram, Latencies
 from topicsrv.notify import BANDS, LATENCY_BUCKETS_S
 
 if TYPE_CHECKING:
     from topicsrv.activity import Others
     from topicsrv.context import HttpStats, ServerContext
-    from topicsrv.engine.topic import Topic
+    from topicsrv.engine.log.topic import Topic
 
 OTHER = "_other"
 
@@ -184,7 +185,7 @@ def topic_families(ctx: ServerContext, top: list[Topic], others: Others) -> Iter
 
 
 def effective_priority(ctx: ServerContext, topic: Topic) -> int:
-    from topicsrv.engine import priority
+    from topicsrv.engine.queues import priority
 
     engine = ctx.engine
     cfg = topic.config

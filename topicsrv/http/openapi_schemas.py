@@ -24,15 +24,15 @@ from topicsrv.engine.config import (
     U64_MAX,
 )
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
-from topicsrv.engine.queues import MAX_CLAIM, MAX_SEQS
-from topicsrv.engine.records import (
+from topicsrv.engine.log.records import (
     MAX_META_KEYS,
     MAX_NODE_BYTES,
     MAX_RECORDS_PER_WRITE,
     MAX_TAG_BYTES,
 )
-from topicsrv.engine.routers import GUARANTEES, MAX_HOPS
-from topicsrv.engine.tombstone import FROM_SEQ_TOO_OLD, REASONS
+from topicsrv.engine.log.tombstone import FROM_SEQ_TOO_OLD, REASONS
+from topicsrv.engine.queues.queues import MAX_CLAIM, MAX_SEQS
+from topicsrv.engine.routing.routers import GUARANTEES, MAX_HOPS
 from topicsrv.errors import STATUS_BY_CODE
 from topicsrv.tasks.claims import MAX_WAIT_MS as CLAIM_MAX_WAIT_MS
 

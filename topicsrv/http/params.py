@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from topicsrv.engine.core import U64_MAX
-from topicsrv.engine.records import MAX_NODE_BYTES
+from topicsrv.engine.log.records import MAX_NODE_BYTES
 from topicsrv.errors import TopicsError, invalid
 
 I64_MIN = -(1 << 63)

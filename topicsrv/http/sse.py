@@ -32,7 +32,7 @@ import orjson
 import trio
 
 from topicsrv.engine.config import check_topic_name
-from topicsrv.engine.tombstone import Tombstone
+from topicsrv.engine.log.tombstone import Tombstone
 from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
 from topicsrv.http.metrics import http_stats

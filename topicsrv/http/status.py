@@ -32,8 +32,10 @@ import orjson
 import trio
 
 from topicsrv import __version__
-from topicsrv.engine import groups, queues, routers
+from topicsrv.engine import groups
 from topicsrv.engine.keyspace import colls
+from topicsrv.engine.queues import queues
+from topicsrv.engine.routing import routers
 from topicsrv.http import params as p
 from topicsrv.http.handlers import Call
 from topicsrv.http.metrics import effective_priority, http_stats
@@ -43,7 +45,7 @@ from topicsrv.latency import SYNC_BUCKETS_S, Histogram
 
 if TYPE_CHECKING:
     from topicsrv.context import ServerContext
-    from topicsrv.engine.topic import Topic
+    from topicsrv.engine.log.topic import Topic
 
 TOP_DEFAULT = 25
 TOP_MAX = 200

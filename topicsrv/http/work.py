@@ -38,12 +38,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from topicsrv.engine import leases, queues
 from topicsrv.engine.config import check_topic_name
 from topicsrv.engine.journal import CommitToken
-from topicsrv.engine.priority import AGE_CAP_MS, age_boost
-from topicsrv.engine.queues import Claimer, Job
-from topicsrv.engine.reads import FMT_JSON
+from topicsrv.engine.log.reads import FMT_JSON
+from topicsrv.engine.queues import leases, queues
+from topicsrv.engine.queues.priority import AGE_CAP_MS, age_boost
+from topicsrv.engine.queues.queues import Claimer, Job
 from topicsrv.errors import TopicsError, invalid
 from topicsrv.http import params as p
 from topicsrv.http.protocol import Request
@@ -53,7 +53,7 @@ from topicsrv.tasks.claims import release
 if TYPE_CHECKING:
     from topicsrv.context import ServerContext
     from topicsrv.engine import Engine
-    from topicsrv.engine.topic import Topic
+    from topicsrv.engine.log.topic import Topic
 
 log = logging.getLogger("topicsrv.http")
 

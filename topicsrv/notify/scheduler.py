@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from topicsrv.engine import priority
-from topicsrv.engine.priority import AGE_CAP_MS, TICK_MS
+from topicsrv.engine.queues import priority
+from topicsrv.engine.queues.priority import AGE_CAP_MS, TICK_MS
 from topicsrv.notify.lines import Line, Lines
 from topicsrv.notify.runner import Runner
 from topicsrv.notify.waiter import NOTHING, Serve, Waiter

@@ -32,7 +32,7 @@ from time import perf_counter
 from typing import Any, Final
 
 from topicsrv.engine.keyspace import strings
-from topicsrv.engine.records import PreparedRecord, prepare_fields
+from topicsrv.engine.log.records import PreparedRecord, prepare_fields
 from topicsrv.errors import TopicsError
 from topicsrv.resp import acl, ids
 from topicsrv.resp.commands.base import CommandContext, Err, Pending, Simple
@@ -103,7 +103,7 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
         except TopicsError:  # nothing applied (Rule 3)
             return [execute(ctx, argv) for argv in argvs]
         ts, seq = result["ts"], result["first_seq"]
-        planned = result.get("xids")  # an ID-mapped topic (engine/xids.py)
+        planned = result.get("xids")  # an ID-mapped topic (engine/log/xids.py)
         for k, slot in enumerate(slots):
             reply = b"%d-%d" % planned[k] if planned else ids.format_id(ts, seq)
             replies[slot] = reply if token is None else Pending(token, reply)

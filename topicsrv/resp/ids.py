@@ -11,7 +11,7 @@ Rule 3: `-`/`+` are the ends of the log, `$` is head_seq at the time of the call
   only valid in XREADGROUP (the caller checks, `is_new_only`).
 Rule 4: syntax and the exclusive `(` ranges are exactly Redis 7's (same errors, `(-`/`(+`
   invalid, `(` of the largest/smallest ID -> "invalid start/end ID for the interval").
-Rule 5: in an ID-mapped topic (one that took a client-chosen ID, engine/xids.py) Rules 1-2
+Rule 5: in an ID-mapped topic (one that took a client-chosen ID, engine/log/xids.py) Rules 1-2
   give way to Redis's own order: an ID is compared with the records' IDs as (ms, seq), by
   binary search; `ms` alone is `ms-0` as a start and `ms-<max>` as an end. `0`/`0-0` and the
   specials keep Rule 3.
@@ -22,7 +22,7 @@ Rule 6: XREAD's `+` (Redis 7.4, Valkey 8; an extra over 7.0) is the position jus
 
 Public helpers (stable; XGROUP/XREADGROUP/XACK/XCLAIM in the groups*.py families use them):
   parse_id(arg, missing_seq=0) -> StreamId    syntax only, raises Err(INVALID_ID)
-  format_id(ts, seq) -> bytes                 `b"<ts>-<seq>"` (engine/entries.py: the one
+  format_id(ts, seq) -> bytes                 `b"<ts>-<seq>"` (engine/log/entries.py: the one
                                               definition, shared with the stored entries)
   entry_id(topic, seq) -> bytes               the ID of an existing seq (its ts looked up)
   range_bounds(topic, start, end) -> (lo, hi) inclusive seq interval for XRANGE/XPENDING
@@ -38,9 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from topicsrv.engine import xids
-from topicsrv.engine.entries import format_id
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.entries import format_id
+from topicsrv.engine.log.topic import Topic
 from topicsrv.resp.commands.base import Err
 
 U64: Final = (1 << 64) - 1

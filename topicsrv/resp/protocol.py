@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import hiredis
 
-from topicsrv.engine.entries import digits
+from topicsrv.engine.log.entries import digits
 from topicsrv.splitargs import split_args
 
 INLINE_MAX: Final = 64 * 1024

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
 
-from topicsrv.engine.blobs import Blobs, nbytes
-from topicsrv.engine.reads import FMT_RESP, ReadResult, read, scan_blobs
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.blobs import Blobs, nbytes
+from topicsrv.engine.log.reads import FMT_RESP, ReadResult, read, scan_blobs
+from topicsrv.engine.log.topic import Topic
 from topicsrv.resp.commands.base import CommandContext, Err
 
 PAGE: Final = 1024  # records per scan page of a range

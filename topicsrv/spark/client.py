@@ -109,7 +109,7 @@ class Entry:
 class Tombstone:
     """An in-band loss report: seqs [gap_from, gap_to] were lost before this reader read them.
 
-    The connector's reading of the server's tombstone entry (topicsrv.engine.tombstone
+    The connector's reading of the server's tombstone entry (topicsrv.engine.log.tombstone
     `resp_entry`; the connector ships without the server's modules, so it parses the wire).
     tests/integration/test_tombstone_paths.py checks that both agree."""
 

@@ -8,7 +8,7 @@ that is not a non-empty flat object of strings is the inverse of topicsrv's HTTP
 mapping, so its `data` is that JSON verbatim; any other pairs become a JSON object of the
 pairs (or `{"$fields": [[k, v], ...]}` when field names repeat or bytes are not UTF-8, the
 same view the HTTP API gives; non-UTF-8 text is `{"$base64": ...}`). This mirrors
-topicsrv.engine.records.fields_to_data on purpose: the connector ships to Spark workers
+topicsrv.engine.log.records.fields_to_data on purpose: the connector ships to Spark workers
 without the server's modules (docs/spark.md, "Running on a cluster"); a test checks that the
 two agree.
 Rule 3: rows are built column-wise into Arrow batches; no per-row Python objects beyond

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from topicsrv.engine import groups, leases, restore
-from topicsrv.engine.segments import SEGMENT_RECORDS, Run, Segment
-from topicsrv.engine.topic import Topic
+from topicsrv.engine import groups, restore
+from topicsrv.engine.log.segments import SEGMENT_RECORDS, Run, Segment
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.queues import leases
 from topicsrv.storage import codec, images, keyspacelog, routerlog, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
@@ -120,7 +121,7 @@ class Checkpoints:
                 "lost_total": topic.lost_total,
                 "ceiling": head,
             }
-            if topic.xid_since is not None:  # an ID-mapped topic (engine/xids.py)
+            if topic.xid_since is not None:  # an ID-mapped topic (engine/log/xids.py)
                 meta["xid_since"] = topic.xid_since
                 meta["last_id"] = list(topic.last_id)
             if not topic.idempotency.is_default():  # hits only where records persist

@@ -3,7 +3,7 @@
 APPEND body (one engine write):
     u16 name_len, name (utf-8), u64 epoch, u64 first_seq, u64 ts, u32 n,
     n x [u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob],
-    then, only in an ID-mapped topic (engine/xids.py), n x [u64 ms, u64 seq]: the stream IDs
+    then, only in an ID-mapped topic (engine/log/xids.py), n x [u64 ms, u64 seq]: the stream IDs
 REC body (one segment slot):
     u64 seq, u64 ts, u32 size, u32 blob_len, u16 node_len, u16 tag_len, node, tag, blob,
     then, only in an ID-mapped segment, u64 ms, u64 seq: the slot's stream ID
@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import orjson
 
-from topicsrv.engine.records import PreparedRecord
+from topicsrv.engine.log.records import PreparedRecord
 
 NONE_LEN: Final = 0xFFFF
 _APPEND_HEAD: Final = struct.Struct("<QQQI")

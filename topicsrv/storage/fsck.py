@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topicsrv.engine.keyspace import ops as ks_ops
-from topicsrv.engine.segments import DELETED, LOST, TRIMMED
+from topicsrv.engine.log.segments import DELETED, LOST, TRIMMED
 from topicsrv.storage import (
     codec,
     frames,

@@ -31,12 +31,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from topicsrv.engine import deletes, gaphops, groupops, groups, leases, restore
-from topicsrv.engine import idempotency as idem
-from topicsrv.engine import xids as xmod
+from topicsrv.engine import groups, restore
 from topicsrv.engine.config import SEQ_MAX
-from topicsrv.engine.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.groups import groupops
+from topicsrv.engine.log import deletes
+from topicsrv.engine.log import idempotency as idem
+from topicsrv.engine.log import xids as xmod
+from topicsrv.engine.log.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.queues import leases
+from topicsrv.engine.routing import gaphops
 from topicsrv.storage import codec, frames, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.images import Image, apply_cuts, build_images, read_checkpoint, replay_from
@@ -154,13 +158,13 @@ class Builder:
                                   front=ck.get("front", 0))
         groups.restore(topic, ck.get("groups"))
         topic.idempotency.restore(ck.get("idmp"))
-        if ck.get("xid_since") is not None:  # an ID-mapped topic (engine/xids.py)
+        if ck.get("xid_since") is not None:  # an ID-mapped topic (engine/log/xids.py)
             topic.xid_since = int(ck["xid_since"])
         if img.type == "queue":
             leases.restore(topic, ck.get("queue"))
         if ck.get("hops"):  # hop counts of a router source's copies above its cursors
             topic.ext["hops"] = {int(seq): int(hop) for seq, hop in ck["hops"]}
-        if ck.get("ghops"):  # and of its gaps (engine/gaphops.py)
+        if ck.get("ghops"):  # and of its gaps (engine/routing/gaphops.py)
             topic.ext[gaphops.KEY] = [[int(a), int(b), int(h)] for a, b, h in ck["ghops"]]
         for _, kind, part in parts:
             if kind:
@@ -257,7 +261,7 @@ class Builder:
                 restore.put_slot(topic, first + i, ts, blob, size, node, tag, LIVE,
                                  None if xids is None else xids[i])
             add = self.idmp_pending.pop((id(topic), first), None)
-            if add is not None:  # its key, journaled just before (engine/idempotency.py Rule 6)
+            if add is not None:  # its key, journaled just before (engine/log/idempotency.py Rule 6)
                 pid, iid, hit = idem.hit_from_json(add)
                 topic.idempotency.add(pid, iid, replace(hit, ts=ts, earliest=topic.earliest_seq), self.now)
             self.progress.records += n
@@ -271,7 +275,7 @@ class Builder:
                 self._remove(topic, ftype, d)
         elif ftype == frames.T_GROUPS:  # a whole snapshot (written by older versions)
             groups.restore(topic, d.get("groups"))
-        elif ftype == frames.T_XSETID:  # a client set the stream's last ID (engine/xids.py)
+        elif ftype == frames.T_XSETID:  # a client set the stream's last ID (engine/log/xids.py)
             xmod.set_last_id(topic, (int(d["last_id"][0]), int(d["last_id"][1])))
         elif ftype == frames.T_IDMP:  # an idempotency key waits for its APPEND; XCFGSET applies
             if "add" in d:
@@ -283,7 +287,7 @@ class Builder:
         elif ftype == frames.T_LEASES:  # a queue's leases-log events, in order
             qs = leases.state_of(topic)
             for ev in d["ev"]:
-                if ev[0] == "A":  # an ack: its jobs' delete first (engine/leases.py Rule 1)
+                if ev[0] == "A":  # an ack: its jobs' delete first (engine/queues/leases.py Rule 1)
                     deletes.delete_seqs(topic, self.now, ev[2])
                 leases.apply(qs, ev)
         elif ftype == frames.T_LOSTRANGE and d.get("void"):  # a crash gap routers skip (rederive Rule 3)

@@ -29,7 +29,7 @@ source records: routerfwd Rule 7). Otherwise (the source's WAL was damaged, or i
 no records: ephemeral) records it forwarded, whose copies a reader may have seen, may be
 gone: the dest skips as many seqs as a LOST run of gap hop 1 (a copy's least hop), so no seq
 a reader saw is reused and the gap goes no further round a cycle than a copy would
-(engine/gaphops.py). The source's own crash gap is never forwarded: it is below the cursor.
+(engine/routing/gaphops.py). The source's own crash gap is never forwarded: it is below the cursor.
 Rule 4 (what is not re-derived): a dest of the memory or ephemeral class, or of a memory-class
 source (rebuilt after readiness), comes back with its frames applied as they are and its
 router at the newest cursor known (checkpoint, `put`, or any frame's `rc`); the worker
@@ -45,10 +45,11 @@ import time
 from typing import Any
 
 from topicsrv.clock import Clock
-from topicsrv.engine import gaphops, restore, routers
+from topicsrv.engine import restore
 from topicsrv.engine.core import Engine
-from topicsrv.engine.segments import LOST
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.segments import LOST
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.routing import gaphops, routers
 from topicsrv.storage import frames
 from topicsrv.storage.images import Image
 from topicsrv.storage.recovery import Builder

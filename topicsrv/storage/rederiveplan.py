@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from topicsrv.engine import routers
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.routing import routers
 from topicsrv.storage import codec, frames
 from topicsrv.storage.images import Image
 from topicsrv.storage.state import TState

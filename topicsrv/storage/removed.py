@@ -27,11 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from topicsrv.engine import restore, routerfwd
+from topicsrv.engine import restore
 from topicsrv.engine.core import Engine
-from topicsrv.engine.routers import Router
-from topicsrv.engine.segments import LIVE, LOST, Run
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.segments import LIVE, LOST, Run
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.routing import routerfwd
+from topicsrv.engine.routing.routers import Router
 from topicsrv.storage import codec, frames, routerlog
 from topicsrv.storage.images import Image
 

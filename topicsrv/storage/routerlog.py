@@ -37,9 +37,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from topicsrv.engine import gaphops
-from topicsrv.engine.segments import DELETED, Segment
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.segments import DELETED, Segment
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.routing import gaphops
 from topicsrv.storage import frames
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import EXT_KEY, TState, near_ceiling, state_of
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
     from topicsrv.storage.wal import Shard, Token
 
-IN_KEY = "router_in"  # topic.ext: the inbound Router of a dest (engine/routers.py)
+IN_KEY = "router_in"  # topic.ext: the inbound Router of a dest (engine/routing/routers.py)
 OUT_KEY = "router_out"  # topic.ext: the outbound Routers of a source
 HOPS_KEY = "hops"  # topic.ext: {seq: hop} of resident copies with hop > 0
 UNSYNCED_KEY = "unsynced"  # topic.ext: first seqs of appends not durable yet (Rule 6)
@@ -151,7 +151,7 @@ def reveal_upto(topic: Topic, upto: int) -> int:
 
 def entry_fields(topic: Topic) -> dict[str, Any]:
     """The checkpoint entry's router fields of `topic` (Rule 4)."""
-    from topicsrv.engine.routers import spec_to_json
+    from topicsrv.engine.routing.routers import spec_to_json
 
     out: dict[str, Any] = {}
     router = topic.ext.get(IN_KEY)
@@ -176,13 +176,13 @@ def entry_fields(topic: Topic) -> dict[str, Any]:
         if kept:
             out["hops"] = kept
         gaps = [[max(a, low + 1), b, h] for a, b, h in topic.ext.get(gaphops.KEY, ()) if b > low]
-        if gaps:  # gap hops (engine/gaphops.py Rule 2)
+        if gaps:  # gap hops (engine/routing/gaphops.py Rule 2)
             out["ghops"] = gaps
     return out
 
 
 def specs(engine: Engine) -> list[dict[str, Any]]:
-    from topicsrv.engine.routers import spec_to_json
+    from topicsrv.engine.routing.routers import spec_to_json
 
     routers: dict[str, Any] = getattr(engine, "routers", {})
     return [spec_to_json(r.spec) for _, r in sorted(routers.items())]

@@ -21,7 +21,7 @@ from typing import Any
 
 import xxhash
 
-from topicsrv.engine.segments import DELETED, LIVE, LOST, TRIMMED, Segment
+from topicsrv.engine.log.segments import DELETED, LIVE, LOST, TRIMMED, Segment
 from topicsrv.storage import codec, frames
 from topicsrv.storage.fsops import OsOps
 
@@ -29,7 +29,7 @@ IDX_MAGIC = b"TIDX"
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
-# seq ts blob size node tag flag xid (the stream ID of an ID-mapped slot, engine/xids.py)
+# seq ts blob size node tag flag xid (the stream ID of an ID-mapped slot, engine/log/xids.py)
 Slot = tuple[int, int, bytes | None, int, str | None, str | None, int, tuple[int, int] | None]
 
 

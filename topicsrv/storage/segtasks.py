@@ -16,8 +16,8 @@ from typing import Any
 
 import trio
 
-from topicsrv.engine.segments import SEGMENT_RECORDS
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.segments import SEGMENT_RECORDS
+from topicsrv.engine.log.topic import Topic
 from topicsrv.storage import codec, frames, routerlog, segfiles
 from topicsrv.storage.checkpoint import Checkpoints
 from topicsrv.storage.policy import policy_of

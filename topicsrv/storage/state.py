@@ -13,7 +13,7 @@ from typing import Any
 
 import xxhash
 
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.topic import Topic
 from topicsrv.storage.segfiles import SegFile
 
 EXT_KEY = "storage"

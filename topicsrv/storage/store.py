@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from topicsrv.engine import queues, restore
-from topicsrv.engine import xids as xmod
+from topicsrv.engine import restore
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.journal import NullJournal
 from topicsrv.engine.keyspace import ops as ks_ops
-from topicsrv.engine.segments import DELETED, LOST
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log import xids as xmod
+from topicsrv.engine.log.segments import DELETED, LOST
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.queues import queues
 from topicsrv.errors import StartupError, TopicsError
 from topicsrv.storage import (
     codec,
@@ -56,7 +57,7 @@ from topicsrv.storage.walread import RESERVE_MAX
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
-    from topicsrv.engine.records import PreparedRecord
+    from topicsrv.engine.log.records import PreparedRecord
 
 log = logging.getLogger("topicsrv.storage")
 
@@ -318,7 +319,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
 
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> Token | None:
         """Consumer-group definitions are config-like: written at once and fsync-gated. The
-        frame carries the change only (engine/groupops.py), never the group's pending list."""
+        frame carries the change only (engine/groups/groupops.py), never the group's pending list."""
         return self._control(topic, frames.T_GROUPOP, {"op": change}, True)
 
     def stream_id_set(self, topic: Topic) -> Token | None:
@@ -345,7 +346,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
     def acked(self, topic: Topic, seqs: list[int], bound: int, events: list[list[Any]],
               wait: bool) -> Token | None:
         """A queue ack as one leases frame: its "A" event is also the jobs' delete (recovery
-        deletes them before applying it, engine/leases.py Rule 1), so a torn WAL tail keeps
+        deletes them before applying it, engine/queues/leases.py Rule 1), so a torn WAL tail keeps
         the delete and the acked events together or neither. Gated as the delete would be
         (`wait` on a class whose deletes are gated) or as durable leases are."""
         pol = policy_of(topic.config)

@@ -76,7 +76,7 @@ from topicsrv.storage import frames
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
-    from topicsrv.engine.topic import Topic
+    from topicsrv.engine.log.topic import Topic
     from topicsrv.storage.wal import Shard
 
 log = logging.getLogger("topicsrv.storage")

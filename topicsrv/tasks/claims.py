@@ -7,7 +7,7 @@ cohort and the same wait, and everything here is written once.
 Rule 1 (greedy): with `claim_jitter_ms` 0 a claim is one engine pass at once (seeds 10.3).
 Rule 2 (cohorts): with `claim_jitter_ms` > 0 the first claimer of a queue opens a cohort and
 a task serves it when the window closes: one engine pass over every claimer that joined
-meanwhile, jobs dealt round-robin in proportion to `max` (engine/queues.py Rule 1). A claimer
+meanwhile, jobs dealt round-robin in proportion to `max` (engine/queues/queues.py Rule 1). A claimer
 that leaves before the pass (cancelled, disconnected) is not dealt jobs.
 Rule 3 (long poll): a claim that got nothing waits, up to `wait_ms`, in the queue's line of
 waiting claimers (`line`; topicsrv/notify/lines.py), the same line as TOPIC.CLAIM BLOCK and
@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 
 import trio
 
-from topicsrv.engine import Engine, leases, queues
+from topicsrv.engine import Engine
 from topicsrv.engine.journal import CommitToken
-from topicsrv.engine.queues import Claimer, Job, Move
+from topicsrv.engine.queues import leases, queues
+from topicsrv.engine.queues.queues import Claimer, Job, Move
 from topicsrv.errors import TopicsError
 from topicsrv.notify import NOTHING, Notifier
 from topicsrv.notify.lines import Line

@@ -36,8 +36,9 @@ import time
 
 import trio
 
-from topicsrv.engine import Engine, routers
-from topicsrv.engine.routers import Router
+from topicsrv.engine import Engine
+from topicsrv.engine.routing import routers
+from topicsrv.engine.routing.routers import Router
 from topicsrv.notify import Notifier, wait_any
 
 log = logging.getLogger("topicsrv.routers")

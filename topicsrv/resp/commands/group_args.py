@@ -6,7 +6,7 @@ Rule 1: IDs given by a client are positions (topicsrv.resp.ids): `ms-seq` names 
 position names no record; IDs in replies are the entries' own `<ts>-<seq>` (`delivery_id`).
 Rule 2: a PEL interval's time positions are resolved against the PEL itself, not the log
 (pending entries may lie below the topic's front).
-Rule 3: in an ID-mapped topic (engine/xids.py) IDs are resolved against the log's IDs, and a
+Rule 3: in an ID-mapped topic (engine/log/xids.py) IDs are resolved against the log's IDs, and a
 pending entry shows its record's ID while the record's segment is resident (its `<ms>-<seq>`
 once it is gone).
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from topicsrv.engine import groups as eg
-from topicsrv.engine import xids
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.topic import Topic
 from topicsrv.resp import ids
 
 # imported for its registrations: the stream family registers before the group families, so

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from topicsrv.engine import groups as eg
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.topic import Topic
 from topicsrv.resp import ids
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (

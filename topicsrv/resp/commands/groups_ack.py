@@ -7,7 +7,7 @@ evict floor gets the tombstone entry first, exactly like XREAD; its arguments ar
 parser's (stream_args.py), so `NODE n` skips that node's records as in XREAD.
 Rule 3: positions and PEL intervals follow group_args.py Rules 1-2.
 Rule 4: `CLAIM min-idle-time` (Redis 8.4) with `>`: idle pending entries of any consumer come
-first (engine/groupclaim.py Rule 3), then new ones, COUNT covering both; every entry of such a
+first (engine/groups/groupclaim.py Rule 3), then new ones, COUNT covering both; every entry of such a
 reply is `[id, fields, idle-ms, delivery-count]` (0 and 0 for a new entry or a tombstone);
 NOACK applies to the new ones only. A BLOCK also wakes when an entry becomes claimable.
 Rule 5 (BLOCK): a reader that finds nothing waits in the line of each (stream, group) it reads
@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from topicsrv.engine import groups as eg
-from topicsrv.engine.blobs import nbytes
-from topicsrv.engine.reads import ReadResult
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.blobs import nbytes
+from topicsrv.engine.log.reads import ReadResult
+from topicsrv.engine.log.topic import Topic
 from topicsrv.notify import NOTHING, UNLIMITED
 from topicsrv.notify.lines import Line
 from topicsrv.resp import ids, replysize

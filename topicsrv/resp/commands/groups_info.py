@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from topicsrv.engine import groups as eg
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.topic import Topic
 from topicsrv.resp.commands.base import HOOKS, CommandContext, Err
 from topicsrv.resp.commands.group_args import command, delivery_id, group_last_id, stream, text
 

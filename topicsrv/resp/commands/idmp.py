@@ -1,6 +1,6 @@
 """Idempotent XADD (Redis 8.6): XCFGSET and the XINFO STREAM idmp fields. `XADD ... IDMP pid
 iid | IDMPAUTO pid` itself is parsed in stream_args.py and goes to Engine.write (`idmp`), on the
-topic's idempotency table (engine/idempotency.py), the one HTTP idempotency keys use.
+topic's idempotency table (engine/log/idempotency.py), the one HTTP idempotency keys use.
 
 Rule 1: XCFGSET parses its options before it looks at the key, with Redis's texts: no option
   `ERR At least one parameter (IDMP-DURATION or IDMP-MAXSIZE) is required`, an option without
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from topicsrv.engine import idempotency as idem
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log import idempotency as idem
+from topicsrv.engine.log.topic import Topic
 from topicsrv.resp.commands.base import (
     SYNTAX,
     CommandContext,

@@ -22,7 +22,7 @@ timed out is a null array (`*-1`, RESP3 `_`), as XREADGROUP BLOCK answers. `BLOC
 for as long as it takes (in MAX_WAIT_MS long polls).
 Rule 3: claimed jobs are sent only once their lease events are committed (`Pending`), and
 never past the output limit: the engine leases only the jobs whose records fit the reply
-budget (engine/queues.py Rule 4, at least one; the others are never leased), and a reply that
+budget (engine/queues/queues.py Rule 4, at least one; the others are never leased), and a reply that
 still does not fit (the RESP form is larger than the stored one) gives the jobs past it back
 at once (a nack fenced by their lease ids), so a reply is never replaced by an error while
 jobs stay leased to a worker that never saw them (replysize.py Rule 2, for claims).
@@ -33,7 +33,7 @@ missing key the engine's `ERR topic 'k' does not exist` (as TOPIC.INFO), a log t
 Redis's text plus the HTTP error code (the mirror of XREADGROUP's WRONGTYPE on a queue).
 Rule 5: ACK/NACK/EXTEND reply the HTTP result objects (`topic`, `acked`|`released`|
 `extended`, ...), with `skipped` as `[seq, reason]` pairs; a seq the node does not hold (or
-holds under another lease id) is skipped and named, never an error (engine/queues.py Rule 2).
+holds under another lease id) is skipped and named, never an error (engine/queues/queues.py Rule 2).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from typing import Any, Final
 
 from topicsrv.engine.config import CONFIG_INT_MAX
 from topicsrv.engine.journal import CommitToken
-from topicsrv.engine.queues import MAX_CLAIM, MAX_SEQS, Claimer, Job
-from topicsrv.engine.reads import FMT_RESP
+from topicsrv.engine.log.reads import FMT_RESP
+from topicsrv.engine.queues.queues import MAX_CLAIM, MAX_SEQS, Claimer, Job
 from topicsrv.errors import TopicsError
 from topicsrv.notify import NOTHING
 from topicsrv.resp import replysize

@@ -10,7 +10,7 @@ Rule 2b: `KEEPREF | DELREF | ACKED` (Redis 8.2) may stand anywhere among the tri
 once; without MAXLEN/MINID it has nothing to act on.
 Rule 3: XADD's ID is `*`, `<ms>-<seq>`, `<ms>` (= `<ms>-0`) or `<ms>-*`, parsed as Redis's
 streamParseStrictIDOrReply (`-`/`+` refused); whether it fits the stream is the engine's
-call (engine/xids.py), with Redis's texts.
+call (engine/log/xids.py), with Redis's texts.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Trim:
     threshold: int | ids.StreamId
     approx: bool
     limit: int
-    policy: str = "keepref"  # KEEPREF | DELREF | ACKED (Redis 8.2; engine/grouprefs.py)
+    policy: str = "keepref"  # KEEPREF | DELREF | ACKED (Redis 8.2; engine/groups/grouprefs.py)
 
 
 @dataclass(slots=True)

@@ -2,7 +2,7 @@
 
 Behaviour and error texts are redis-server 7's, with the designed differences of API.md 9:
 an ID argument is a position (ids.py; Redis's own order once a topic took a client-chosen
-ID: engine/xids.py);
+ID: engine/log/xids.py);
 `MAXLEN`/`MINID` (XADD, XTRIM) are capacity trims that advance evict_floor (tombstone reason
 `cap`), trimmed exactly even with `~`, with Redis 8.2's `KEEPREF|DELREF|ACKED` (apply_trim);
 `XDEL` is a silent delete (XDELEX/XACKDEL: streams_refs.py).
@@ -33,14 +33,14 @@ from typing import Any
 import trio
 
 from topicsrv.bus.keyspace import NEW, STREAM
-from topicsrv.engine import grouprefs, xids
-from topicsrv.engine.blobs import joined, nbytes
-from topicsrv.engine.groups import entries_added
-from topicsrv.engine.idempotency import auto_iid
-from topicsrv.engine.reads import FMT_RESP, ReadResult, scan_range
-from topicsrv.engine.records import PreparedRecord, prepare_fields, prepare_fields_in_slices
-from topicsrv.engine.segments import DELETED
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.groups import entries_added, grouprefs
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.blobs import joined, nbytes
+from topicsrv.engine.log.idempotency import auto_iid
+from topicsrv.engine.log.reads import FMT_RESP, ReadResult, scan_range
+from topicsrv.engine.log.records import PreparedRecord, prepare_fields, prepare_fields_in_slices
+from topicsrv.engine.log.segments import DELETED
+from topicsrv.engine.log.topic import Topic
 from topicsrv.notify import NOTHING
 from topicsrv.resp import ids, replysize
 from topicsrv.resp.args import Args
@@ -106,7 +106,7 @@ def read_reply(ctx: CommandContext, items: list[list[Any]]) -> Any:
 
 
 def apply_trim(ctx: CommandContext, name: str, trim: Trim) -> tuple[int, Any]:
-    """XTRIM / XADD's trim, with its reference policy (engine/grouprefs.py Rule 3: ACKED stops
+    """XTRIM / XADD's trim, with its reference policy (engine/groups/grouprefs.py Rule 3: ACKED stops
     at the first entry a group still references; DELREF drops the trimmed from the PELs)."""
     topic = ctx.engine.find(name)
     if topic is None:
@@ -165,7 +165,7 @@ def xadd(ctx: CommandContext, args: list[bytes]) -> Any:
 
 
 def idmp_key(x: XAdd) -> tuple[bytes, bytes] | None:
-    """IDMP's (producer, iid); IDMPAUTO's iid from the content (engine/idempotency.py)."""
+    """IDMP's (producer, iid); IDMPAUTO's iid from the content (engine/log/idempotency.py)."""
     if x.idmp is None:
         return None
     pid, iid = x.idmp

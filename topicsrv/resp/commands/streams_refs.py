@@ -3,7 +3,7 @@
 Rule 1: every argument is parsed (Redis's texts: `Number of IDs must be a positive integer`,
   `The `numids` parameter must match the number of arguments`, `syntax error`, invalid IDs)
   before the key is looked up; a missing key (XACKDEL: or group) answers -1 per ID.
-Rule 2: the delete itself is `Engine.delete_refs` (engine/grouprefs.py): records go through
+Rule 2: the delete itself is `Engine.delete_refs` (engine/groups/grouprefs.py): records go through
   the same journaled, silent delete as XDEL (no tombstone), the PEL changes (the ack, DELREF)
   as XACK's do.
 Rule 3: the `IDS numids id...` block and the policy may come in either order; the policy at
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from topicsrv.engine import grouprefs
 from topicsrv.engine import groups as eg
+from topicsrv.engine.groups import grouprefs
 from topicsrv.resp import ids
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import CommandContext, Err, committed, key_name, parse_int

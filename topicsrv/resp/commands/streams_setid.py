@@ -1,4 +1,4 @@
-"""XSETID: set a stream's last ID, Redis 7.0's xsetidCommand (engine/xids.py Rule 4).
+"""XSETID: set a stream's last ID, Redis 7.0's xsetidCommand (engine/log/xids.py Rule 4).
 
 Rule 1: the checks and their texts are Redis's, in its order: the ID and the options first
   (`ENTRIESADDED` >= 0, `MAXDELETEDID` <= the ID), then the key (`ERR no such key`), then
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from topicsrv.engine import xids
-from topicsrv.engine.reads import scan_range
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.reads import scan_range
 from topicsrv.resp import ids
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import WRONGTYPE, CommandContext, Err, Simple, committed, key_name

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from topicsrv.engine import deletes
-from topicsrv.engine.blobs import joined
 from topicsrv.engine.config import parse_config
 from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
-from topicsrv.engine.reads import FMT_RESP
+from topicsrv.engine.log import deletes
+from topicsrv.engine.log.blobs import joined
+from topicsrv.engine.log.reads import FMT_RESP
 from topicsrv.resp import replysize
 from topicsrv.resp.args import Args
 from topicsrv.resp.commands.base import (

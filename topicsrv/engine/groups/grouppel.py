@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from topicsrv.engine import xids
-from topicsrv.engine.groupstate import (
+from topicsrv.engine.groups.groupstate import (
     Delivery,
     Group,
     entries_added,
@@ -22,9 +21,10 @@ from topicsrv.engine.groupstate import (
     has_tombstones,
     max_hole,
 )
-from topicsrv.engine.reads import FMT_RESP, ReadResult, read
-from topicsrv.engine.records import KIND_FIELDS, blob_to_resp
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.reads import FMT_RESP, ReadResult, read
+from topicsrv.engine.log.records import KIND_FIELDS, blob_to_resp
+from topicsrv.engine.log.topic import Topic
 
 
 def _advance(topic: Topic, group: Group, seq: int, ms: int, hole: int | None) -> None:
@@ -88,7 +88,7 @@ def resp_entry(topic: Topic, seq: int) -> bytes | None:
     blob = rec[0]
     blob = blob if blob[0] == KIND_FIELDS else blob_to_resp(blob)
     since = topic.xid_since
-    if since is not None and seq >= since:  # an ID-mapped topic (engine/xids.py Rule 6)
+    if since is not None and seq >= since:  # an ID-mapped topic (engine/log/xids.py Rule 6)
         blob = xids.reid(blob, xids.xid_of(topic, seq))
     return blob
 

@@ -16,8 +16,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
-from topicsrv.engine.segments import DELETED, LIVE, Segment
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.segments import DELETED, LIVE, Segment
+from topicsrv.engine.log.topic import Topic
 from topicsrv.errors import invalid
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from topicsrv.engine.groupstate import Group, groups_of
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.groups.groupstate import Group, groups_of
+from topicsrv.engine.log.topic import Topic
 
 KEEPREF, DELREF, ACKED = "keepref", "delref", "acked"
 POLICIES = (KEEPREF, DELREF, ACKED)

@@ -19,7 +19,7 @@ Rule 5 (hops): a copy's hop is its source record's hop + 1 (0 for a direct write
 live in `topic.ext["hops"]` ({seq: hop}) of a dest that has outbound routers or whose inbound
 router is `allow_cycle`/`max_hops`, pruned below the smallest outbound cursor (the front when
 there is none). A record is forwarded only if `hop < router.hop_cap`. A gap obeys the same cap
-with its own hop (engine/gaphops.py), so no gap goes round a cycle for ever.
+with its own hop (engine/routing/gaphops.py), so no gap goes round a cycle for ever.
 Rule 6 (evicted before forwarded): the source's drop hook counts, per outbound router, the
 seqs it was going to forward (or report) that an eviction takes above its cursor, so the gap
 has exactly that many seqs (a restored router with no count reports the whole span).
@@ -38,17 +38,17 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from topicsrv.engine import gaphops
-from topicsrv.engine.columns import Tails
-from topicsrv.engine.entries import bulks, parse_entry
-from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, PreparedRecord
-from topicsrv.engine.segments import GAP_FLAGS, LIVE, AnySegment, Segment
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.columns import Tails
+from topicsrv.engine.log.entries import bulks, parse_entry
+from topicsrv.engine.log.records import KIND_FIELDS, KIND_JSON, PreparedRecord
+from topicsrv.engine.log.segments import GAP_FLAGS, LIVE, AnySegment, Segment
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.routing import gaphops
 from topicsrv.errors import TopicsError
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
-    from topicsrv.engine.routers import Router
+    from topicsrv.engine.routing.routers import Router
 
 KEY_FIELD = "_topics_router"
 STEP_BYTES = 8 << 20  # at most this much copied data per step (then the next step goes on)

@@ -17,7 +17,7 @@ memory whatever its length, so memory is O(records), never O(seq range). A run i
 segment (like a topic's first) may start inside its aligned range, and `Topic.locate` falls
 back to a binary search when runs break the arithmetic.
 Rule 5: a full segment is sealed (`seal`, called when the next one starts): its blobs become
-one `Packed` buffer (one slice per run of live slots, engine/columns.py), its ts a `Deltas`
+one `Packed` buffer (one slice per run of live slots, engine/log/columns.py), its ts a `Deltas`
 column, its sizes the narrowest array (a `Const` when all are equal); flags, nodes, tags and
 xids stay as they are. Only the tail segment takes appends, so XADD never touches a sealed one.
 Rule 6: killing slots of a sealed segment only flips flags; their bytes are freed by a repack
@@ -37,9 +37,9 @@ from __future__ import annotations
 
 from array import array
 
-from topicsrv.engine.columns import Const, Deltas, Packed, Tails, narrow, pack, strip
-from topicsrv.engine.entries import tail_start, with_id
-from topicsrv.engine.records import KIND_FIELDS, KIND_JSON
+from topicsrv.engine.log.columns import Const, Deltas, Packed, Tails, narrow, pack, strip
+from topicsrv.engine.log.entries import tail_start, with_id
+from topicsrv.engine.log.records import KIND_FIELDS, KIND_JSON
 
 SEGMENT_RECORDS = 4096
 
@@ -74,7 +74,7 @@ class Segment:
         self.live_bytes = 0
         # The record form(s) stored here: the blob kind byte when uniform, MIXED otherwise.
         self.kinds = 0
-        # Client-chosen IDs: ms, n per slot, only in an ID-mapped topic (engine/xids.py).
+        # Client-chosen IDs: ms, n per slot, only in an ID-mapped topic (engine/log/xids.py).
         self.xids: array[int] | None = None
         # False once a blob was stored whose ID is not `(ts column, seq)` (Rule 7).
         self.ids_exact = True
@@ -339,7 +339,7 @@ class Run:
         self.blobs = Const(None, n)
         self.sizes = Const(0, n)
         self.flags = Const(flag, n)
-        self.xids: tuple[int, int] | None = None  # the ID of all its seqs (engine/xids.py Rule 2)
+        self.xids: tuple[int, int] | None = None  # the ID of all its seqs (engine/log/xids.py Rule 2)
 
     @property
     def next_seq(self) -> int:

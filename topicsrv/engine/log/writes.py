@@ -5,7 +5,7 @@ compiles with the hot path (topicsrv/buildinfo.py) while tests can still replace
 on an instance; core.py and its Engine class stay plain Python.
 Rule 2 (engine Rule 2): everything is validated before anything mutates; a refused first
 write leaves no topic behind.
-Rule 3: per write, not per record: the per-record work is in Topic.append (engine/topic.py)
+Rule 3: per write, not per record: the per-record work is in Topic.append (engine/log/topic.py)
 and the journal's frame encoding (storage/codec.py), both compiled.
 Rule 4 (lean): a caller that replies with the IDs only (RESP XADD runs: resp/batch.py) asks
 for `first_seq`, `last_seq`, `ts`, `duplicate` (and `xids`) alone; the full result's
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from topicsrv.engine import idempotency as idem
-from topicsrv.engine import xids
 from topicsrv.engine.config import ConfigRequest, check_topic_name, parse_config
 from topicsrv.engine.journal import CommitToken
-from topicsrv.engine.records import MAX_RECORDS_PER_WRITE, PreparedRecord
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log import idempotency as idem
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.records import MAX_RECORDS_PER_WRITE, PreparedRecord
+from topicsrv.engine.log.topic import Topic
 from topicsrv.errors import TopicsError, invalid, not_found
 
 if TYPE_CHECKING:

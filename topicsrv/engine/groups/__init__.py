@@ -2,13 +2,18 @@
 XCLAIM, XAUTOCLAIM, XINFO GROUPS|CONSUMERS). Pure and synchronous, like the rest of the engine;
 time is always passed in (`now`, from `engine.now()`).
 
-This module is the stable import name; the code lives along its seams:
+This package's `__init__` is the stable import name (`from topicsrv.engine import groups`);
+the code lives along its seams:
   groupstate.py  groups, consumers and deliveries as values; Redis's stream counters (lag,
                  entries-read); the lifecycle (XGROUP) and snapshots storage restores from
   grouppel.py    delivery and the PEL: XREADGROUP (`>` and history), XACK, XPENDING
   groupclaim.py  ownership transfer: XCLAIM, XAUTOCLAIM, XREADGROUP's CLAIM
 Mutations a front makes that storage must log (XGROUP CREATE, SETID, ...) go through the
 Engine's `group_*` operations (engine/core.py), which also journal the change.
+
+This folder owns consumer groups; it may import the log (engine/log/) and the shared engine
+modules (config, journal, glob), `engine.core.Engine` for type hints only, and never queues/,
+routing/ or keyspace/ (tests/test_layering.py).
 
 Rule 1: a Delivery is in the group PEL iff it is in exactly one consumer's PEL, its owner's.
 Rule 2: `>` reads go through the one read pipeline (`reads.read`); XACK/XCLAIM/XAUTOCLAIM
@@ -17,8 +22,8 @@ Rule 2: `>` reads go through the one read pipeline (`reads.read`); XACK/XCLAIM/X
 
 from __future__ import annotations
 
-from topicsrv.engine.groupclaim import Claimed, autoclaim, claim, claim_idle, next_ripe
-from topicsrv.engine.grouppel import (
+from topicsrv.engine.groups.groupclaim import Claimed, autoclaim, claim, claim_idle, next_ripe
+from topicsrv.engine.groups.grouppel import (
     ack,
     pending_range,
     pending_summary,
@@ -26,7 +31,7 @@ from topicsrv.engine.grouppel import (
     read_new,
     resp_entry,
 )
-from topicsrv.engine.groupstate import (
+from topicsrv.engine.groups.groupstate import (
     EXT_KEY,
     Consumer,
     Delivery,

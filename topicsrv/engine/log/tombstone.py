@@ -21,7 +21,7 @@ Rule 4: `resume_after = earliest_seq - 1` is the position after the tombstone: t
   its frame's `id:` carries and the seq part of its RESP entry ID, so resuming is exact. `ts`,
   the ms part of that ID, is the `$ts` of the first record after the gap (the topic's last
   `$ts` when there is none), so entry IDs stay increasing; it is not a JSON field. In an
-  ID-mapped topic (engine/xids.py) the entry ID is `xid`: the ID of the first record after
+  ID-mapped topic (engine/log/xids.py) the entry ID is `xid`: the ID of the first record after
   the gap minus one (the last ID when there is none), so resuming after it is exact too.
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from topicsrv.engine.entries import encode_entry
+from topicsrv.engine.log.entries import encode_entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ class Tombstone:
     earliest_seq: int  # the first live seq after the gap: where the read resumes
     head_seq: int
     ts: int  # the ms part of the RESP entry ID (Rule 4)
-    xid: tuple[int, int] | None = None  # an ID-mapped topic's entry ID (engine/xids.py)
+    xid: tuple[int, int] | None = None  # an ID-mapped topic's entry ID (engine/log/xids.py)
     variant: str | None = None  # SSE's connect-time FROM_SEQ_TOO_OLD (Rule 3)
 
     def __post_init__(self) -> None:

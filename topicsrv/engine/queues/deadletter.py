@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from topicsrv.engine import leases
-from topicsrv.engine.entries import parse_entry
 from topicsrv.engine.journal import CommitToken
-from topicsrv.engine.leases import Event, QueueState, state_of
-from topicsrv.engine.records import KIND_JSON, fields_to_data, prepare_json
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.entries import parse_entry
+from topicsrv.engine.log.records import KIND_JSON, fields_to_data, prepare_json
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.queues import leases
+from topicsrv.engine.queues.leases import Event, QueueState, state_of
 from topicsrv.errors import TopicsError
 
 if TYPE_CHECKING:

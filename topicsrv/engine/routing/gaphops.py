@@ -22,7 +22,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator
 
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.topic import Topic
 
 KEY = "ghops"
 VOID = 1 << 30  # Rule 2: above every hop cap

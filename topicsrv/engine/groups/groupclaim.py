@@ -16,9 +16,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from topicsrv.engine.grouppel import resp_entry
-from topicsrv.engine.groupstate import Consumer, Delivery, Group, entry_ms
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.groups.grouppel import resp_entry
+from topicsrv.engine.groups.groupstate import Consumer, Delivery, Group, entry_ms
+from topicsrv.engine.log.topic import Topic
 
 
 @dataclass(slots=True)

@@ -1,7 +1,7 @@
 """Routers (seeds section 8): definitions, runtime state and the graph rules.
 
 A router forwards every record of its source topic after its cursor to its dest, as a derived
-copy (engine/routerfwd.py does one forwarding step; tasks/routers.py runs the workers).
+copy (engine/routing/routerfwd.py does one forwarding step; tasks/routers.py runs the workers).
 
 Rule 1: a new router starts at `source.earliest_seq - 1`: it forwards the retained log, then
 follows. The cursor is the last source seq handled (forwarded, filtered out, hop-capped, or
@@ -10,7 +10,7 @@ Rule 2: one inbound router per dest (`router_dest_fan_in`), the dest is a log to
 (`router_dest_is_queue`), the source and dest of a router never change
 (`router_endpoints_immutable`); all three are 409 `topic_exists_incompatible`.
 Rule 3: an edge closing a directed cycle needs `allow_cycle` (else 409 `router_cycle`, with
-`detail.cycle`); hop caps are recomputed on every graph change (engine/routergraph.py).
+`detail.cycle`); hop caps are recomputed on every graph change (engine/routing/routergraph.py).
 Rule 4: a PUT validates everything before it creates a topic or a router (core Rule 2); then
 a new router asks the front's `admit` (the memory guard: a router and the topics it creates
 add data, refused over --max-memory like TOPIC.CREATE; an update creates nothing); the
@@ -29,13 +29,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from topicsrv.engine import routergraph
 from topicsrv.engine.config import ConfigRequest, check_topic_name
-from topicsrv.engine.deletes import parse_match
 from topicsrv.engine.journal import CommitToken, all_of
-from topicsrv.engine.records import MAX_TAG_BYTES
-from topicsrv.engine.routerfwd import Step, forward, on_drop, resume_from_evidence
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.deletes import parse_match
+from topicsrv.engine.log.records import MAX_TAG_BYTES
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.routing import routergraph
+from topicsrv.engine.routing.routerfwd import Step, forward, on_drop, resume_from_evidence
 from topicsrv.errors import TopicsError, invalid, not_found
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class RouterSpec:
     preserve_tag: bool = True
     filter: tuple[str, str, str] | None = None  # ("tag", "Eq"|"Glob", value or "prefix*")
     allow_cycle: bool = False
-    max_hops: int | None = None  # None: automatic (engine/routergraph.py Rule 2)
+    max_hops: int | None = None  # None: automatic (engine/routing/routergraph.py Rule 2)
     guarantee: str = "at_least_once"
     create_dest: bool = True
     created_ts: int = 0

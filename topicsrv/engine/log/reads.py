@@ -19,7 +19,7 @@ lost in a crash) are reported like a front gap, reason "lost"; TRIMMED slots (a 
 source records evicted before they were forwarded) likewise, reason "source_trim". A response
 that already carries records or a tombstone stops in front of them so the next read reports
 them first; a cursor in a dead gap that holds such slots is never moved past them silently.
-The tombstone is a `Tombstone` value (engine/tombstone.py); the fronts only render it.
+The tombstone is a `Tombstone` value (engine/log/tombstone.py); the fronts only render it.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Final
 
-from topicsrv.engine import xids
-from topicsrv.engine.blobs import Blobs
-from topicsrv.engine.columns import Packed
-from topicsrv.engine.records import KIND_FIELDS, KIND_JSON, blob_to_json, blob_to_resp
-from topicsrv.engine.segments import GAP_FLAGS, LIVE, LOST
-from topicsrv.engine.tombstone import Tombstone
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log import xids
+from topicsrv.engine.log.blobs import Blobs
+from topicsrv.engine.log.columns import Packed
+from topicsrv.engine.log.records import KIND_FIELDS, KIND_JSON, blob_to_json, blob_to_resp
+from topicsrv.engine.log.segments import GAP_FLAGS, LIVE, LOST
+from topicsrv.engine.log.tombstone import Tombstone
+from topicsrv.engine.log.topic import Topic
 
 FMT_JSON: Final = KIND_JSON
 FMT_RESP: Final = KIND_FIELDS
@@ -44,7 +44,7 @@ FMT_RESP: Final = KIND_FIELDS
 
 @dataclass(slots=True)
 class ReadResult:
-    records: Sequence[bytes]  # blobs in the requested format: a list, or a Blobs (engine/blobs.py)
+    records: Sequence[bytes]  # blobs in the requested format: a list, or a Blobs (engine/log/blobs.py)
     seqs: list[int]  # seq of each record, same order
     tombstone: Tombstone | None
     next_from_seq: int

@@ -34,11 +34,11 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, Final
 
-from topicsrv.engine import xids as xmod
 from topicsrv.engine.config import SEQ_MAX, TopicConfig
-from topicsrv.engine.idempotency import Table
-from topicsrv.engine.records import PreparedRecord, too_large
-from topicsrv.engine.segments import (
+from topicsrv.engine.log import xids as xmod
+from topicsrv.engine.log.idempotency import Table
+from topicsrv.engine.log.records import PreparedRecord, too_large
+from topicsrv.engine.log.segments import (
     EVICTED,
     LIVE,
     MIXED,
@@ -47,7 +47,7 @@ from topicsrv.engine.segments import (
     AnySegment,
     Segment,
 )
-from topicsrv.engine.tagindex import TagIndex
+from topicsrv.engine.log.tagindex import TagIndex
 from topicsrv.errors import TopicsError
 
 _LOSS_LOG_MAX: Final = 4096
@@ -83,17 +83,17 @@ class Topic:
         self._loss_seq = array("Q")
         self._loss_cum = array("Q")
         self.lost_total = 0
-        self.idempotency = Table()  # HTTP idempotency keys and XADD IDMP (engine/idempotency.py)
+        self.idempotency = Table()  # HTTP idempotency keys and XADD IDMP (engine/log/idempotency.py)
         self.appended_total = 0
         self.read_total = 0  # records delivered by reads (topicsrv/activity.py samples it)
         self.deleted_total = 0
-        # Client-chosen IDs (engine/xids.py): the first seq of the ID-mapped era (None: the
+        # Client-chosen IDs (engine/log/xids.py): the first seq of the ID-mapped era (None: the
         # topic never took one, its IDs are `<ts>-<seq>`) and Redis's last_id since then.
         self.xid_since: int | None = None
         self.last_id: tuple[int, int] = (0, 0)
         # Extension state owned by other layers (consumer groups, queues); opaque here.
         self.ext: dict[str, Any] = {}
-        # Called as (topic, front, new_front) before an eviction (engine/routerfwd.py counts
+        # Called as (topic, front, new_front) before an eviction (engine/routing/routerfwd.py counts
         # the seqs its routers had not forwarded); None for a topic without outbound routers.
         self.drop_hook: Callable[[Topic, int, int], None] | None = None
         # Rule 8: the sealed segments kept whole for their readers, the one read last first.

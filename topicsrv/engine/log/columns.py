@@ -27,7 +27,7 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import Any
 
-from topicsrv.engine.entries import cut_tails, rebuild, with_id
+from topicsrv.engine.log.entries import cut_tails, rebuild, with_id
 
 _CODES = (("B", 1 << 8), ("H", 1 << 16), ("I", 1 << 32), ("Q", 1 << 64))
 

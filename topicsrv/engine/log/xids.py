@@ -33,11 +33,11 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from topicsrv.engine.segments import AnySegment, Run, Segment
+from topicsrv.engine.log.segments import AnySegment, Run, Segment
 from topicsrv.errors import TopicsError
 
 if TYPE_CHECKING:
-    from topicsrv.engine.topic import Topic
+    from topicsrv.engine.log.topic import Topic
 
 U64 = (1 << 64) - 1
 Xid = tuple[int, int]

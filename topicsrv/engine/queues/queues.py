@@ -1,7 +1,7 @@
 """Queue operations (seeds section 10): claim, ack, nack, extend and the queue's state.
 
 Each operation validates its whole request, changes the lease projection only through
-leases-log events (engine/leases.py Rule 1), hands those events to the journal in one call,
+leases-log events (engine/queues/leases.py Rule 1), hands those events to the journal in one call,
 and returns the commit token the front awaits before it answers.
 
 Rule 1: a claim pass (`claim`) serves a cohort of claimers in one synchronous step: expire
@@ -13,7 +13,7 @@ are given, only with the current one (fencing); anything else is skipped and nam
 an error (at-least-once consumers retry acks freely). An ack deletes the job through the
 ordinary permanent delete (seeds 7), so it is exactly as durable as the topic.
 Rule 3: a job about to be delivered for the (max_deliveries + 1)-th time is moved to the
-`dead_letter` topic instead (engine/deadletter.py). With `dead_letter` null the job is
+`dead_letter` topic instead (engine/queues/deadletter.py). With `dead_letter` null the job is
 reclaimed indefinitely (seeds 10.7).
 Rule 4 (bounded answers, issue 23): a claimer with `max_bytes` gets the jobs that fit in that
 many record bytes, always at least one; the jobs past it are never leased (no event, no
@@ -31,21 +31,27 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import orjson
 
-from topicsrv.engine import deadletter, deletes, leases
 from topicsrv.engine.config import CONFIG_INT_MAX
-from topicsrv.engine.deadletter import DEAD_LETTER_RETRY_MS, Move, finish_moves, resolve_moves
 from topicsrv.engine.journal import CommitToken
-from topicsrv.engine.leases import Event, QueueState, state_of
-from topicsrv.engine.reads import FMT_JSON
-from topicsrv.engine.records import (
+from topicsrv.engine.log import deletes
+from topicsrv.engine.log.reads import FMT_JSON
+from topicsrv.engine.log.records import (
     MAX_NODE_BYTES,
     MAX_RECORDS_PER_WRITE,
     blob_to_json,
     blob_to_resp,
     check_label,
 )
-from topicsrv.engine.segments import LIVE
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.segments import LIVE
+from topicsrv.engine.log.topic import Topic
+from topicsrv.engine.queues import deadletter, leases
+from topicsrv.engine.queues.deadletter import (
+    DEAD_LETTER_RETRY_MS,
+    Move,
+    finish_moves,
+    resolve_moves,
+)
+from topicsrv.engine.queues.leases import Event, QueueState, state_of
 from topicsrv.errors import TopicsError, invalid
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from topicsrv.engine import groups
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.topic import Topic
 
 Change = dict[str, Any]
 

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import orjson
 
-from topicsrv.engine.entries import bulks, bulks_in_slices, encode_entry, parse_entry, with_id
+from topicsrv.engine.log.entries import bulks, bulks_in_slices, encode_entry, parse_entry, with_id
 from topicsrv.errors import TopicsError, invalid
 
 MAX_DATA_META_BYTES: Final = 1 << 20

@@ -29,8 +29,8 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
-from topicsrv.engine.segments import LIVE
-from topicsrv.engine.topic import Topic
+from topicsrv.engine.log.segments import LIVE
+from topicsrv.engine.log.topic import Topic
 
 EXT_KEY = "groups"
 

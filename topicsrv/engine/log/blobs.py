@@ -4,7 +4,7 @@ cutting them apart.
 Rule 1: `Blobs` is a Sequence[bytes] with one blob per record, in seq order: it has the length,
 items, iteration and equality of the list it stands for, so any consumer may treat it as one.
 Rule 2: a run of live slots of a sealed segment is held as ONE bytes, its slice of the packed
-buffer (engine/columns.py Rule 1), whose blobs are joined by `sep` (b"" for entries, b"," for
+buffer (engine/log/columns.py Rule 1), whose blobs are joined by `sep` (b"" for entries, b"," for
 JSON). So `sep.join(parts)` equals `sep.join(self)`: a front that writes `parts` (`joined`,
 `nbytes`) sends a run as it is stored and never splits it.
 Rule 3: the blobs of a run are cut apart only when a consumer indexes or iterates, once per
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import overload
 
-from topicsrv.engine.columns import Packed
+from topicsrv.engine.log.columns import Packed
 
 
 class Blobs(Sequence[bytes]):
