@@ -140,6 +140,7 @@ def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerCont
                           trusted_nets=config.trusted_nets)
     bus = Bus(engine.clock, config.pubsub_limits)
     engine.keyspace.on_expired = bus.keyspace.expired  # `expired` events (bus/keyspace.py)
+    engine.keyspace.on_hexpired = bus.keyspace.hash_fields_expired  # `hexpired` events
     return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
                          memory=MemoryGuard(config.max_memory), claims=Claims(engine, notifier),
                          tls=server_context(config.tls_cert, config.tls_key,

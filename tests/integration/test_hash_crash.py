@@ -77,3 +77,39 @@ def test_a_checkpoint_carries_hashes(server_factory: Any, tmp_path: Any) -> None
     assert r2.hgetall("ttl") == {b"f": b"v"} and r2.ttl("ttl") > 3000
     assert r2.hgetall("lp") == {b"x": b"1", b"y": b"2.5"} and r2.object("encoding", "lp") == b"listpack"
     assert r2.hkeys("lp") == [b"x", b"y"]  # insertion order kept
+
+
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_field_ttls_through_restarts(server_factory: Any, tmp_path: Any, how: str) -> None:
+    """Redis 7.4's field expiry: a field whose deadline passed while the server was down never
+    comes back (nor a hash whose last field it was), an unexpired one keeps its deadline, in
+    the journal (kill -9) and in the checkpoint (a clean stop), listpackex and hashtable."""
+    data = tmp_path / "data"
+    srv = server_factory("--keyspace-durability", "fsync", data_dir=data)
+    r = redis.Redis(port=srv.resp_port, socket_timeout=10)
+    soon = int(time.time() * 1000) + 300
+    r.hset("h", mapping={"keep": "1", "short": "2", "long": "3"})
+    r.hset("gone", "only", "1")
+    r.hset("big", mapping={f"f{j}": "v" for j in range(600)})
+    assert r.execute_command("HPEXPIREAT", "h", soon, "FIELDS", 1, "short") == [1]
+    assert r.execute_command("HPEXPIREAT", "gone", soon, "FIELDS", 1, "only") == [1]
+    assert r.execute_command("HPEXPIREAT", "big", soon, "FIELDS", 2, "f1", "f2") == [1, 1]
+    assert r.execute_command("HEXPIRE", "h", 3600, "FIELDS", 1, "long") == [1]
+    assert r.execute_command("HEXPIRE", "big", 3600, "FIELDS", 1, "f3") == [1]
+    r.hset("h", "keep", "again")  # an HSET after the TTL was set
+    if how == "kill":
+        srv.kill()
+    else:
+        srv.stop()
+    left = soon - int(time.time() * 1000)
+    if left > 0:  # the restart must come after the short deadlines
+        time.sleep(left / 1000 + 0.05)
+    srv2 = server_factory("--keyspace-durability", "fsync", data_dir=data)
+    r2 = redis.Redis(port=srv2.resp_port, socket_timeout=10)
+    assert r2.exists("gone") == 0 and r2.dbsize() == 2
+    assert r2.hgetall("h") == {b"keep": b"again", b"long": b"3"}
+    assert r2.object("encoding", "h") == b"listpackex"
+    ttl = r2.execute_command("HTTL", "h", "FIELDS", 3, "long", "keep", "short")
+    assert 3590 <= ttl[0] <= 3600 and ttl[1:] == [-1, -2]
+    assert r2.hlen("big") == 598 and r2.object("encoding", "big") == b"hashtable"
+    assert r2.execute_command("HTTL", "big", "FIELDS", 2, "f3", "f1")[1] == -2

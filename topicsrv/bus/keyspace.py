@@ -111,6 +111,15 @@ class Notifications:
         if flags & KEYEVENT:
             self.bus.publish(KEYEVENT_PREFIX + event, key)
 
+    def hash_fields_expired(self, name: str, gone: bool) -> None:
+        """The keyspace's `on_hexpired` hook: fields of hash `name` expired; `gone`: the hash
+        went with them (Redis 7.4: `hexpired`, then `del`)."""
+        if self.flags:
+            key = key_bytes(name)
+            self.notify(HASH, b"hexpired", key)
+            if gone:
+                self.notify(GENERIC, b"del", key)
+
     def expired(self, name: str) -> None:
         """The keyspace's `on_expired` hook: `name` expired (lazily or by the active cycle)."""
         if self.flags & EXPIRED:

@@ -1,5 +1,5 @@
-"""The active expiry cycle: a task that reclaims due keys (strings and topics) a few times a
-second, as Redis's activeExpireCycle at `hz 10`.
+"""The active expiry cycle: a task that reclaims due keys (strings and topics) and due hash
+fields a few times a second, as Redis's activeExpireCycle at `hz 10`.
 
 Rule 1: each tick does bounded work (engine/keyspace/space.py ACTIVE_BUDGET heap pops); when
 a tick used its whole budget, the next one comes at once (after a checkpoint), so a burst of
@@ -25,9 +25,9 @@ TICK_S = 0.1
 async def expire_keys(engine: Engine, tick_s: float = TICK_S) -> None:
     ks = engine.keyspace
     while True:
-        before = len(ks.expiry.heap)
+        before = len(ks.expiry.heap) + len(ks.fexpiry.heap)
         ks.active_expire()
-        if before - len(ks.expiry.heap) >= ACTIVE_BUDGET:
+        if before - len(ks.expiry.heap) - len(ks.fexpiry.heap) >= ACTIVE_BUDGET:
             await trio.lowlevel.checkpoint()  # Rule 1: more are due
         else:
             await trio.sleep(tick_s)

@@ -6,6 +6,9 @@ Rule 1: a collection exists while it holds an element: the change that empties i
 the key, a change that would make an empty one makes nothing.
 Rule 2: `add` and `drop` are the only places `colls`, `order` and `nbytes` change for a
 collection (space.py Rule 5).
+Rule 3 (hash field TTLs, hashexpiry.py): `ks.fexpiry` maps each hash with field deadlines to
+its soonest one; every change of a hash ("H", "h", "c") puts it back in step (`reindex`),
+`drop` removes it. A whole-hash change carries the field deadlines as a 7th element.
 """
 
 from __future__ import annotations
@@ -21,17 +24,24 @@ if TYPE_CHECKING:
 LIST, HASH = "list", "hash"
 
 
+LIMIT_CAP = (1 << 31) - 1  # the journal keeps the limits in 31 bits (hashes.py)
+
+
 def hash_limits(value: HashValue) -> tuple[int, int]:
     """The limits a whole copy of a hash is made with ("c": COPY, RENAME, the checkpoint):
-    its own, or (0, 0) for a dict-encoded one, so that the copy is a dict too (Redis's COPY
-    and RENAME keep the encoding; topicsrv's restart does as well)."""
-    return (value.max_entries, value.max_value) if value.table is None else (0, 0)
+    no limit for a packed one, (0, 0) for a dict-encoded one, so that the copy keeps the
+    encoding (Redis's COPY and RENAME keep it; topicsrv's restart does as well). The next
+    change carries the server's limits again (hashvalue.py Rule 3)."""
+    return (LIMIT_CAP, LIMIT_CAP) if value.table is None else (0, 0)
 
 
 def put_change(name: str, value: Any, deadline: int) -> tuple[Any, ...]:
     """The change that puts collection `value` whole at `name`, with `deadline` (0: none)."""
     if value.KIND == LIST:
         return ("c", name, LIST, list(value), deadline, (value.fill, 0))
+    ttls = value.ttl_pairs()
+    if ttls:  # Rule 3
+        return ("c", name, HASH, list(value.items()), deadline, hash_limits(value), ttls)
     return ("c", name, HASH, list(value.items()), deadline, hash_limits(value))
 
 
@@ -68,13 +78,20 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
             drop(ks, name)
         elif name in ks.strings:
             ks.apply([("d", name)])
-        value = ListValue.of(ch[3], ch[5][0]) if ch[2] == LIST else \
-            HashValue.of(ch[3], ch[5][0], ch[5][1])
+        if ch[2] == LIST:
+            value = ListValue.of(ch[3], ch[5][0])
+        else:
+            hv = HashValue.of(ch[3], (ch[5][0], ch[5][1]))
+            for f, d in ch[6] if len(ch) > 6 else ():
+                hv.expire(f, d)
+            value = hv
         if not len(value):
             return
         add(ks, name, value)
         if ch[4]:
             ks.expiry.set(name, ch[4])
+        if isinstance(value, HashValue) and value.ttls is not None:
+            reindex(ks, name, value)
     elif kind == "L":
         if value is None:
             if not ch[4]:
@@ -84,23 +101,40 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
         old = value.nbytes
         value.splice(ch[2], ch[3], ch[4])
         ks.nbytes += value.nbytes - old
-    else:
+    elif kind == "H":
         if value is None:
             if not ch[2]:
                 return
-            value = HashValue(ch[4], ch[5])
+            value = HashValue()
             add(ks, name, value)
-        value.limits(ch[4], ch[5])  # the server's at this change (hashvalue.py Rule 3)
         old = value.nbytes
-        for f, v in ch[2]:
-            value.set(f, v)
+        value.set_many(ch[2], (ch[4], ch[5]))  # the server's limits (hashvalue.py Rule 3)
         for f in ch[3]:
             value.delete(f)
         ks.nbytes += value.nbytes - old
+        if value.ttls is not None:
+            reindex(ks, name, value)
+    else:  # "h": field deadlines (Rule 3)
+        if value is None or value.KIND != HASH:
+            return
+        for f, d in ch[2]:
+            value.expire(f, d)
+        reindex(ks, name, value)
     if second:
         value.second = second
     if not len(value):
         drop(ks, name)
+
+
+def reindex(ks: Keyspace, name: str, value: HashValue) -> None:
+    """Rule 3: the hash's soonest field deadline in `ks.fexpiry`."""
+    ttls = value.ttls
+    nxt = 0 if ttls is None else ttls.next()
+    index = ks.fexpiry
+    if not nxt:
+        index.clear(name)
+    elif index.deadlines.get(name) != nxt:
+        index.set(name, nxt)
 
 
 def add(ks: Keyspace, name: str, value: Any) -> None:
@@ -114,3 +148,4 @@ def drop(ks: Keyspace, name: str) -> None:
     ks.order.remove(name)
     ks.nbytes -= len(name) + value.nbytes
     ks.expiry.clear(name)
+    ks.fexpiry.clear(name)

@@ -14,6 +14,9 @@ Rule 3 (HSCAN's cursor): a packed (listpack) hash answers every field in one pag
 field, so a field present for the whole scan is returned, whatever comes and goes.
 Rule 4 (HRANDFIELD): a positive count answers distinct fields (the whole hash, in its order,
 when the count reaches its length), a negative one may repeat fields, as Redis.
+Rule 5 (field TTLs, hashexpiry.py): `get` reaps the hash's due fields first, so no command
+sees an expired field; HSET/HSETNX/HMSET clear the TTL of the fields they set, HINCRBY and
+HINCRBYFLOAT keep it (Redis 7.4's HASH_SET_KEEP_TTL: their change re-sets the deadline).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from topicsrv.engine.keyspace import values
+from topicsrv.engine.keyspace import hashexpiry, values
+from topicsrv.engine.keyspace.colls import LIMIT_CAP
 from topicsrv.engine.keyspace.hashvalue import HashValue
 from topicsrv.engine.keyspace.scanorder import page
 from topicsrv.engine.keyspace.space import HASH, Keyspace
@@ -30,16 +34,18 @@ from topicsrv.engine.keyspace.strings import error
 Token = Any  # engine/journal.py's CommitToken | None
 Pair = tuple[bytes, bytes]
 _random = random.Random()
-LIMIT_CAP = (1 << 31) - 1
 
 
 def get(ks: Keyspace, name: str) -> HashValue | None:
-    """The hash value of `name`, None if there is no key (WRONGTYPE for another kind)."""
+    """The hash value of `name`, None if there is no key (WRONGTYPE for another kind); its
+    due fields reaped first (Rule 5)."""
     hv: HashValue | None = ks.coll(name, HASH)
+    if hv is not None and hv.ttls is not None and hashexpiry.reap_if_due(ks, name):
+        return None
     return hv
 
 
-def _change(ks: Keyspace, name: str, sets: list[Pair], dels: list[bytes]) -> Any:
+def change(ks: Keyspace, name: str, sets: list[Pair], dels: list[bytes]) -> Any:
     """The change, with the server's limits (Rule 1), capped to the journal's 31 bits (no
     hash has 2^31 fields, no value is 2 GB: the cap changes nothing)."""
     return ("H", name, sets, dels, min(ks.hash_entries, LIMIT_CAP),
@@ -57,7 +63,7 @@ def hset(ks: Keyspace, name: str, pairs: list[Pair], nx: bool = False) -> tuple[
         seen.add(f)
     if nx and not added:
         return 0, None
-    return added, ks.commit([_change(ks, name, pairs, [])], True)
+    return added, ks.commit([change(ks, name, pairs, [])], True)
 
 
 def hdel(ks: Keyspace, name: str, fields: list[bytes]) -> tuple[int, Token]:
@@ -68,7 +74,7 @@ def hdel(ks: Keyspace, name: str, fields: list[bytes]) -> tuple[int, Token]:
     gone = list(dict.fromkeys(f for f in fields if f in hv))
     if not gone:
         return 0, None
-    return len(gone), ks.commit([_change(ks, name, [], gone)])
+    return len(gone), ks.commit([change(ks, name, [], gone)])
 
 
 def incr_by(ks: Keyspace, name: str, field: bytes, delta: int) -> tuple[int, Token]:
@@ -84,7 +90,8 @@ def incr_by(ks: Keyspace, name: str, field: bytes, delta: int) -> tuple[int, Tok
     new = cur + delta
     if not values.I64_MIN <= new <= values.I64_MAX:
         raise error("increment or decrement would overflow")
-    return new, ks.commit([_change(ks, name, [(field, str(new).encode())], [])], True)
+    return new, ks.commit(_keep_ttl(hv, field, change(ks, name, [(field, str(new).encode())],
+                                                       [])), True)
 
 
 def incr_by_float(ks: Keyspace, name: str, field: bytes, incr: bytes) -> tuple[bytes, Token]:
@@ -103,7 +110,13 @@ def incr_by_float(ks: Keyspace, name: str, field: bytes, incr: bytes) -> tuple[b
     if total is None:
         raise error("increment would produce NaN or Infinity")
     text = values.format_ld(total)
-    return text, ks.commit([_change(ks, name, [(field, text)], [])], True)
+    return text, ks.commit(_keep_ttl(hv, field, change(ks, name, [(field, text)], [])), True)
+
+
+def _keep_ttl(hv: HashValue | None, field: bytes, ch: Any) -> list[Any]:
+    """The change of HINCRBY/HINCRBYFLOAT, then the field's deadline again (Rule 5)."""
+    deadline = 0 if hv is None else hv.ttl(field)
+    return [ch, ("h", ch[1], [(field, deadline)])] if deadline else [ch]
 
 
 def random_fields(hv: HashValue, count: int) -> list[Pair]:
@@ -128,3 +141,18 @@ def scan(hv: HashValue, cursor: int, count: int) -> tuple[int, list[Pair]]:
         return 0, list(hv.items())
     nxt, fields = page([hv.scan_index()], cursor, count)
     return nxt, [(f, table[f]) for f in fields]
+
+
+def expire_fields(ks: Keyspace, name: str, deadline: int, cond: str | None,
+                  fields: list[bytes]) -> tuple[list[int], Token]:
+    """HEXPIRE and its variants at absolute `deadline` (hashexpiry.py Rule 4)."""
+    return hashexpiry.expire_fields(ks, get(ks, name), name, deadline, cond, fields)
+
+
+def persist_fields(ks: Keyspace, name: str, fields: list[bytes]) -> tuple[list[int], Token]:
+    return hashexpiry.persist_fields(ks, get(ks, name), name, fields)
+
+
+def field_times(ks: Keyspace, hv: HashValue | None, fields: list[bytes], relative: bool,
+                millis: bool) -> list[int]:
+    return hashexpiry.field_times(ks, hv, fields, relative, millis)

@@ -16,9 +16,14 @@ One command's mutation of the keyspace is ONE operation, a list of changes appli
                                        set the (field, value) pairs `sets`, then delete the
                                        fields `dels`, of a hash (created with the listpack
                                        limits `entries`/`value`; deleted once empty)
-    ("c", key, kind, items, deadline, limits)
+    ("h", key, [(field, deadline), ...])
+                                       set (deadline > 0, absolute ms) or remove (0) the
+                                       deadlines of existing fields of a hash (Redis 7.4's
+                                       field expiry; a missing field is left alone)
+    ("c", key, kind, items, deadline, limits[, field deadlines])
                                        put a whole collection ("list": elements, "hash":
-                                       (field, value) pairs), replacing the key: the
+                                       (field, value) pairs, then its fields' (field,
+                                       deadline) pairs if any), replacing the key: the
                                        checkpoint, COPY and RENAME write these
 
 Rule 1: replaying an operation's changes in order from a state reproduces the state after the
@@ -95,11 +100,19 @@ def encode(op: Op) -> bytes:
         elif kind == "H":
             out += [b"H", _key(ch[1]), _blobs([x for pair in ch[2] for x in pair]),
                     _blobs(ch[3]), _U32.pack(ch[4]), _U32.pack(ch[5])]
+        elif kind == "h":
+            out += [b"h", _key(ch[1]), _U32.pack(len(ch[2]))]
+            for field, deadline in ch[2]:
+                out += [_u32(len(field)), field, _U64.pack(deadline)]
         elif kind == "c":
             items = ch[3] if ch[2] == "list" else [x for pair in ch[3] for x in pair]
-            out += [b"c", _key(ch[1]), b"l" if ch[2] == "list" else b"h", _blobs(items),
+            code = b"l" if ch[2] == "list" else b"e" if len(ch) > 6 else b"h"
+            out += [b"c", _key(ch[1]), code, _blobs(items),
                     _U64.pack(ch[4]), _U32.pack(ch[5][0] & 0xFFFFFFFF),
                     _U32.pack(ch[5][1] & 0xFFFFFFFF)]
+            if len(ch) > 6:  # a hash with field deadlines ("e")
+                out += [_blobs([f for f, _ in ch[6]]),
+                        b"".join([_U64.pack(d) for _, d in ch[6]])]
         else:
             raise ValueError(f"unknown keyspace change {kind!r}")
     return b"".join(out)
@@ -181,18 +194,33 @@ def decode(body: bytes | memoryview) -> Op:
             key = r.key()
             sets, dels = _pairs(r.blobs()), r.blobs()
             op.append(("H", key, sets, dels, r.u32(), r.u32()))
+        elif kind == b"h":
+            key = r.key()
+            n = r.u32()
+            if n > len(r.buf) - r.pos:
+                raise ValueError("truncated keyspace operation")
+            ttls: list[tuple[bytes, int]] = []
+            for _ in range(n):
+                field = r.take(r.u32())
+                ttls.append((field, r.u64()))
+            op.append(("h", key, ttls))
         elif kind == b"c":
             key = r.key()
             code = r.take(1)
-            if code not in (b"l", b"h"):
+            if code not in (b"l", b"h", b"e"):
                 raise ValueError(f"unknown collection kind {code!r}")
             items: Any = r.blobs()
             deadline = r.u64()
             limits = (_signed(r.u32()), _signed(r.u32()))
             if code == b"l":
                 op.append(("c", key, "list", items, deadline, limits))
-            else:
+            elif code == b"h":
                 op.append(("c", key, "hash", _pairs(items), deadline, limits))
+            else:
+                fields = r.blobs()
+                deadlines = [r.u64() for _ in fields]
+                op.append(("c", key, "hash", _pairs(items), deadline, limits,
+                           list(zip(fields, deadlines, strict=True))))
         else:
             raise ValueError(f"unknown keyspace change {kind!r}")
     return op

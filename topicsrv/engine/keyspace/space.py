@@ -22,8 +22,10 @@ Rule 5: `strings` (name -> Entry), `colls` (name -> a list or hash value) and `o
 names of both in SCAN's hash order, engine/keyspace/scanorder.py) change together, in `apply`
 only; every lookup goes to `strings` or `colls`, only ordered walks to `order`.
 Rule 6 (collections): a list or hash key exists while it holds an element: the change that
-empties it deletes it (as Redis). Its changes are physical (ops.py "L", "H", "c"), so replay
-rebuilds the same value.
+empties it deletes it (as Redis). Its changes are physical (ops.py "L", "H", "h", "c"), so
+replay rebuilds the same value.
+Rule 7 (hash field expiry, hashexpiry.py): `fexpiry` maps each hash with field deadlines to
+its soonest one; `kind`, the counts and the active tick reap due fields as they do due keys.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from sortedcontainers import SortedDict, SortedKeyList
 
 from topicsrv.clock import Clock
 from topicsrv.engine.keyspace import colls as colls_mod
+from topicsrv.engine.keyspace import hashexpiry
 from topicsrv.engine.keyspace.expiry import ExpiryIndex
 from topicsrv.engine.keyspace.ops import Op
 from topicsrv.engine.keyspace.scanorder import page, scan_list
@@ -143,9 +146,13 @@ class Keyspace:
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
         self._second = 0
         self.expiry = ExpiryIndex()
+        self.fexpiry = ExpiryIndex()  # hash -> its soonest field deadline (colls.py Rule 3)
         self.stats = {"expired_keys": 0, "expired_topics": 0, "string_writes": 0}
         self.nbytes = 0  # sum of len(name) + len(value) over `strings` (INFO used_memory, /metrics)
         self.on_expired: Callable[[str], None] | None = None  # Rule 3
+        # hash fields expired (the hash's name, whether the hash went with them): the bus's
+        # `hexpired` (and `del`) events, engine/keyspace/hashexpiry.py
+        self.on_hexpired: Callable[[str, bool], None] | None = None
 
     # ---- lookups (Rule 3: each runs lazy expiry first) -------------------------------------
 
@@ -189,6 +196,8 @@ class Keyspace:
     def kind(self, name: str) -> str | None:
         """"string", "stream" or None (after lazy expiry)."""
         if self.expiry.deadlines and self.expire_if_due(name):
+            return None
+        if self.fexpiry.deadlines and hashexpiry.reap_if_due(self, name):
             return None
         if name in self.strings:
             return STRING
@@ -276,14 +285,17 @@ class Keyspace:
         for name in self.expiry.due(now, budget):
             if self._expire(name):
                 n += 1
+        if self.fexpiry.deadlines:  # hashes whose fields all expired go too
+            n += hashexpiry.reap(self, now, ACTIVE_BUDGET if limit is not None else None)
         return n
 
     def active_expire(self) -> int:
-        return self.reap(ACTIVE_BUDGET) if self.expiry.deadlines else 0
+        return self.reap(ACTIVE_BUDGET) if self.expiry.deadlines or self.fexpiry.deadlines \
+            else 0
 
     def size(self) -> int:
         """DBSIZE: live keys of both kinds (due keys reaped first, Rule 3)."""
-        if self.expiry.deadlines:
+        if self.expiry.deadlines or self.fexpiry.deadlines:
             self.reap()
         return len(self.strings) + len(self.colls) + len(self.host.topics)
 
@@ -291,7 +303,7 @@ class Keyspace:
         """Every key name (strings, collections and topics) in byte order (KEYS)."""
         from heapq import merge
 
-        if self.expiry.deadlines:
+        if self.expiry.deadlines or self.fexpiry.deadlines:
             self.reap()
         own = sorted([*self.strings, *self.colls]) if self.colls else sorted(self.strings)
         return list(merge(own, self.host.topics))
@@ -322,7 +334,7 @@ class Keyspace:
     def scan(self, cursor: int, count: int) -> tuple[int, list[str]]:
         """SCAN's page of names of both kinds from `cursor`, and the next cursor
         (engine/keyspace/scanorder.py Rule 2; due keys reaped first, Rule 3)."""
-        if self.expiry.deadlines:
+        if self.expiry.deadlines or self.fexpiry.deadlines:
             self.reap()
         return page((self.order, self.host.topics.scan), cursor, count)
 
@@ -405,7 +417,8 @@ class Keyspace:
                 self.nbytes = 0
                 self.enc.clear()
                 expiry.reset()
-            elif kind in ("L", "H", "c"):
+                self.fexpiry.reset()
+            elif kind in ("L", "H", "c", "h"):
                 colls_mod.apply(self, ch, second)
             else:
                 raise ValueError(f"unknown keyspace change {kind!r}")

@@ -65,6 +65,10 @@ KEY_FLAGS.update({
     "hincrby": _RW_ACCESS_UPDATE, "hincrbyfloat": _RW_ACCESS_UPDATE,
     "hget": _RO_ACCESS, "hmget": _RO_ACCESS, "hgetall": _RO_ACCESS, "hkeys": _RO_ACCESS,
     "hvals": _RO_ACCESS, "hrandfield": _RO_ACCESS, "hscan": _RO_ACCESS,
+    # field expiry (Redis 7.4's hexpire.json, httl.json, hpersist.json, ...)
+    "hexpire": _RW_UPDATE, "hpexpire": _RW_UPDATE, "hexpireat": _RW_UPDATE,
+    "hpexpireat": _RW_UPDATE, "hpersist": _RW_UPDATE, "httl": _RO_ACCESS, "hpttl": _RO_ACCESS,
+    "hexpiretime": _RO_ACCESS, "hpexpiretime": _RO_ACCESS,
 })
 
 _MULTI_SUM = ["request_policy:multi_shard", "response_policy:agg_sum"]
