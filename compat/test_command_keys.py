@@ -30,6 +30,14 @@ def _getkeys() -> list[Any]:
         ("getex", "a", "PERSIST"), ("getdel", "a"), ("incrbyfloat", "a", "1"), ("append", "a", "b"),
         ("setnx", "a", "b"), ("setex", "a", "1", "b"), ("expire", "a", "1"), ("ttl", "a"),
         ("type", "a"), ("strlen", "a"), ("object", "encoding", "k"), ("xinfo", "stream", "k"),
+        # lists (issue 35): a move's two keys have two specs; LMPOP/BLMPOP count their keys
+        ("lmove", "k1", "k2", "left", "right"), ("rpoplpush", "a", "b"),
+        ("blmove", "a", "b", "LEFT", "LEFT", "0"), ("brpoplpush", "a", "b", "0"),
+        ("lpush", "a", "1", "2"), ("linsert", "a", "BEFORE", "x", "y"), ("lrange", "a", "0", "1"),
+        ("blpop", "a", "b", "c", "0"), ("brpop", "a", "1"), ("lmpop", "2", "a", "b", "LEFT"),
+        ("lmpop", "1", "a", "RIGHT", "COUNT", "2"), ("lmpop", "0", "a", "LEFT"),
+        ("lmpop", "x", "a", "LEFT"), ("lmpop", "3", "a", "LEFT"),
+        ("blmpop", "0", "2", "a", "b", "LEFT"), ("blmpop", "0", "x", "a", "LEFT"),
         # errors: unknown command, no keys, the named command's arity, a container alone
         ("nosuch", "x"), ("ping", "x"), ("config", "get", "x"), ("client", "list"),
         ("get", "a", "b"), ("set", "a"), ("xread", "streams"), ("object", "x"),
@@ -64,7 +72,8 @@ def test_command_list_and_movablekeys(differ: Any, proto: int) -> None:
 
 
 MOVABLE_CHECKS = ["xread", "xreadgroup", "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall",
-                  "fcall_ro", "set", "get", "mset", "ping", "memory|usage", "rename", "xadd",
+                  "fcall_ro", "lmpop", "blmpop", "lmove", "blpop",
+                  "set", "get", "mset", "ping", "memory|usage", "rename", "xadd",
                   "xgroup|create", "xinfo|stream", "xautoclaim", "spublish", "restore"]
 
 

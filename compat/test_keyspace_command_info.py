@@ -1,4 +1,5 @@
-"""COMMAND INFO of every string, hash and generic key command, differential against redis-server 7:
+"""COMMAND INFO of every string, list, hash and generic key command, differential against
+redis-server 7:
 arity, flags, key positions, ACL categories, tips and key specifications (flags, notes, one
 spec per key where Redis has several) are the same, so redis-py and redis-cli see the same
 command table. Flags, categories and tips are sets (RESP3 `~`), compared without order. One
@@ -15,7 +16,10 @@ COMMANDS = ("set get getdel getex getset setnx setex psetex mget mset msetnx inc
             "decrby incrbyfloat append strlen getrange substr setrange lcs expire pexpire "
             "expireat pexpireat ttl pttl expiretime pexpiretime persist rename renamenx copy "
             "touch randomkey type exists del unlink keys scan hset hsetnx hget hmget hmset hgetall "
-            "hdel hlen hexists hkeys hvals hincrby hincrbyfloat hstrlen hrandfield hscan").split()
+            "hdel hlen hexists hkeys hvals hincrby hincrbyfloat hstrlen hrandfield hscan "
+            # the lists (issue 35; Valkey's introspection-2 found LMOVE's key specs)
+            "lpush rpush lpushx rpushx lpop rpop llen lrange lindex lset linsert lrem ltrim lpos "
+            "lmove rpoplpush lmpop blpop brpop blmove brpoplpush blmpop").split()
 SETS = (2, 6, 7)  # flags, ACL categories, tips
 
 

@@ -1,5 +1,6 @@
 """Blocking list pops, differential against redis-server (issue 35): the immediate answers,
-the errors, and the pops inside MULTI (never blocking)."""
+the errors, the pops inside MULTI (never blocking), and inside a script (BLPOP BRPOP BLMOVE
+BRPOPLPUSH are `noscript` in redis-server 7.0; BLMPOP runs and never blocks)."""
 
 from __future__ import annotations
 
@@ -20,4 +21,22 @@ def test_blocking_pops_that_need_not_wait(differ: Any) -> None:
         S("MULTI"), S("BLPOP", "bl:none", "0"), S("BRPOP", "bl:none", "1"),
         S("BLMPOP", "0", "1", "bl:none", "LEFT"), S("EXEC"),
         S("BLPOP", "bl:none", "0.01"),
+    ])
+
+
+def test_blocking_pops_inside_a_script(differ: Any) -> None:
+    """Valkey's introspection-2 found the flags; these are the replies they govern."""
+    k, d = "bl:sc", "bl:scd"
+    call = "return redis.call('{}', {})"
+    differ.check([
+        S("DEL", k, d), S("RPUSH", k, "1", "2", "3"),
+        S("EVAL", call.format("blpop", "KEYS[1], 0"), "1", k),
+        S("EVAL", call.format("brpop", "KEYS[1], 0.5"), "1", k),
+        S("EVAL", call.format("blmove", "KEYS[1], KEYS[2], 'LEFT', 'RIGHT', 0"), "2", k, d),
+        S("EVAL", call.format("brpoplpush", "KEYS[1], KEYS[2], 0"), "2", k, d),
+        S("EVAL", "return redis.pcall('blpop', KEYS[1], 0)", "1", k),
+        S("EVAL", call.format("blmpop", "0, 1, KEYS[1], 'LEFT', 'COUNT', 2"), "1", k),
+        S("EVAL", call.format("blmpop", "0, 1, KEYS[1], 'RIGHT'"), "1", k),
+        S("EVAL", call.format("blmpop", "0, 1, KEYS[1], 'LEFT'"), "1", k),
+        S("LRANGE", k, "0", "-1"), S("EXISTS", d),
     ])

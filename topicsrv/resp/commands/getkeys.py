@@ -4,8 +4,8 @@ Rule 1: a command's key specs are Redis 7's: `begin_search` (an argument index, 
 searched from `startfrom`) then `find_keys` (a range: `lastkey` relative to the begin
 (-1 = the last argument), `keystep`, `limit`; or `keynum`: the key count at an offset, then
 the keys). Plain commands derive theirs from first/last/step (server.py's COMMAND INFO);
-the movable ones (key positions depend on the arguments: XREAD's STREAMS, EVAL's numkeys)
-are listed in MOVABLE and carry the `movablekeys` flag.
+the movable ones (key positions depend on the arguments: XREAD's STREAMS, EVAL's and
+LMPOP's numkeys) are listed in MOVABLE and carry the `movablekeys` flag.
 Rule 2: GETKEYS answers in redis-server's order of checks: `Invalid command specified`
 (unknown), `The command has no key arguments`, `Invalid number of arguments specified for
 command` (the named command's arity), then the keys; no key found is `Invalid arguments
@@ -71,6 +71,9 @@ def _numkeys(ro: bool, notes: bool = True) -> list[KeySpec]:
 
 MOVABLE: dict[str, list[KeySpec]] = {
     "xread": _streams(1), "xreadgroup": _streams(4),
+    # numkeys then the keys: LMPOP's count is argument 1, BLMPOP's 2 (after the timeout)
+    "lmpop": [KeySpec(("RW", "access", "delete"), 1, keynum=0, first=1)],
+    "blmpop": [KeySpec(("RW", "access", "delete"), 2, keynum=0, first=1)],
     "eval": _numkeys(False), "evalsha": _numkeys(False, False), "eval_ro": _numkeys(True),
     "evalsha_ro": _numkeys(True, False), "fcall": _numkeys(False), "fcall_ro": _numkeys(True),
 }

@@ -71,6 +71,19 @@ KEY_FLAGS.update({
     "hexpiretime": _RO_ACCESS, "hpexpiretime": _RO_ACCESS,
 })
 
+# the list commands (redis-server 7.0's COMMAND INFO, as above; LLEN: plain RO). The moves
+# have one spec per key, the source's then the destination's; LMPOP/BLMPOP's keynum spec is
+# in getkeys.py's MOVABLE.
+_RW_ACCESS_DELETE: list[KeySpec] = [(("RW", "access", "delete"), None)]
+_MOVE: list[KeySpec] = [(("RW", "access", "delete"), None), (("RW", "insert"), None)]
+KEY_FLAGS.update({
+    "lpush": _RW_INSERT, "rpush": _RW_INSERT, "lpushx": _RW_INSERT, "rpushx": _RW_INSERT,
+    "linsert": _RW_INSERT, "lpop": _RW_ACCESS_DELETE, "rpop": _RW_ACCESS_DELETE,
+    "blpop": _RW_ACCESS_DELETE, "brpop": _RW_ACCESS_DELETE, "lrem": _RW_DELETE,
+    "ltrim": _RW_DELETE, "lset": _RW_UPDATE, "lrange": _RO_ACCESS, "lindex": _RO_ACCESS,
+    "lpos": _RO_ACCESS, "lmove": _MOVE, "rpoplpush": _MOVE, "blmove": _MOVE, "brpoplpush": _MOVE,
+})
+
 _MULTI_SUM = ["request_policy:multi_shard", "response_policy:agg_sum"]
 
 TIPS: dict[str, list[str]] = {

@@ -7,7 +7,9 @@ empty (or missing) does it wait, in the lines of its keys (several keys: one wai
 key in argument order that has an element serves it).
 Rule 2: a push inside MULTI/EXEC or a script wakes waiters only after it (the engine holds its
 change notices until the end of the step); inside EXEC or a script a blocking pop never waits
-(resp/dispatch.py `nowait`): it answers at once, a null array when nothing is there.
+(resp/dispatch.py `nowait`): it answers at once, a null array when nothing is there. As in
+redis-server 7.0, BLPOP BRPOP BLMOVE BRPOPLPUSH are `noscript` (a script calling one gets
+`This Redis command is not allowed from script`); BLMPOP is not, and answers at once.
 Rule 3: a key that holds another kind when the wait is served is skipped (the client keeps
 waiting, as Redis serves only list keys to it); at the first try it answers WRONGTYPE.
 Rule 4 (timeouts, Redis's texts): seconds as a float, 0 = forever; negative is "timeout is
@@ -147,15 +149,15 @@ def _bpop(ctx: CommandContext, args: list[bytes], left: bool) -> Any:
     return _block(ctx, names, serve, timeout)
 
 
-@command("blpop", -3, ["write", "blocking"], 1, -2, 1, "list", "Remove and get the first "
-         "element in a list, or block until one is available", "2.0.0",
+@command("blpop", -3, ["write", "blocking", "noscript"], 1, -2, 1, "list", "Remove and get "
+         "the first element in a list, or block until one is available", "2.0.0",
          syntax="key:key... timeout:double")
 def blpop(ctx: CommandContext, args: list[bytes]) -> Any:
     return _bpop(ctx, args, True)
 
 
-@command("brpop", -3, ["write", "blocking"], 1, -2, 1, "list", "Remove and get the last "
-         "element in a list, or block until one is available", "2.0.0",
+@command("brpop", -3, ["write", "blocking", "noscript"], 1, -2, 1, "list", "Remove and get "
+         "the last element in a list, or block until one is available", "2.0.0",
          syntax="key:key... timeout:double")
 def brpop(ctx: CommandContext, args: list[bytes]) -> Any:
     return _bpop(ctx, args, False)
@@ -175,18 +177,19 @@ def _bmove(ctx: CommandContext, src: str, dst: str, from_left: bool, to_left: bo
     return _block(ctx, [src], serve, timeout)
 
 
-@command("blmove", 6, ["write", "denyoom", "blocking"], 1, 2, 1, "list", "Pop an element from "
-         "a list, push it to another list and return it; or block until one is available",
-         "6.2.0", syntax="source:key destination:key (LEFT|RIGHT) (LEFT|RIGHT) timeout:double")
+@command("blmove", 6, ["write", "denyoom", "blocking", "noscript"], 1, 2, 1, "list",
+         "Pop an element from a list, push it to another list and return it; or block until one "
+         "is available", "6.2.0",
+         syntax="source:key destination:key (LEFT|RIGHT) (LEFT|RIGHT) timeout:double")
 def blmove(ctx: CommandContext, args: list[bytes]) -> Any:
     from_left, to_left = _side(args[2]), _side(args[3])
     timeout = parse_timeout(args[4])
     return _bmove(ctx, key_name(args[0]), key_name(args[1]), from_left, to_left, timeout)
 
 
-@command("brpoplpush", 4, ["write", "denyoom", "blocking"], 1, 2, 1, "list", "Pop an element "
-         "from a list, push it to another list and return it; or block until one is available",
-         "2.2.0", syntax="source:key destination:key timeout:double")
+@command("brpoplpush", 4, ["write", "denyoom", "blocking", "noscript"], 1, 2, 1, "list",
+         "Pop an element from a list, push it to another list and return it; or block until one "
+         "is available", "2.2.0", syntax="source:key destination:key timeout:double")
 def brpoplpush(ctx: CommandContext, args: list[bytes]) -> Any:
     timeout = parse_timeout(args[2])
     return _bmove(ctx, key_name(args[0]), key_name(args[1]), False, True, timeout)
