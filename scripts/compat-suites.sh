@@ -2,10 +2,13 @@
 # Run two public test suites against topicsrv and against redis-server, side by side:
 #   - Valkey's TCL units in external-server mode: the stream units (tests/unit/type/stream,
 #     stream-cgroups) and the general units over strings and generic keys (protocol, multi,
-#     keyspace, scan, quit, info-command, introspection-2, expire, type/string, type/incr);
+#     keyspace, scan, quit, info-command, introspection-2, expire, type/string, type/incr), the
+#     list and hash units (type/list, type/list-2, type/list-3, type/hash), pubsub (keyspace
+#     events) and the scripting units;
 #   - redis-py's own tests: the stream, transaction, pipeline and server-info tests of
 #     tests/test_commands.py and tests/test_asyncio/test_commands.py, their string and generic
-#     key command tests, plus tests/test_connection.py and tests/test_pipeline.py.
+#     key command tests, their list and hash command tests, tests/test_hash.py (hash field
+#     expiry), plus tests/test_connection.py and tests/test_pipeline.py.
 # The suites are not vendored. Each comes from a git directory (bare or not): VALKEY_GIT and
 # REDISPY_GIT name local ones; without them the public repositories (VALKEY_URL, REDISPY_URL)
 # are cloned once, bare, into $CACHE_DIR (~/.cache/topicsrv-compat-suites) and reused.
@@ -14,6 +17,7 @@
 #   VALKEY_GIT=~/src/valkey/.git REDISPY_GIT=~/src/redis-py/.git scripts/compat-suites.sh
 #   SUITES="valkey" scripts/compat-suites.sh   # only one suite ("valkey", "redispy" or both)
 #   VALKEY_UNITS="type/string expire" ...      # only these Valkey units (tests/unit/<unit>.tcl)
+#   REDISPY_PARTS="colls hashfields" ...       # only these redis-py parts (see run_redispy)
 #   KEEP=1 ...                                 # keep the work dir (logs) and say where it is
 #
 # Needs: tclsh, redis-server, the project's venv (.venv) and PyPI access for a venv with the
@@ -52,7 +56,8 @@ SUITES=${SUITES:-"valkey redispy"}
 # which hangs the file.
 [[ -n ${VALKEY_UNITS+x} ]] || VALKEY_SCRIPTING_UNITS=${VALKEY_SCRIPTING_UNITS-"scripting functions"}
 VALKEY_UNITS=${VALKEY_UNITS:-"type/stream type/stream-cgroups protocol multi keyspace scan quit
-    info-command introspection-2 expire type/string type/incr"}
+    info-command introspection-2 expire type/string type/incr
+    type/list type/list-2 type/list-3 type/hash"}  # the last four: lists and hashes (issue 35)
 VALKEY_UNITS="$VALKEY_UNITS ${VALKEY_SCRIPTING_UNITS:-}"  # issue 27, above
 # pub/sub (issue 26): tests/unit/pubsub (channels, patterns, keyspace notifications) and
 # tests/unit/pubsubshard (tagged external:skip in this Valkey: it runs no test externally)
@@ -185,11 +190,25 @@ REDISPY_KEYS_SELECT=${REDISPY_KEYS_SELECT:-"test_append or test_copy or test_dec
     or test_scan or test_dbsize or test_object or test_memory_usage or test_touch
     or test_digest or test_dump_and_restore"}
 
+# the list and hash command tests of test_commands.py (issue 35); -k matches substrings:
+# `test_lpush` also selects test_lpushx*, `test_rpop` test_rpoplpush, `test_hget` test_hgetall
+# and the Redis 8 test_hgetex_* / test_hgetdel_* (skipped on 7.0), `test_lmove` test_lmovem
+REDISPY_COLLS_SELECT=${REDISPY_COLLS_SELECT:-"test_lpush or test_rpush or test_lpop or test_rpop
+    or test_llen or test_lrange or test_lindex or test_lset or test_linsert or test_lrem
+    or test_ltrim or test_lpos or test_lmove or test_blmove or test_lmpop or test_blmpop
+    or test_blpop or test_brpop or test_brpoplpush or test_lists_with or test_binary_lists
+    or test_hset or test_hget or test_hmget or test_hmset or test_hdel or test_hlen
+    or test_hexists or test_hkeys or test_hvals or test_hincrby or test_hstrlen
+    or test_hrandfield or test_hscan"}
+
+# redis-py's parts, each a row of the counts (REDISPY_PARTS="colls" runs the list/hash one alone)
+REDISPY_PARTS=${REDISPY_PARTS:-"commands keys colls hashfields whole"}
+
 # -k applies to every file given; the two whole files must not be filtered, so run them
 # separately when a selection is set.
 run_redispy() {  # $1 target name, $2 port, $3 venv
     local part
-    for part in commands keys whole; do
+    for part in $REDISPY_PARTS; do
         local log="$WORK/redispy-$part-$1.log" junit="$WORK/redispy-$part-$1.xml"
         local -a args
         if [[ $part == commands ]]; then
@@ -197,6 +216,11 @@ run_redispy() {  # $1 target name, $2 port, $3 venv
         elif [[ $part == keys ]]; then
             args=(tests/test_commands.py tests/test_asyncio/test_commands.py
                 -k "$(echo $REDISPY_KEYS_SELECT)")
+        elif [[ $part == colls ]]; then
+            args=(tests/test_commands.py tests/test_asyncio/test_commands.py
+                -k "$(echo $REDISPY_COLLS_SELECT)")
+        elif [[ $part == hashfields ]]; then  # hash field expiry: Redis 7.4+, skipped on 7.0
+            args=(tests/test_hash.py tests/test_asyncio/test_hash.py)
         else
             args=(tests/test_connection.py tests/test_pipeline.py)
         fi
