@@ -32,7 +32,7 @@ from topicsrv.engine import groups, restore
 from topicsrv.engine.log.segments import SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.log.topic import Topic
 from topicsrv.engine.queues import leases
-from topicsrv.storage import codec, images, keyspacelog, routerlog, segfiles
+from topicsrv.storage import codec, images, keyspacelog, keyspacesave, routerlog, segfiles
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import TState, state_of
@@ -41,6 +41,7 @@ from topicsrv.storage.walread import wal_files
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
+    from topicsrv.engine.keyspace.snapshot import Snapshot
 
 log = logging.getLogger("topicsrv.storage")
 
@@ -65,6 +66,7 @@ class Checkpoints:
     entries: dict[str, tuple[dict[str, Any], int]]
     ckpt_gen: int
     keyspace_class: str
+    saves: keyspacesave.Saves
     groups_closed: Callable[[], Awaitable[None]]  # txgroup.py Rule 12
 
     def _dir(self, st: TState, sf: segfiles.SegFile) -> Path:
@@ -76,7 +78,30 @@ class Checkpoints:
         self.ops.unlink(segfiles.data_path(d, sf.base))
         self.ops.unlink(segfiles.idx_path(d, sf.base))
 
+    checkpoint_interval_s: float
+    ckpt_wake: trio.Event
+
     # ---- checkpoint -----------------------------------------------------------------------------
+
+    async def _checkpointer(self) -> None:
+        """Every `checkpoint_interval_s`, or at once when `request` asks (BGSAVE)."""
+        while True:
+            with trio.move_on_after(self.checkpoint_interval_s):
+                await self.ckpt_wake.wait()
+            self.ckpt_wake = trio.Event()
+            try:
+                await self.checkpoint()
+            except OSError as exc:
+                self.last_checkpoint_error = str(exc)
+                log.error("checkpoint failed (the WAL keeps everything; retrying later): %s", exc)
+
+    def request(self, schedule: bool = False) -> bool:
+        """A checkpoint now (BGSAVE), or once the running one ends (`schedule`: BGSAVE
+        SCHEDULE); False, asking nothing, when one runs and `schedule` is not given."""
+        if self.ckpt_lock.locked() and not schedule:
+            return False
+        self.ckpt_wake.set()
+        return True
 
     async def checkpoint(self, final: bool = False) -> None:
         """Seal (persist every slot), write checkpoint.json, trim the WAL."""
@@ -88,24 +113,44 @@ class Checkpoints:
                 sh.rotate()
             self.gen = gen
             snap = self._snapshot(final)
-            keyspace = None if self.keyspace_class == "memory" else self.engine.keyspace.snapshot()
+            self.saves.in_progress = True
+            # keyspacesave.py Rule 1: the keyspace as it is now, read in parts from here on
+            snap_ks = None if self.keyspace_class == "memory" else keyspacesave.begin(self.engine.keyspace)
             router_specs = routerlog.specs(self.engine)
-            for sh in self.shards:
-                if self.writers_running and not final:
-                    await sh.rotated.wait()
-                else:
-                    while sh.target_gen != sh.gen or sh.before_cut:
-                        await sh.step()
-                        if sh.unwritable:
-                            break
-                    sh.rotated.set()
-            if any(sh.unwritable or sh.gen != gen for sh in self.shards):
-                raise OSError("the WAL is not writable; checkpoint postponed")
-            for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
-                if not final and policy_of(restore.config_from_dict(meta["config"])).ceiling:
-                    meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
-            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen, router_specs, keyspace)
+            try:
+                await self._finish(snap, gen, router_specs, snap_ks, final)
+            except BaseException:
+                self.saves.done(False)
+                raise
+            finally:
+                self.engine.keyspace.saving = None
+            self.saves.done(True)
             self.checkpoints += 1
+
+    async def _finish(self, snap: Snap, gen: int, router_specs: list[dict[str, Any]],
+                      snap_ks: Snapshot | None, final: bool) -> None:
+        for sh in self.shards:
+            if self.writers_running and not final:
+                await sh.rotated.wait()
+            else:
+                while sh.target_gen != sh.gen or sh.before_cut:
+                    await sh.step()
+                    if sh.unwritable:
+                        break
+                sh.rotated.set()
+        if any(sh.unwritable or sh.gen != gen for sh in self.shards):
+            raise OSError("the WAL is not writable; checkpoint postponed")
+        for _topic, st, meta, _segs in snap:  # ceilings the old generation made durable
+            if not final and policy_of(restore.config_from_dict(meta["config"])).ceiling:
+                meta["ceiling"] = max(meta["ceiling"], st.ceil_durable)
+        ks_file = "" if snap_ks is None else await keyspacesave.write(
+            snap_ks, self.data_dir, self.ops, gen, self.saves)
+        try:
+            await trio.to_thread.run_sync(self._write_checkpoint, snap, gen, router_specs, ks_file)
+        except BaseException:
+            if ks_file:  # Rule 5: named by no checkpoint
+                self.ops.unlink(self.data_dir / ks_file)
+            raise
 
     def _snapshot(self, final: bool) -> Snap:
         out = []
@@ -195,7 +240,7 @@ class Checkpoints:
         return {**entry, "replay_from": start}, start
 
     def _write_checkpoint(self, snap: Snap, gen: int, router_specs: list[dict[str, Any]] | None = None,
-                          keyspace: list[tuple[Any, ...]] | None = None) -> None:
+                          ks_file: str = "") -> None:
         """Rule 4: one topic's failure (its segment files cannot be written) never stops the
         checkpoint of the others."""
         stale: list[tuple[TState, segfiles.SegFile]] = []
@@ -215,15 +260,9 @@ class Checkpoints:
         epochs = dict(self.engine.epochs)
         ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs,
               "routers": router_specs or []}
-        ks_file = ""
-        if keyspace is not None:  # keyspacelog.py Rule 3: the file first, then its name
-            ck["keyspace"] = ks_file = keyspacelog.write_snapshot(self.data_dir, self.ops, keyspace, gen)
-        try:
-            self.ops.write_file(self.data_dir / images.CHECKPOINT, codec.encode_json(ck))
-        except OSError:
-            if ks_file:  # Rule 5: named by no checkpoint
-                self.ops.unlink(self.data_dir / ks_file)
-            raise
+        if ks_file:  # keyspacelog.py Rule 3: the file first, then its name
+            ck["keyspace"] = ks_file
+        self.ops.write_file(self.data_dir / images.CHECKPOINT, codec.encode_json(ck))
         keyspacelog.remove_old(self.data_dir, self.ops, ks_file)
         self.entries = done
         self.ckpt_gen = gen

@@ -7,13 +7,18 @@ Rule 2 (one order): every keyspace frame goes to WAL shard 0, so replay applies 
 in the order the engine committed them. The operations a batch gathers between two other
 frames of shard 0 share one frame (wal.py Rule 9: a frame's body is the concatenation of its
 operations, applied in order as one), so a P1 SET costs no frame of its own.
-Rule 3 (bounded replay): a checkpoint writes the whole keyspace, taken at the WAL cut
-(checkpoint.py Rule 1), to `keyspace-<gen>.bin` (a file header and ONE T_KEYSPACE frame)
-before checkpoint.json names it; recovery loads that file, then replays the keyspace frames
-of the WAL generations from the cut. Older files are unlinked once the new checkpoint is
-durable.
-Rule 4 (expired stays gone): deadlines are absolute; after replay every key whose deadline
-is at or before the recovery time is dropped before the server serves anything.
+Rule 3 (bounded replay): a checkpoint writes the whole keyspace, as it was at the WAL cut
+(checkpoint.py Rule 1), to `keyspace-<gen>.bin` (a file header, then T_KEYSPACE frames of a
+few thousand keys and elements each, replayed in order), in parts while the server serves
+(storage/keyspacesave.py), before checkpoint.json names it; recovery loads that file, then
+replays the keyspace frames of the WAL generations from the cut. Older files are unlinked
+once the new checkpoint is durable.
+Rule 4 (expired stays gone, and its going is journaled): deadlines are absolute; replay
+drops nothing itself. A key (or hash field) whose deadline passed by the recovery time is never
+visible: every lookup expires it first, counts reap it, and the active cycle reclaims the rest,
+each as any expiry, a delete journaled before whatever the next command does with the name.
+So the WAL after a restart never holds a change to a name whose old value it does not also
+show gone (a list pushed where an expired hash was, after a second crash, replays onto nothing).
 """
 
 from __future__ import annotations
@@ -37,16 +42,9 @@ def file_name(gen: int) -> str:
     return f"{_PREFIX}{gen}.bin"
 
 
-def write_snapshot(data_dir: Path, fs: OsOps, op: ops.Op, gen: int) -> str:
-    """Rule 3: the file checkpoint.json will name (atomically written and fsynced)."""
-    name = file_name(gen)
-    body = frames.file_header(frames.WAL_MAGIC, SHARD, gen) + frames.encode(frames.T_KEYSPACE, ops.encode(op))
-    fs.write_file(data_dir / name, body)
-    return name
-
-
 def remove_old(data_dir: Path, fs: OsOps, keep: str) -> None:
-    for path in data_dir.glob(f"{_PREFIX}*.bin"):
+    """Every snapshot but `keep`, and any temporary file a crash left mid-write."""
+    for path in data_dir.glob(f"{_PREFIX}*.bin*"):
         if path.name != keep:
             fs.unlink(path)
 
@@ -68,22 +66,17 @@ def read_snapshot(path: Path) -> ops.Op:
 
 def restore(ks: Keyspace, data_dir: Path, ck: dict[str, Any], wal: list[memoryview],
             now: int) -> tuple[int, int]:
-    """Rules 3-4: load the checkpoint's keyspace, replay the WAL's keyspace operations, drop
-    what expired. Returns (keys restored, keys dropped as expired)."""
+    """Rules 3-4: load the checkpoint's keyspace, replay the WAL's keyspace operations.
+    Returns (keys restored, keys among them already expired)."""
     name = ck.get("keyspace")
     base = read_snapshot(data_dir / name) if isinstance(name, str) else []
     return replay(ks, base, wal, now)
 
 
 def replay(ks: Keyspace, base: ops.Op, wal: list[memoryview] | list[bytes], now: int) -> tuple[int, int]:
-    """The checkpoint's operation, then the WAL's, then Rule 4 (sans-IO: tests drive it)."""
+    """The checkpoint's operation, then the WAL's (sans-IO: tests drive it); Rule 4."""
     ks.apply(base)
     for body in wal:
         ks.apply(ops.decode(body))
-    due = [k for k, d in ks.expiry.deadlines.items() if d <= now]
-    gone = 0
-    for k in due:
-        if ks.owns(k):
-            ks.apply([("d", k)])
-            gone += 1
-    return len(ks.strings) + len(ks.colls), gone
+    due = sum(1 for k, d in ks.expiry.deadlines.items() if d <= now and ks.owns(k))
+    return len(ks.strings) + len(ks.colls), due

@@ -42,6 +42,7 @@ from topicsrv.storage import (
     frames,
     images,
     keyspacelog,
+    keyspacesave,
     recovery,
     routerlog,
     txgroup,
@@ -96,6 +97,8 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         self.closed = False
         self.opened = False
         self.checkpoints = 0
+        self.saves = keyspacesave.Saves()  # INFO persistence, LASTSAVE
+        self.ckpt_wake = trio.Event()  # BGSAVE: a checkpoint now (checkpoint.py `request`)
         self.last_checkpoint_error: str | None = None
         # per topic, the entry of the last checkpoint.json written and the first WAL generation
         # it does not include (a topic whose checkpoint fails keeps it: Rule 4)
@@ -133,7 +136,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
                 f"({exc}). Its string keys cannot be rebuilt without it; restore "
                 f"{self.data_dir / str(rec.keyspace_file)} from a backup (`python -m topicsrv check "
                 f"--data-dir {self.data_dir}` reports it).") from exc
-        log.info("recovered %d string keys (%d had expired)", kept, expired)
+        log.info("recovered %d keys (%d expired: reaped as they are met)", kept, expired)
         self.pending = rec.pending
         self.recovered = rec
         for note in rec.notes:
@@ -439,15 +442,6 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
                 await trio.sleep_forever()
             finally:
                 self.writers_running = False
-
-    async def _checkpointer(self) -> None:
-        while True:
-            await trio.sleep(self.checkpoint_interval_s)
-            try:
-                await self.checkpoint()
-            except OSError as exc:
-                self.last_checkpoint_error = str(exc)
-                log.error("checkpoint failed (the WAL keeps everything; retrying later): %s", exc)
 
     # ---- shutdown ----------------------------------------------------------------------------------
 

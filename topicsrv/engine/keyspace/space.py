@@ -144,6 +144,7 @@ class Keyspace:
         self.hash_value = 64
         self.order: SortedKeyList = scan_list()
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
+        self.saving: Any = None  # the snapshot a checkpoint is writing (snapshot.py)
         self._second = 0
         self.expiry = ExpiryIndex()
         self.fexpiry = ExpiryIndex()  # hash -> its soonest field deadline (colls.py Rule 3)
@@ -365,7 +366,10 @@ class Keyspace:
         """Apply an operation's changes in memory (the live path and recovery's replay). A
         put records `second` as its key's access (0: leave it as it is, replay)."""
         strings, expiry, enc = self.strings, self.expiry, self.enc
+        saving = self.saving
         for ch in op:
+            if saving is not None:  # a checkpoint is reading the keyspace (snapshot.py Rule 2)
+                saving.before(ch)
             kind = ch[0]
             if kind == "s":
                 name, value = ch[1], ch[2]
@@ -425,9 +429,8 @@ class Keyspace:
 
     def snapshot(self) -> Op:
         """The whole keyspace as one operation: a flush, then a put of every string (its value,
-        deadline and encoding override) and the TTL of every topic that has one. The loop runs
-        it in the checkpoint's cut step (storage/keyspacelog.py), so it is compiled and reads
-        each map once."""
+        deadline and encoding override) and the TTL of every topic that has one, at once (tests
+        and models; the checkpoint reads the keyspace in parts instead: snapshot.py)."""
         out: Op = [("f",)]
         deadlines, enc = self.expiry.deadlines, self.enc
         if not deadlines and not enc:

@@ -24,6 +24,7 @@ from topicsrv import buildinfo
 from topicsrv.memory import rss_bytes
 from topicsrv.resp.commands.base import ERROR_STATS, CommandContext, Verbatim, command
 from topicsrv.resp.commands.connection import REDIS_VERSION
+from topicsrv.resp.commands.persistence import persistence_section
 
 Section = list[tuple[str, Any]]
 
@@ -119,24 +120,6 @@ def _scripting_memory(ctx: CommandContext) -> Section:
     ]
 
 
-def _persistence(ctx: CommandContext) -> Section:
-    aof = 1 if ctx.server.config.storage else 0
-    return [
-        ("loading", 0 if ctx.server.ready else 1), ("async_loading", 0),
-        ("rdb_changes_since_last_save", 0), ("rdb_bgsave_in_progress", 0),
-        ("rdb_last_save_time", int(ctx.server.started_at)), ("rdb_last_bgsave_status", "ok"),
-        ("rdb_saves", 0), ("aof_enabled", aof), ("aof_rewrite_in_progress", 0),
-        ("aof_rewrite_scheduled", 0), ("aof_last_bgrewrite_status", "ok"), ("aof_rewrites", 0),
-        ("aof_last_write_status", "ok"), ("module_fork_in_progress", 0),
-        ("keyspace_durability", _keyspace_class(ctx)),
-    ]
-
-
-def _keyspace_class(ctx: CommandContext) -> str:
-    """The string keys' class (storage/keyspacelog.py); `none` when nothing is stored."""
-    return ctx.server.config.keyspace_durability if ctx.server.config.storage else "none"
-
-
 def _stats(ctx: CommandContext) -> Section:
     st, engine, bus = ctx.front.stats, ctx.engine, ctx.server.bus
     return [
@@ -218,7 +201,7 @@ def _commandstats(ctx: CommandContext) -> Section:
 
 
 BUILDERS = {
-    "server": _server, "clients": _clients, "memory": _memory, "persistence": _persistence,
+    "server": _server, "clients": _clients, "memory": _memory, "persistence": persistence_section,
     "stats": _stats, "replication": _replication, "cpu": _cpu, "modules": _none,
     "commandstats": _commandstats, "errorstats": _errorstats, "latencystats": _none,
     "cluster": lambda ctx: [("cluster_enabled", 0)], "keyspace": _keyspace,
