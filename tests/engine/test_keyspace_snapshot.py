@@ -134,3 +134,12 @@ def test_keys_kept_before_the_walk_reaches_them_cost_one_image_each() -> None:
     unread = {f"s{i}" for i in range(3000) if scan_hash(f"s{i}") >= snap.cursor}
     assert set(snap.kept) == unread and 1500 < len(unread) < 2500
     assert all(img[2] != b"new" for img in snap.kept.values())
+
+
+def test_a_list_resumes_from_any_element() -> None:
+    """The piece of a big list written after a freeze starts at the right element."""
+    e = _engine()
+    lists.push(e.keyspace, "l", [b"%d" % i for i in range(3000)], left=False, only_existing=False)
+    lv = e.keyspace.colls["l"]
+    for start in (0, 1, 127, 128, 1500, 2999, 3000):
+        assert list(lv.iter_from(start)) == [b"%d" % i for i in range(start, 3000)]

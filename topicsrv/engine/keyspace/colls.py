@@ -13,10 +13,12 @@ its soonest one; every change of a hash ("H", "h", "c") puts it back in step (`r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from topicsrv.engine.keyspace.hashvalue import HashValue
-from topicsrv.engine.keyspace.quicklist import ListValue
+from topicsrv.engine.keyspace.quicklist import ListValue, Node
 
 if TYPE_CHECKING:
     from topicsrv.engine.keyspace.space import Keyspace
@@ -43,6 +45,54 @@ def put_change(name: str, value: Any, deadline: int) -> tuple[Any, ...]:
     if ttls:  # Rule 3
         return ("c", name, HASH, list(value.items()), deadline, hash_limits(value), ttls)
     return ("c", name, HASH, list(value.items()), deadline, hash_limits(value))
+
+
+def elements(value: Any, start: int) -> Iterator[Any]:
+    """The items of a whole-collection change of `value` ("c": a list's elements, a hash's
+    (field, value) pairs), in order, from the `start`-th (the checkpoint writes a big
+    collection in pieces: snapshot.py Rule 3)."""
+    if value.KIND == LIST:
+        return value.iter_from(start) if start else iter(value)
+    return islice(value.items(), start, None)
+
+
+def piece_change(name: str, value: Any, items: list[Any], pos: int, deadline: int) -> tuple[Any, ...]:
+    """The change that writes `items` (the collection's from its `pos`-th on): the first piece
+    puts the collection ("c", with its TTL), a later one appends to it."""
+    if value.KIND == LIST:
+        if pos == 0:
+            return ("c", name, LIST, items, deadline, (value.fill, 0))
+        return ("L", name, pos, 0, items, value.fill)
+    limits = hash_limits(value)
+    if pos == 0:
+        return ("c", name, HASH, items, deadline, limits)
+    return ("H", name, items, [], limits[0], limits[1])
+
+
+def tail_changes(name: str, value: Any) -> list[tuple[Any, ...]]:
+    """What a collection written in pieces still needs after its last one: a hash's field
+    deadlines (Rule 3)."""
+    if value.KIND == HASH:
+        ttls = value.ttl_pairs()
+        if ttls:
+            return [("h", name, ttls)]
+    return []
+
+
+def copy(value: Any) -> Any:
+    """A copy of a collection that later changes of the original leave alone (the checkpoint's
+    image of a key changed before it is written: snapshot.py Rule 2). A list copies its
+    nodes' bytes; other kinds are rebuilt from their whole-collection change."""
+    if value.KIND == LIST:
+        out = ListValue(value.fill)
+        out.nodes = [Node(bytearray(n.run), n.count) for n in value.nodes]
+        out.length, out.nbytes = value.length, value.nbytes
+        return out
+    ch = put_change("", value, 0)
+    hv = HashValue.of(ch[3], ch[5])
+    for f, d in (ch[6] if len(ch) > 6 else ()):
+        hv.expire(f, d)
+    return hv
 
 
 def copy_change(ks: Keyspace, src: str, dst: str) -> tuple[Any, ...]:

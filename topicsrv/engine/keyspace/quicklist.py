@@ -110,6 +110,17 @@ class ListValue:
         for node in self.nodes:
             yield from packed.values(node.run)
 
+    def iter_from(self, start: int) -> Iterator[bytes]:
+        """The elements from index `start` on (0 <= start), reaching it by node counts."""
+        if start >= self.length:
+            return
+        k, i = self._locate(start)
+        nodes = self.nodes
+        node = nodes[k]
+        yield from packed.values(node.run, packed.offset(node.run, node.count, i))
+        for node in nodes[k + 1:]:
+            yield from packed.values(node.run)
+
     def reversed(self) -> Iterator[bytes]:
         for k in range(len(self.nodes) - 1, -1, -1):
             yield from packed.values_back(self.nodes[k].run)

@@ -15,8 +15,9 @@ else the live key, which no change has touched since.
 Rule 3 (parts): `next_part(units)` returns the next operation (a list of changes, replayed in
 order after the part before it) covering about `units` keys and elements, or None once done.
 A collection longer than `units` is written in pieces: a whole-collection change ("c") of its
-first elements, then appends ("L" at its end, "H"), then its field deadlines ("h"), so no
-part handles more than about `units` elements; the collection being written counts as not
+first elements, then appends (colls.py `piece_change`), then what rides on its elements
+(`tail_changes`: a hash's field deadlines), so no part handles more than about `units`
+elements; the collection being written counts as not
 read yet for Rule 2 until its last piece.
 Rule 4 (the end): the images kept of keys the walk never met (deleted or renamed since the
 instant) come last, then the TTLs the topics had at the instant. A flush while a snapshot
@@ -28,9 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from topicsrv.engine.keyspace import colls as colls_mod
-from topicsrv.engine.keyspace.hashvalue import HashValue
 from topicsrv.engine.keyspace.ops import Change, Op
-from topicsrv.engine.keyspace.quicklist import ListValue, Node
 from topicsrv.engine.keyspace.scanorder import scan_hash
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ class Snapshot:
         piece = self.piece
         if piece is not None and piece.name == name:
             if not piece.frozen:  # the collection being written: go on from a frozen copy
-                piece.freeze(_copy(piece.value) if kind in _IN_PLACE else piece.value)
+                piece.freeze(colls_mod.copy(piece.value) if kind in _IN_PLACE else piece.value)
             return
         if name in self.kept or scan_hash(name) < self.cursor:
             return
@@ -81,7 +80,7 @@ class Snapshot:
         value = ks.colls.get(name)
         if value is None:
             return None
-        return _Image(_copy(value) if copy else value, ks.expiry.deadlines.get(name, 0))
+        return _Image(colls_mod.copy(value) if copy else value, ks.expiry.deadlines.get(name, 0))
 
     def _keep_all(self) -> None:
         ks = self.ks
@@ -185,7 +184,7 @@ class _Piece:
         self.frozen = frozen
         self.pos = 0
         self.done = False
-        self.items: Any = None  # a hash's item iterator, resumed from part to part
+        self.items: Any = None  # colls.elements' iterator, resumed from part to part
 
     def freeze(self, value: Any) -> None:
         """The live collection is about to change: go on from `value` (a copy, or the object
@@ -193,51 +192,19 @@ class _Piece:
         self.value = value
         self.frozen = True
         if self.items is not None:
-            self.items = iter(value.items())
-            for _ in range(self.pos):
-                next(self.items)
+            self.items = colls_mod.elements(value, self.pos)
 
     def write(self, out: Op, budget: int) -> int:
         value, name = self.value, self.name
         n = len(value)
         stop = min(self.pos + budget, n)
-        if value.KIND == colls_mod.LIST:
-            chunk = value.range(self.pos, stop - 1)
-            if self.pos == 0:
-                out.append(("c", name, colls_mod.LIST, chunk, self.deadline, (value.fill, 0)))
-            else:
-                out.append(("L", name, self.pos, 0, chunk, value.fill))
-        else:
-            if self.items is None:
-                self.items = iter(value.items())
-            pairs = [next(self.items) for _ in range(stop - self.pos)]
-            limits = colls_mod.hash_limits(value)
-            if self.pos == 0:
-                out.append(("c", name, colls_mod.HASH, pairs, self.deadline, limits))
-            else:
-                out.append(("H", name, pairs, [], limits[0], limits[1]))
+        if self.items is None:
+            self.items = colls_mod.elements(value, 0)
+        chunk = [next(self.items) for _ in range(stop - self.pos)]
+        out.append(colls_mod.piece_change(name, value, chunk, self.pos, self.deadline))
         spent = stop - self.pos
         self.pos = stop
         if stop >= n:
             self.done = True
-            if value.KIND == colls_mod.HASH:
-                ttls = value.ttl_pairs()
-                if ttls:
-                    out.append(("h", name, ttls))
+            out += colls_mod.tail_changes(name, value)
         return spent
-
-
-def _copy(value: Any) -> Any:
-    """A copy of a collection that later changes of the original leave alone (Rule 2)."""
-    if value.KIND == colls_mod.LIST:
-        lv: ListValue = value
-        out = ListValue(lv.fill)
-        out.nodes = [Node(bytearray(n.run), n.count) for n in lv.nodes]
-        out.length, out.nbytes = lv.length, lv.nbytes
-        return out
-    hv: HashValue = value
-    ch = colls_mod.put_change("", hv, 0)
-    copy = HashValue.of(ch[3], ch[5])
-    for f, d in (ch[6] if len(ch) > 6 else ()):
-        copy.expire(f, d)
-    return copy
