@@ -19,7 +19,9 @@ COMMANDS = ("set get getdel getex getset setnx setex psetex mget mset msetnx inc
             "hdel hlen hexists hkeys hvals hincrby hincrbyfloat hstrlen hrandfield hscan "
             # the lists (issue 35; Valkey's introspection-2 found LMOVE's key specs)
             "lpush rpush lpushx rpushx lpop rpop llen lrange lindex lset linsert lrem ltrim lpos "
-            "lmove rpoplpush lmpop blpop brpop blmove brpoplpush blmpop").split()
+            "lmove rpoplpush lmpop blpop brpop blmove brpoplpush blmpop "
+            # SORT (issue 36): BY/GET and STORE keys as Redis's `unknown` key specs
+            "sort sort_ro").split()
 SETS = (2, 6, 7)  # flags, ACL categories, tips
 
 

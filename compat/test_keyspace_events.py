@@ -54,6 +54,9 @@ SCRIPT: list[tuple[str, ...]] = [
     ("HINCRBYFLOAT", "H2", "f", "1"), ("HINCRBY", "H3", "n", "1"), ("HSETNX", "H4", "a", "1"),
     ("HGET", "H", "c"), ("HDEL", "H", "c", "d", "n", "f"), ("HDEL", "H2", "f"), ("HSET", "H5", "a", "1"),
     ("EXPIRE", "H5", "100"), ("HSET", "H5", "a", "x", "PXAT"), ("RENAME", "H3", "H6"), ("COPY", "H6", "H7"),
+    # SORT ... STORE (resp/commands/sort.py Rule 3)
+    ("RPUSH", "SL", "2", "1"), ("SORT", "SL", "STORE", "SD"), ("SORT", "SL", "STORE", "SD"),
+    ("SORT", "nol", "STORE", "SD"), ("SORT", "nol", "STORE", "SD"), ("SORT", "SL"),
 ]
 END = "ks.end"
 

@@ -57,6 +57,10 @@ GROUP_CATEGORIES = {"stream": ("@stream",), "string": ("@string",), "topic": ("@
                     "list": ("@list",), "hash": ("@hash",), "connection": ("@connection",),
                     "generic": ("@keyspace",), "transactions": ("@transaction",),
                     "scripting": ("@scripting",), "pubsub": ("@pubsub",)}
+# commands whose categories are not their group's (Redis's own command table)
+COMMAND_CATEGORIES: dict[str, tuple[str, ...]] = {"sort": ("@set", "@sortedset", "@list"),
+                                                  "sort_ro": ("@set", "@sortedset", "@list")}
+_DANGEROUS = frozenset({"keys", "sort", "sort_ro"})  # @dangerous without being admin
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +110,10 @@ def categories(spec: CommandSpec) -> list[str]:
         cats.append("@write")
     elif "readonly" in flags:
         cats.append("@read")
-    cats.extend(GROUP_CATEGORIES.get(spec.group, ()))
+    cats.extend(COMMAND_CATEGORIES.get(spec.name) or GROUP_CATEGORIES.get(spec.group) or ())
     if "admin" in flags:
         cats += ["@admin", "@dangerous"]
-    elif spec.name == "keys":  # a full scan of the keyspace: @dangerous in Redis, not admin
+    elif spec.name in _DANGEROUS:  # KEYS scans the keyspace, SORT reads keys by pattern
         cats.append("@dangerous")
     if "fast" in flags:
         cats.append("@fast")

@@ -35,7 +35,7 @@ def too_big() -> TopicsError:
     return error("string exceeds maximum allowed size (proto-max-bulk-len)")
 
 
-def _replace_topics(ks: Keyspace, names: list[str]) -> list[CommitToken | None]:
+def replace_topics(ks: Keyspace, names: list[str]) -> list[CommitToken | None]:
     """Rule 1: delete the topics among `names` (after storage accepted the write)."""
     ks.host.journal.check_writable(None)
     return [ks.host.delete_topic(n)[1] for n in names if n in ks.host.topics]
@@ -52,7 +52,7 @@ def put(ks: Keyspace, pairs: list[tuple[str, bytes]], deadline: int = 0,
     if not any(n in topics for n, _ in pairs):
         return ks.commit(op, True)  # a write is an access (OBJECT IDLETIME counts from it)
     with Group(ks.host.journal):  # Rule 1
-        tokens = _replace_topics(ks, [n for n, _ in pairs])
+        tokens = replace_topics(ks, [n for n, _ in pairs])
         tokens.append(ks.commit(op, True))
     return all_of(tokens)
 
@@ -201,7 +201,7 @@ def rename(ks: Keyspace, src: str, dst: str, nx: bool) -> tuple[int, CommitToken
     if src == dst:
         return 1, None
     with Group(ks.host.journal):
-        tokens = _replace_topics(ks, [dst])
+        tokens = replace_topics(ks, [dst])
         tokens.append(ks.commit([("d", src), _put_copy(ks, kind, src, dst)]))
     return 1, all_of(tokens)
 
@@ -223,7 +223,7 @@ def copy(ks: Keyspace, src: str, dst: str, replace: bool) -> tuple[int, CommitTo
     if ks.kind(dst) is not None and not replace:
         return 0, None
     with Group(ks.host.journal):
-        tokens = _replace_topics(ks, [dst])
+        tokens = replace_topics(ks, [dst])
         change = _put_copy(ks, kind, src, dst)
         tokens.append(ks.commit([("d", dst), change] if dst in ks.strings or
                                 dst in ks.colls else [change]))

@@ -57,6 +57,7 @@ class KeySpec:
     keynum: int = -1
     first: int = 1
     notes: str | None = None
+    unknown: bool = False  # Redis's `unknown` begin_search and find_keys (SORT's BY/GET/STORE)
 
 
 def _streams(startfrom: int) -> list[KeySpec]:
@@ -77,6 +78,31 @@ MOVABLE: dict[str, list[KeySpec]] = {
     "eval": _numkeys(False), "evalsha": _numkeys(False, False), "eval_ro": _numkeys(True),
     "evalsha_ro": _numkeys(True, False), "fcall": _numkeys(False), "fcall_ro": _numkeys(True),
 }
+_SORT_BY_GET = KeySpec(("RO", "access"), 0, unknown=True, notes=(
+    "For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from "
+    "the content of the key we sort"))
+_SORT_STORE = KeySpec(("OW", "update"), 0, unknown=True, notes=(
+    "For the optional STORE keyword. It is marked 'unknown' because the keyword can appear "
+    "anywhere in the argument array"))
+MOVABLE["sort"] = [KeySpec(("RO", "access"), 1), _SORT_BY_GET, _SORT_STORE]
+MOVABLE["sort_ro"] = [KeySpec(("RO", "access"), 1), _SORT_BY_GET]
+_SORT_SKIP = {b"limit": 2, b"get": 1, b"by": 1}
+
+
+def _sort_store(argv: list[bytes]) -> int | None:
+    """Where SORT's STORE destination is (Redis's sortGetKeys: the last STORE with an argument
+    after it; LIMIT, GET and BY skip their arguments)."""
+    found = None
+    i, n = 2, len(argv)
+    while i < n:
+        word = argv[i].lower()
+        if word in _SORT_SKIP:
+            i += _SORT_SKIP[word]
+        elif word == b"store" and i + 1 < n:
+            found = i + 1
+            i += 1
+        i += 1
+    return found
 
 
 def key_specs(spec: CommandSpec) -> list[KeySpec]:
@@ -100,6 +126,10 @@ def spec_reply(ks: KeySpec) -> dict[str, Any]:
     """One key spec as COMMAND INFO shows it."""
     out: dict[str, Any] = {} if ks.notes is None else {"notes": ks.notes}
     out["flags"] = [Simple(f) for f in ks.flags]
+    if ks.unknown:
+        out["begin_search"] = {"type": "unknown", "spec": {}}
+        out["find_keys"] = {"type": "unknown", "spec": {}}
+        return out
     if ks.keyword is None:
         out["begin_search"] = {"type": "index", "spec": {"index": ks.index}}
     else:
@@ -132,7 +162,7 @@ def _positions(ks: KeySpec, argv: list[bytes]) -> list[int] | None:
     """Argument positions of the keys of one spec: [] when it finds none (a missing keyword,
     a range past the arguments), None when its key count is not a number >= 0, which voids
     every spec (Redis's invalid_spec)."""
-    begin = _begin(ks, argv)
+    begin = None if ks.unknown else _begin(ks, argv)
     if begin is None:
         return []
     n = len(argv)
@@ -165,6 +195,10 @@ def keys_of(spec: CommandSpec, argv: list[bytes]) -> list[tuple[int, tuple[str, 
         if found is None:
             return None
         out += [(p, ks.flags) for p in found]
+    if spec.name == "sort" and out:  # the STORE key (SORT_RO has none)
+        store = _sort_store(argv)
+        if store is not None:
+            out.append((store, _SORT_STORE.flags))
     if spec.name == "set" and out:  # Rule 3
         has_get = any(a.lower() == b"get" for a in argv[3:])
         out = [(out[0][0], _RW_ACCESS_UPDATE if has_get else ("OW", "update"))]
