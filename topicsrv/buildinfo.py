@@ -65,6 +65,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.pump",  # the reactor's pass: recv, step, send per ready socket
     "topicsrv.engine.keyspace.ops",  # the keyspace operation codec (one per SET at P1)
     "topicsrv.engine.keyspace.snapshot",  # the checkpoint's keyspace, one part per loop turn
+    "topicsrv.resp.commands.topic_rows",  # TOPIC.ROWS: the Spark source's columns
     "topicsrv.storage.frames",  # the frame header + checksum of every WAL write
     "topicsrv.memory",  # --max-memory's check before every write
     "topicsrv.clock",  # every TTL check and access stamp reads it

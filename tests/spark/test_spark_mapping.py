@@ -117,3 +117,18 @@ def test_offsets_options() -> None:
     opts = ReadOptions.parse({"TOPIC": "b, a,b", "failonDataLoss": "false"}, streaming=True)
     assert opts.topics == ("b", "a") and not opts.fail_on_data_loss and opts.starting == "latest"
     assert list(ordered({"b": 1, "a": 2})) == ["a", "b"]
+
+
+_pair_bytes = st.binary(max_size=6) | st.sampled_from(
+    [b"data", b"null", b"NaN", b"1e400", b"[1,2]", b'{"a":"b"}', b'{"a":1}', b" 3 ", b"\xff", b'"x"'])
+
+
+@given(st.lists(st.tuples(_pair_bytes, _pair_bytes), max_size=3)
+       | (json_values.map(data_to_fields).map(lambda p: list(zip(p[0::2], p[1::2], strict=True)))))
+def test_the_servers_columns_render_data_as_the_connector_does(raw: list[tuple[bytes, bytes]]) -> None:
+    """TOPIC.ROWS renders `data` on the server (resp/commands/topic_rows.py) by the connector's
+    rule (spark/rows.py `data_text`): the same text for every record."""
+    from topicsrv.resp.commands.topic_rows import data_text as server_data_text
+
+    pairs = [x for pair in raw for x in pair]
+    assert server_data_text(pairs).decode("utf-8") == data_text(pairs)

@@ -12,10 +12,15 @@ is `<ts>-<gap_to>`. In a range without loss XREAD and XRANGE return the same ent
 Rule 4: replies are read raw (redis-py's stream reply callbacks are removed) so repeated
 field names and binary values survive; the client speaks RESP2, and RESP3 maps are
 accepted too in case the URL asks for protocol 3.
+Rule 5 (columns): against a server with TOPIC.ROWS (the same read as XREAD's, each page as
+columns: resp/commands/topic_rows.py), pages arrive column by column and become Arrow
+columns without a Python step per record (rows.py `columns_batch`); a server without it is
+read entry by entry (Rule 3).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +28,7 @@ from typing import Any
 import redis
 
 _RAW_COMMANDS = ("XREAD", "XRANGE", "XREVRANGE", "XINFO STREAM", "XADD")
+_UNKNOWN = "unknown command"
 
 
 def connect(url: str) -> redis.Redis:
@@ -198,6 +204,62 @@ def read_range(
             yield out
         if cursor == before:
             return
+
+
+@dataclass(slots=True)
+class Columns:
+    """One page of records as columns (TOPIC.ROWS, Rule 5): one list per column."""
+
+    seqs: list[int]
+    tss: list[int]
+    nodes: list[Any]
+    tags: list[Any]
+    metas: list[Any]
+    datas: list[Any]
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def head(self, n: int) -> Columns:
+        return Columns(self.seqs[:n], self.tss[:n], self.nodes[:n], self.tags[:n],
+                       self.metas[:n], self.datas[:n])
+
+
+def read_rows(
+    client: redis.Redis, topic: str, lo: int, hi: int, page: int
+) -> Iterator[tuple[Tombstone | None, Columns]] | None:
+    """Rule 5: pages of (lo, hi] as (the tombstone of a loss inside the range or None, the
+    records as columns), from TOPIC.ROWS; None when the server does not have it (then
+    `read_range` reads the same range entry by entry)."""
+    try:
+        first = client.execute_command("TOPIC.ROWS", topic, max(lo, 0), "LIMIT", max(1, min(page, hi - lo)))
+    except redis.ResponseError as exc:
+        if _UNKNOWN in str(exc).lower():
+            return None
+        raise
+    return _rows_pages(client, topic, lo, hi, page, first)
+
+
+def _rows_pages(client: redis.Redis, topic: str, lo: int, hi: int, page: int,
+                reply: Any) -> Iterator[tuple[Tombstone | None, Columns]]:
+    cursor = lo
+    while True:
+        seqs, tss, nodes, tags, metas, datas, tomb, next_from, _head = reply
+        gap = None
+        if tomb is not None:
+            gap = Tombstone(_int(tomb[0]), _int(tomb[1]), _int(tomb[2]), _text(tomb[3]),
+                            _int(tomb[4]) if tomb[4] is not None else None)
+            gap = gap.clipped(lo, hi) if gap.gap_from <= hi else None
+        cols = Columns(seqs, tss, nodes, tags, metas, datas)
+        if seqs and seqs[-1] > hi:  # never past the range's end
+            cols = cols.head(bisect_right(seqs, hi))
+        if gap is not None or cols:
+            yield gap, cols
+        nxt = _int(next_from)
+        if nxt <= cursor or nxt >= hi:
+            return
+        cursor = nxt
+        reply = client.execute_command("TOPIC.ROWS", topic, cursor, "LIMIT", max(1, min(page, hi - cursor)))
 
 
 # ---- writes ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ touches the network.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,7 @@ class ReadOptions:
     starting: OffsetSpec
     ending: OffsetSpec
     nodes: tuple[str, ...]
-    min_partitions: int
+    min_partitions: int  # 0: the default (`default_partitions`)
     page: int
     max_per_trigger: int | None
     fail_on_data_loss: bool
@@ -129,7 +130,7 @@ class ReadOptions:
             starting=starting,
             ending=ending,
             nodes=_split_list(_get(options, "node")),
-            min_partitions=_int(options, "minPartitions", 1, 1) or 1,
+            min_partitions=_int(options, "minPartitions", 0, 1) or 0,
             page=_int(options, "pageSize", DEFAULT_PAGE, 1) or DEFAULT_PAGE,
             max_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1),
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
@@ -157,6 +158,14 @@ class WriteOptions:
 def ordered(offsets: Mapping[str, int]) -> dict[str, int]:
     """An offset dict with its keys sorted (stable JSON)."""
     return {k: int(offsets[k]) for k in sorted(offsets)}
+
+
+def default_partitions(ranges: Mapping[str, tuple[int, int]], page: int) -> int:
+    """Tasks for a read with no `minPartitions`: one per core of this machine (Spark's
+    `local[*]`), yet never a task for less than a page of seqs, so a small read stays one task
+    per topic."""
+    total = sum(max(0, hi - lo) for lo, hi in ranges.values())
+    return max(1, min(os.cpu_count() or 1, total // max(page, 1)))
 
 
 def split_ranges(

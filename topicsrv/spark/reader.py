@@ -4,7 +4,8 @@ Rule 1: the planner (driver side) resolves offsets against TOPIC.INFO once and h
 TopicRange partitions that cover each (lo, hi] exactly once; a partition is plain data
 (topic, lo, hi) and pickles as such.
 Rule 2: `read_partition` runs on an executor, opens its own client, and pages the range with
-loss-aware XREAD (client.read_range). A tombstone inside the range either fails the task
+the loss-aware read (TOPIC.ROWS as columns, client.read_rows; XREAD entries from a server
+without it, client.read_range). A tombstone inside the range either fails the task
 with a DataLossError naming topic, [gap_from, gap_to] and reason (failOnDataLoss=true), or
 is logged and, with includeTombstones=true, emitted as a kind="tombstone" row.
 Rule 3: the own-node filter (option node) drops records whose $node is listed; it is applied
@@ -15,13 +16,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from topicsrv.spark.client import Entry, Tombstone, connect, read_range, topic_info
-from topicsrv.spark.options import EARLIEST, LATEST, ReadOptions, resolve, split_ranges
-from topicsrv.spark.rows import to_batch
+from topicsrv.spark.client import (
+    Columns,
+    Entry,
+    Tombstone,
+    connect,
+    read_range,
+    read_rows,
+    topic_info,
+)
+from topicsrv.spark.options import (
+    EARLIEST,
+    LATEST,
+    ReadOptions,
+    default_partitions,
+    resolve,
+    split_ranges,
+)
+from topicsrv.spark.rows import columns_batch, to_batch
 
 log = logging.getLogger("topicsrv.spark")
 
@@ -52,35 +69,59 @@ class TopicRange(InputPartition):
 
 
 def plan(opts: ReadOptions, ranges: dict[str, tuple[int, int]]) -> list[TopicRange]:
-    pieces = split_ranges(ranges, opts.min_partitions)
+    parts = opts.min_partitions or default_partitions(ranges, opts.page)
+    pieces = split_ranges(ranges, parts)
     return [TopicRange(topic, lo, hi) for topic, lo, hi in pieces]
+
+
+def _checked(opts: ReadOptions, topic: str, gap: Tombstone) -> bool:
+    """Rule 2: whether the tombstone becomes a row (else it is logged), or the task fails."""
+    message = loss_message(topic, gap)
+    if opts.fail_on_data_loss:
+        raise DataLossError(
+            message + ". The query stops because failOnDataLoss is true; set "
+            "failOnDataLoss=false to log losses and continue (and "
+            "includeTombstones=true to receive them as rows)."
+        )
+    log.warning("%s; continuing because failOnDataLoss is false", message)
+    return opts.include_tombstones
 
 
 def read_partition(opts: ReadOptions, part: TopicRange) -> Iterator[pa.RecordBatch]:
     """The rows of one partition as Arrow batches (one per page)."""
     client = connect(opts.url)
-    nodes = frozenset(opts.nodes)
     try:
-        for page in read_range(client, part.topic, part.lo, part.hi, opts.page):
-            keep: list[Entry | Tombstone] = []
-            for item in page:
-                if isinstance(item, Tombstone):
-                    message = loss_message(part.topic, item)
-                    if opts.fail_on_data_loss:
-                        raise DataLossError(
-                            message + ". The query stops because failOnDataLoss is true; set "
-                            "failOnDataLoss=false to log losses and continue (and "
-                            "includeTombstones=true to receive them as rows)."
-                        )
-                    log.warning("%s; continuing because failOnDataLoss is false", message)
-                    if opts.include_tombstones:
-                        keep.append(item)
-                elif not (nodes and item.node in nodes):
-                    keep.append(item)
-            if keep:
-                yield to_batch(part.topic, keep)
+        pages = read_rows(client, part.topic, part.lo, part.hi, opts.page)
+        if pages is None:  # a server without TOPIC.ROWS: entry by entry
+            yield from _read_entries(opts, part, client)
+            return
+        nodes = opts.nodes
+        for gap, cols in pages:
+            if gap is not None and _checked(opts, part.topic, gap):
+                yield to_batch(part.topic, [gap])
+            if nodes and cols:  # Rule 3: the own-node filter
+                keep = [i for i, node in enumerate(cols.nodes)
+                        if node is None or node.decode("utf-8", "surrogateescape") not in nodes]
+                cols = Columns(*([col[i] for i in keep] for col in (
+                    cols.seqs, cols.tss, cols.nodes, cols.tags, cols.metas, cols.datas)))
+            if cols:
+                yield columns_batch(part.topic, cols)
     finally:
         client.close()
+
+
+def _read_entries(opts: ReadOptions, part: TopicRange, client: Any) -> Iterator[pa.RecordBatch]:
+    nodes = frozenset(opts.nodes)
+    for page in read_range(client, part.topic, part.lo, part.hi, opts.page):
+        keep: list[Entry | Tombstone] = []
+        for item in page:
+            if isinstance(item, Tombstone):
+                if _checked(opts, part.topic, item):
+                    keep.append(item)
+            elif not (nodes and item.node in nodes):
+                keep.append(item)
+        if keep:
+            yield to_batch(part.topic, keep)
 
 
 class TopicsBatchReader(DataSourceReader):

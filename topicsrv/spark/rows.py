@@ -12,7 +12,8 @@ topicsrv.engine.log.records.fields_to_data on purpose: the connector ships to Sp
 without the server's modules (docs/spark.md, "Running on a cluster"); a test checks that the
 two agree.
 Rule 3: rows are built column-wise into Arrow batches; no per-row Python objects beyond
-the column lists.
+the column lists. From TOPIC.ROWS pages (client.py Rule 5) each column is one Arrow array
+built from the reply's list: the only per-record Python is a record's meta, when it has one.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from topicsrv.spark.client import Entry, Tombstone
+from topicsrv.spark.client import Columns, Entry, Tombstone
 
 SCHEMA_DDL = (
     "topic string, seq long, ts timestamp, node string, tag string, "
@@ -123,4 +125,31 @@ def to_batch(topic: str, items: Iterable[Entry | Tombstone]) -> pa.RecordBatch:
             cols["gap_to"].append(None)
             cols["reason"].append(None)
     arrays = [pa.array(cols[f.name], type=f.type) for f in ARROW_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _meta_column(metas: list[Any]) -> pa.Array:
+    if not any(m is not None for m in metas):
+        return pa.nulls(len(metas), ARROW_SCHEMA.field("meta").type)
+    items = [None if m is None else _meta_items(m.decode("utf-8", "surrogateescape")) for m in metas]
+    return pa.array(items, type=ARROW_SCHEMA.field("meta").type)
+
+
+def columns_batch(topic: str, cols: Columns) -> pa.RecordBatch:
+    """An Arrow batch of ARROW_SCHEMA rows from one TOPIC.ROWS page of records (Rule 3)."""
+    n = len(cols)
+    ts = pc.multiply(pa.array(cols.tss, pa.int64()), 1000).cast(ARROW_SCHEMA.field("ts").type)
+    arrays = [
+        pa.array([topic] * n, pa.string()),
+        pa.array(cols.seqs, pa.int64()),
+        ts,
+        pa.array(cols.nodes, pa.binary()).cast(pa.string()),
+        pa.array(cols.tags, pa.binary()).cast(pa.string()),
+        _meta_column(cols.metas),
+        pa.array(cols.datas, pa.binary()).cast(pa.string()),
+        pa.array([KIND_RECORD] * n, pa.string()),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.string()),
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
