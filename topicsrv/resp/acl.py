@@ -57,6 +57,7 @@ GROUP_CATEGORIES = {"stream": ("@stream",), "string": ("@string",), "topic": ("@
                     "list": ("@list",), "hash": ("@hash",), "connection": ("@connection",),
                     "generic": ("@keyspace",), "transactions": ("@transaction",),
                     "scripting": ("@scripting",), "pubsub": ("@pubsub",)}
+GROUP_CATEGORIES["sortedset"] = ("@sortedset",)
 # commands whose categories are not their group's (Redis's own command table)
 COMMAND_CATEGORIES: dict[str, tuple[str, ...]] = {"sort": ("@set", "@sortedset", "@list"),
                                                   "sort_ro": ("@set", "@sortedset", "@list")}

@@ -1,6 +1,6 @@
-"""Lists and hashes in the keyspace (space.py Rules 5-6): applying their changes (ops.py "L",
-"H", "c"), the one change that puts a whole collection (the checkpoint, COPY, RENAME), and
-what MEMORY USAGE and the status page read of them. Sans-IO; `ks` is the Keyspace.
+"""Lists, hashes and sorted sets in the keyspace (space.py Rules 5-6): applying their changes
+(ops.py "L", "H", "Z", "c"), the one change that puts a whole collection (the checkpoint,
+COPY, RENAME), and what MEMORY USAGE and the status page read of them. Sans-IO; `ks` is the Keyspace.
 
 Rule 1: a collection exists while it holds an element: the change that empties it deletes
 the key, a change that would make an empty one makes nothing.
@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from topicsrv.engine.keyspace.hashvalue import HashValue
 from topicsrv.engine.keyspace.quicklist import ListValue, Node
+from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 
 if TYPE_CHECKING:
     from topicsrv.engine.keyspace.space import Keyspace
 
 LIST, HASH = "list", "hash"
+ZSET = "zset"
 
 
 LIMIT_CAP = (1 << 31) - 1  # the journal keeps the limits in 31 bits (hashes.py)
@@ -37,10 +39,17 @@ def hash_limits(value: HashValue) -> tuple[int, int]:
     return (LIMIT_CAP, LIMIT_CAP) if value.table is None else (0, 0)
 
 
+def zset_limits(value: ZsetValue) -> tuple[int, int]:
+    """As `hash_limits`, for a sorted set (zsetvalue.py Rule 3)."""
+    return (LIMIT_CAP, LIMIT_CAP) if value.table is None else (0, 0)
+
+
 def put_change(name: str, value: Any, deadline: int) -> tuple[Any, ...]:
     """The change that puts collection `value` whole at `name`, with `deadline` (0: none)."""
     if value.KIND == LIST:
         return ("c", name, LIST, list(value), deadline, (value.fill, 0))
+    if value.KIND == ZSET:
+        return ("c", name, ZSET, value.pairs(), deadline, zset_limits(value))
     ttls = value.ttl_pairs()
     if ttls:  # Rule 3
         return ("c", name, HASH, list(value.items()), deadline, hash_limits(value), ttls)
@@ -53,6 +62,11 @@ def elements(value: Any, start: int) -> Iterator[Any]:
     collection in pieces: snapshot.py Rule 3)."""
     if value.KIND == LIST:
         return value.iter_from(start) if start else iter(value)
+    if value.KIND == ZSET:
+        table = value.table
+        if table is not None:
+            return table.order.walk(start) if start < len(table) else iter(())
+        return islice(value.pairs(), start, None)
     return islice(value.items(), start, None)
 
 
@@ -63,6 +77,11 @@ def piece_change(name: str, value: Any, items: list[Any], pos: int, deadline: in
         if pos == 0:
             return ("c", name, LIST, items, deadline, (value.fill, 0))
         return ("L", name, pos, 0, items, value.fill)
+    if value.KIND == ZSET:
+        zl = zset_limits(value)
+        if pos == 0:
+            return ("c", name, ZSET, items, deadline, zl)
+        return ("Z", name, items, [], zl[0], zl[1])
     limits = hash_limits(value)
     if pos == 0:
         return ("c", name, HASH, items, deadline, limits)
@@ -88,6 +107,8 @@ def copy(value: Any) -> Any:
         out.nodes = [Node(bytearray(n.run), n.count) for n in value.nodes]
         out.length, out.nbytes = value.length, value.nbytes
         return out
+    if value.KIND == ZSET:
+        return ZsetValue.of(value.pairs(), zset_limits(value))
     ch = put_change("", value, 0)
     hv = HashValue.of(ch[3], ch[5])
     for f, d in (ch[6] if len(ch) > 6 else ()):
@@ -107,6 +128,8 @@ def usage(ks: Keyspace, name: str) -> int:
     coll = ks.colls[name]
     if coll.KIND == LIST:
         return 72 + len(name) + coll.nbytes + 48 * len(coll.nodes)
+    if coll.KIND == ZSET:
+        return 72 + len(name) + coll.nbytes + (0 if coll.table is None else 72 * len(coll))
     extra = 0 if coll.table is None else 56 * len(coll)
     return 72 + len(name) + coll.nbytes + extra
 
@@ -114,6 +137,7 @@ def usage(ks: Keyspace, name: str) -> int:
 def counts(ks: Keyspace) -> dict[str, int]:
     """Keys by kind (the status page, /metrics)."""
     out = {"string": len(ks.strings), LIST: 0, HASH: 0}
+    out[ZSET] = 0
     for value in ks.colls.values():
         out[value.KIND] += 1
     return out
@@ -130,6 +154,8 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
             ks.apply([("d", name)])
         if ch[2] == LIST:
             value = ListValue.of(ch[3], ch[5][0])
+        elif ch[2] == ZSET:
+            value = ZsetValue.of(ch[3], (ch[5][0], ch[5][1]))
         else:
             hv = HashValue.of(ch[3], (ch[5][0], ch[5][1]))
             for f, d in ch[6] if len(ch) > 6 else ():
@@ -164,6 +190,19 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
         ks.nbytes += value.nbytes - old
         if value.ttls is not None:
             reindex(ks, name, value)
+    elif kind == "Z":
+        if value is None:
+            if not ch[2]:
+                return
+            value = ZsetValue()
+            add(ks, name, value)
+        old = value.nbytes
+        limits = (ch[4], ch[5])  # the server's at the change (zsetvalue.py Rule 3)
+        for m, score in ch[2]:
+            value.set(m, score, limits)
+        for m in ch[3]:
+            value.delete(m)
+        ks.nbytes += value.nbytes - old
     else:  # "h": field deadlines (Rule 3)
         if value is None or value.KIND != HASH:
             return

@@ -20,10 +20,16 @@ One command's mutation of the keyspace is ONE operation, a list of changes appli
                                        set (deadline > 0, absolute ms) or remove (0) the
                                        deadlines of existing fields of a hash (Redis 7.4's
                                        field expiry; a missing field is left alone)
+    ("Z", key, sets, dels, entries, value)
+                                       put each (member, score) of `sets` (absolute
+                                       scores), then delete the members `dels`, of a sorted
+                                       set (created with the listpack limits
+                                       `entries`/`value`; deleted once empty)
     ("c", key, kind, items, deadline, limits[, field deadlines])
                                        put a whole collection ("list": elements, "hash":
                                        (field, value) pairs, then its fields' (field,
-                                       deadline) pairs if any), replacing the key: the
+                                       deadline) pairs if any; "zset": (member, score)
+                                       pairs), replacing the key: the
                                        checkpoint, COPY and RENAME write these
 
 Rule 1: replaying an operation's changes in order from a state reproduces the state after the
@@ -104,6 +110,14 @@ def encode(op: Op) -> bytes:
             out += [b"h", _key(ch[1]), _U32.pack(len(ch[2]))]
             for field, deadline in ch[2]:
                 out += [_u32(len(field)), field, _U64.pack(deadline)]
+        elif kind == "Z":
+            out += [b"Z", _key(ch[1]), _blobs([m for m, _ in ch[2]]),
+                    _doubles([s for _, s in ch[2]]), _blobs(ch[3]), _U32.pack(ch[4]),
+                    _U32.pack(ch[5])]
+        elif kind == "c" and ch[2] == "zset":
+            out += [b"c", _key(ch[1]), b"z", _blobs([m for m, _ in ch[3]]),
+                    _U64.pack(ch[4]), _U32.pack(ch[5][0] & 0xFFFFFFFF),
+                    _U32.pack(ch[5][1] & 0xFFFFFFFF), _doubles([s for _, s in ch[3]])]
         elif kind == "c":
             items = ch[3] if ch[2] == "list" else [x for pair in ch[3] for x in pair]
             code = b"l" if ch[2] == "list" else b"e" if len(ch) > 6 else b"h"
@@ -124,6 +138,11 @@ def _blobs(values: list[bytes]) -> bytes:
     for v in values:
         parts += [_u32(len(v)), v]
     return b"".join(parts)
+
+
+def _doubles(scores: list[float]) -> bytes:
+    """Sorted-set scores: 8-byte little-endian doubles, as many as the members before them."""
+    return struct.pack(f"<{len(scores)}d", *scores)
 
 
 def _signed(u: int) -> int:
@@ -156,6 +175,9 @@ class _Reader:
 
     def u64(self) -> int:
         return int(_U64.unpack(self.take(8))[0])
+
+    def doubles(self, n: int) -> list[float]:
+        return list(struct.unpack(f"<{n}d", self.take(8 * n)))
 
     def key(self) -> str:
         return self.take(self.u32()).decode("latin-1")
@@ -204,9 +226,21 @@ def decode(body: bytes | memoryview) -> Op:
                 field = r.take(r.u32())
                 ttls.append((field, r.u64()))
             op.append(("h", key, ttls))
+        elif kind == b"Z":
+            key = r.key()
+            members = r.blobs()
+            scored = list(zip(members, r.doubles(len(members)), strict=True))
+            op.append(("Z", key, scored, r.blobs(), r.u32(), r.u32()))
         elif kind == b"c":
             key = r.key()
             code = r.take(1)
+            if code == b"z":
+                members = r.blobs()
+                deadline = r.u64()
+                limits = (_signed(r.u32()), _signed(r.u32()))
+                scored = list(zip(members, r.doubles(len(members)), strict=True))
+                op.append(("c", key, "zset", scored, deadline, limits))
+                continue
             if code not in (b"l", b"h", b"e"):
                 raise ValueError(f"unknown collection kind {code!r}")
             items: Any = r.blobs()

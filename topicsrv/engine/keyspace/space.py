@@ -50,6 +50,7 @@ WRONGTYPE_TEXT: Final = "Operation against a key holding the wrong kind of value
 ACTIVE_BUDGET: Final = 200  # heap pops per active-expiry tick (Rule 3)
 STRING, STREAM = "string", "stream"
 LIST, HASH = colls_mod.LIST, colls_mod.HASH
+ZSET = colls_mod.ZSET
 
 
 class Entry:
@@ -142,6 +143,8 @@ class Keyspace:
         self.list_fill = -2
         self.hash_entries = 512
         self.hash_value = 64
+        self.zset_entries = 128  # zset-max-listpack-entries/-value (zsetvalue.py Rule 3)
+        self.zset_value = 64
         self.order: SortedKeyList = scan_list()
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
         self.saving: Any = None  # the snapshot a checkpoint is writing (snapshot.py)
@@ -422,7 +425,7 @@ class Keyspace:
                 self.enc.clear()
                 expiry.reset()
                 self.fexpiry.reset()
-            elif kind in ("L", "H", "c", "h"):
+            elif kind in ("L", "H", "c", "h", "Z"):
                 colls_mod.apply(self, ch, second)
             else:
                 raise ValueError(f"unknown keyspace change {kind!r}")

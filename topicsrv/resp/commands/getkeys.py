@@ -78,6 +78,17 @@ MOVABLE: dict[str, list[KeySpec]] = {
     "eval": _numkeys(False), "evalsha": _numkeys(False, False), "eval_ro": _numkeys(True),
     "evalsha_ro": _numkeys(True, False), "fcall": _numkeys(False), "fcall_ro": _numkeys(True),
 }
+# the sorted-set commands: numkeys then the keys (ZMPOP's count is argument 1, BZMPOP's 2),
+# and the *STORE commands' destination, then their numkeys and sources
+_Z_POP, _Z_READ = ("RW", "access", "delete"), ("RO", "access")
+MOVABLE.update({
+    "zmpop": [KeySpec(_Z_POP, 1, keynum=0, first=1)],
+    "bzmpop": [KeySpec(_Z_POP, 2, keynum=0, first=1)],
+    **{c: [KeySpec(_Z_READ, 1, keynum=0, first=1)]
+       for c in ("zunion", "zinter", "zdiff", "zintercard")},
+    **{c: [KeySpec(("OW", "update"), 1), KeySpec(_Z_READ, 2, keynum=0, first=1)]
+       for c in ("zunionstore", "zinterstore", "zdiffstore")},
+})
 _SORT_BY_GET = KeySpec(("RO", "access"), 0, unknown=True, notes=(
     "For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from "
     "the content of the key we sort"))

@@ -192,16 +192,11 @@ def parse_cursor(raw: bytes) -> int:
     return -n & U64 if raw[:1] == b"-" else n
 
 
-@_cmd("hscan", -3, ["readonly"], "Incrementally iterate hash fields and associated values",
-      "key:key cursor:integer [MATCH:pattern:pattern] [COUNT:count:integer]", "2.8.0")
-def hscan(ctx: CommandContext, args: list[bytes]) -> Any:
-    cursor = parse_cursor(args[1])
-    hv = _read(ctx, args[0])
-    if hv is None:
-        return [b"0", []]
+def scan_options(args: list[bytes], i: int) -> tuple[int, bytes | None]:
+    """HSCAN's and ZSCAN's options from args[i] (COUNT, MATCH): read after the key's lookup,
+    as Redis's scanGenericCommand."""
     count, pattern = 10, None
-    i = 2
-    while i < len(args):  # after the lookup, as Redis's scanGenericCommand
+    while i < len(args):
         opt = args[i].lower()
         if opt == b"count" and i + 1 < len(args):
             count = parse_int(args[i + 1])
@@ -212,6 +207,17 @@ def hscan(ctx: CommandContext, args: list[bytes]) -> Any:
         else:
             raise Err(SYNTAX)
         i += 2
+    return count, pattern
+
+
+@_cmd("hscan", -3, ["readonly"], "Incrementally iterate hash fields and associated values",
+      "key:key cursor:integer [MATCH:pattern:pattern] [COUNT:count:integer]", "2.8.0")
+def hscan(ctx: CommandContext, args: list[bytes]) -> Any:
+    cursor = parse_cursor(args[1])
+    hv = _read(ctx, args[0])
+    if hv is None:
+        return [b"0", []]
+    count, pattern = scan_options(args, 2)
     nxt, pairs = ops.scan(hv, cursor, count)
     if pattern is not None and pattern != b"*":
         match = matcher(pattern)

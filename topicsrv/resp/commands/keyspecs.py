@@ -99,3 +99,16 @@ TIPS: dict[str, list[str]] = {
     "hvals": ["nondeterministic_output_order"], "hrandfield": ["nondeterministic_output"],
     "hscan": ["nondeterministic_output"],
 }
+
+# the sorted-set commands (redis-server 7.0's COMMAND INFO, as above; ZCARD: plain RO). The
+# numkeys forms and the *STORE commands are in getkeys.py's MOVABLE.
+_Z_RO = ("zscore zmscore zrank zrevrank zcount zlexcount zrange zrangebyscore zrevrangebyscore "
+         "zrangebylex zrevrangebylex zrevrange zrandmember zscan").split()
+_Z_DELETE = "zremrangebyrank zremrangebyscore zremrangebylex".split()
+KEY_FLAGS.update({
+    "zadd": _RW_UPDATE, "zincrby": _RW_ACCESS_UPDATE, "zrem": _RW_DELETE,
+    **{c: _RO_ACCESS for c in _Z_RO}, **{c: _RW_DELETE for c in _Z_DELETE},
+    **{c: _RW_ACCESS_DELETE for c in ("zpopmin", "zpopmax", "bzpopmin", "bzpopmax")},
+    "zrangestore": [(("OW", "update"), None), (("RO", "access"), None)],
+})
+TIPS.update({"zrandmember": ["nondeterministic_output"], "zscan": ["nondeterministic_output"]})

@@ -68,49 +68,56 @@ def parse_timeout(raw: bytes) -> float | None:
     return None if tval == 0 else tval / 1000.0
 
 
-def list_line(ctx: CommandContext, name: str) -> Line:
-    """The line of the clients blocked on list `name`; its supply is the list's length (0
-    while the key is missing or of another kind, Rule 3)."""
+def kind_line(ctx: CommandContext, kind: str, name: str) -> Line:
+    """The line of the clients blocked on collection `name` of `kind` ("list", "zset"); its
+    supply is the collection's length (0 while the key is missing or of another kind, Rule 3)."""
     colls = ctx.engine.keyspace.colls
 
     def supply() -> int:
         value = colls.get(name)
-        return len(value) if value is not None and value.KIND == "list" else 0
+        return len(value) if value is not None and value.KIND == kind else 0
 
-    return ctx.server.notifier.line(("list", name), name, supply)
+    return ctx.server.notifier.line((kind, name), name, supply)
 
 
-def _ready(ctx: CommandContext, names: list[str]) -> str | None:
-    """The first of `names` that holds a non-empty list now (others skipped, Rule 3)."""
+def _ready(ctx: CommandContext, kind: str, names: list[str]) -> str | None:
+    """The first of `names` that holds a non-empty collection of `kind` now (others skipped,
+    Rule 3)."""
     colls = ctx.engine.keyspace.colls
     for name in names:
         value = colls.get(name)
-        if value is not None and value.KIND == "list" and len(value):
+        if value is not None and value.KIND == kind and len(value):
             return name
     return None
 
 
-def _block(ctx: CommandContext, names: list[str], serve: Any, timeout: float | None,
-           demand: int = 1) -> Any:
+def block_on(ctx: CommandContext, kind: str, names: list[str], serve: Any,
+             timeout: float | None, demand: int = 1) -> Any:
     """Rule 1: serve now if a key holds something, else wait in the keys' lines. `serve(name,
     block)` pops from `name`; when it serves a waiting `block` it sets the block's give_back
-    (Rule 5)."""
+    (Rule 5). The blocking sorted-set pops wait here too (zsets_blocking.py)."""
+    ks = ctx.engine.keyspace
     for key in names:  # WRONGTYPE at the first try (Rule 3), lazy expiry too
-        ops.get(ctx.engine.keyspace, key)
+        ks.coll(key, kind)
     by_key = ctx.server.notifier.lines.by_key
-    queued = [n for n in names if not _queue(by_key.get(("list", n)))]
-    now = _ready(ctx, queued)  # a key with clients blocked on it serves them first (Rule 6)
+    queued = [n for n in names if not _queue(by_key.get((kind, n)))]
+    now = _ready(ctx, kind, queued)  # keys with clients blocked on them serve those (Rule 6)
     if now is not None:
         return serve(now, None)
     box: list[RespBlock] = []
 
     def attempt() -> Any:
-        ready = _ready(ctx, names)
+        ready = _ready(ctx, kind, names)
         return NOTHING if ready is None else serve(ready, box[0])
 
-    lines = [list_line(ctx, n) for n in dict.fromkeys(names)]
+    lines = [kind_line(ctx, kind, n) for n in dict.fromkeys(names)]
     box.append(RespBlock(ctx, attempt, lines=lines, demand=demand, timeout_s=timeout))
     return box[0]
+
+
+def _block(ctx: CommandContext, names: list[str], serve: Any, timeout: float | None,
+           demand: int = 1) -> Any:
+    return block_on(ctx, "list", names, serve, timeout, demand)
 
 
 def _queue(line: Line | None) -> bool:

@@ -183,6 +183,11 @@ ENCODING_SETTINGS: dict[str, str] = {
     "hash-max-listpack-entries": "hash_entries", "hash-max-ziplist-entries": "hash_entries",
     "hash-max-listpack-value": "hash_value", "hash-max-ziplist-value": "hash_value",
 }
+# sorted sets (zsetvalue.py Rule 3), Redis 7's names and their old aliases
+ENCODING_SETTINGS.update({
+    "zset-max-listpack-entries": "zset_entries", "zset-max-ziplist-entries": "zset_entries",
+    "zset-max-listpack-value": "zset_value", "zset-max-ziplist-value": "zset_value",
+})
 
 
 def _encodings(ctx: CommandContext) -> dict[str, str]:
@@ -312,6 +317,11 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
        for name in ("hash-max-listpack-entries", "hash-max-ziplist-entries")},
     **{name: (_parse_memory, _set_encoding(name))
        for name in ("hash-max-listpack-value", "hash-max-ziplist-value")},
+    # the sorted-set limits: the same types as the hash ones (Redis 7.0's config.c)
+    **{name: (parse_count, _set_encoding(name))
+       for name in ("zset-max-listpack-entries", "zset-max-ziplist-entries")},
+    **{name: (_parse_memory, _set_encoding(name))
+       for name in ("zset-max-listpack-value", "zset-max-ziplist-value")},
     # accepted and reported, with no effect: there are no RDB snapshots to schedule (the WAL
     # and the checkpoint are the database) and list nodes are not compressed
     "save": (str, _remember("save")),
