@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
-from topicsrv.engine.keyspace import hashes, lists, ops
+from topicsrv.engine.keyspace import hashes, lists, ops, zsets
 from topicsrv.engine.keyspace import strings as kstrings
 from topicsrv.engine.keyspace.scanorder import scan_hash
 from topicsrv.engine.keyspace.snapshot import Snapshot
@@ -32,6 +32,8 @@ def _state(e: Engine) -> dict[str, Any]:
         d = ks.expiry.deadlines.get(name, 0)
         if value.KIND == "list":
             out[name] = ("list", list(value), d)
+        elif value.KIND == "zset":
+            out[name] = ("zset", value.pairs(), d, value.encoding)
         else:
             out[name] = ("hash", dict(value.items()), d, sorted(value.ttl_pairs()))
     return out
@@ -52,18 +54,19 @@ def _fill(e: Engine, strings: int, big: int) -> None:
     lists.push(ks, "small", [b"a", b"b"], left=False, only_existing=False)
     hashes.hset(ks, "bighash", [(b"f%d" % i, b"x%d" % i) for i in range(big)])
     hashes.hset(ks, "h", [(b"a", b"1")])
+    zsets.zadd(ks, "bigzset", [(float(i % 9), b"m%d" % i) for i in range(big + 150)])
 
 
 # a change of the keyspace: (what, key index, value)
 _CHANGE = st.tuples(st.sampled_from(["set", "del", "rpush", "lpop", "hset", "hdel", "expire", "flush",
-                                     "newlist"]),
+                                     "newlist", "zadd", "zpop"]),
                     st.integers(0, 40), st.binary(max_size=4))
-_KEYS = ["biglist", "bighash", "small", "h"]
+_KEYS = ["biglist", "bighash", "small", "h", "bigzset"]
 
 
 def _do(e: Engine, what: str, i: int, v: bytes) -> None:
     ks = e.keyspace
-    name = _KEYS[i % 4] if i % 3 == 0 else f"s{i}"
+    name = _KEYS[i % len(_KEYS)] if i % 3 == 0 else f"s{i}"
     kind = ks.kind(name)
     if what == "set":
         kstrings.put(ks, [(name, v)])
@@ -81,6 +84,10 @@ def _do(e: Engine, what: str, i: int, v: bytes) -> None:
         hashes.hset(ks, name, [(b"f%d" % i, v), (b"new", v)])
     elif what == "hdel" and kind == "hash":
         hashes.hdel(ks, name, [b"f%d" % j for j in range(i, i + 5)])
+    elif what == "zadd" and kind in (None, "zset"):
+        zsets.zadd(ks, name, [(float(i), v), (-1.0, b"m%d" % i)])
+    elif what == "zpop" and kind == "zset":
+        zsets.pop(ks, name, 3, i % 2 == 0)
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,0 +1,73 @@
+"""The sorted-set value (engine/keyspace/zsetvalue.py) against a dict and `sorted`: every
+operation of both encodings, with chunks of 4 members so the big form splits and drops chunks
+(its Fenwick tree rebuilt) within a few hundred steps; and the whole-value builds."""
+
+from __future__ import annotations
+
+import bisect
+import random
+
+import pytest
+
+from topicsrv.engine.keyspace import zsetvalue
+from topicsrv.engine.keyspace.zsetvalue import ZsetValue
+
+
+@pytest.mark.parametrize("entries", [0, 3, 128])
+@pytest.mark.parametrize("seed", range(6))
+def test_value_matches_a_sorted_model(monkeypatch: pytest.MonkeyPatch, entries: int,
+                                      seed: int) -> None:
+    monkeypatch.setattr(zsetvalue, "LOAD", 4)
+    rnd = random.Random(seed)
+    zv, model = ZsetValue(), {}
+    for _ in range(500):
+        member = b"m%d" % rnd.randrange(60)
+        score = float(rnd.randrange(-5, 5))
+        if rnd.random() < 0.65:
+            assert zv.set(member, score, (entries, 64)) == (member not in model)
+            model[member] = score
+        else:
+            assert zv.delete(member) == (member in model)
+            model.pop(member, None)
+        order = sorted(model.items(), key=lambda p: (p[1], p[0]))
+        assert zv.pairs() == order and len(zv) == len(model)
+        assert zv.encoding == ("listpack" if len(model) <= entries and zv.table is None
+                               else zv.encoding)
+        if not order:
+            continue
+        k = rnd.randrange(len(order))
+        assert zv.rank(order[k][0]) == k and zv.score(order[k][0]) == order[k][1]
+        lo, hi = sorted((rnd.randrange(len(order) + 1), rnd.randrange(len(order) + 1)))
+        assert zv.span(lo, hi) == order[lo:hi]
+        assert zv.span(lo, hi, True) == order[lo:hi][::-1]
+        value = float(rnd.randrange(-6, 6))
+        scores = [s for _, s in order]
+        assert zv.bound(value, False, False) == bisect.bisect_left(scores, value)
+        assert zv.bound(value, True, False) == bisect.bisect_right(scores, value)
+    assert zv.score(b"nope") is None and zv.rank(b"nope") is None
+
+
+def test_conversion_happens_on_an_insert_only_and_never_back() -> None:
+    zv = ZsetValue()
+    for j in range(3):
+        zv.set(b"m%d" % j, float(j), (3, 8))
+    assert zv.encoding == "listpack"
+    zv.set(b"m0", 9.0, (2, 8))  # an update never converts (Redis's zsetAdd)
+    assert zv.encoding == "listpack"
+    zv.set(b"x" * 9, 1.0, (3, 8))
+    assert zv.encoding == "skiplist"
+    for m, _ in zv.pairs():
+        zv.delete(m)
+    zv.set(b"a", 1.0, (3, 8))
+    assert zv.encoding == "skiplist" and zv.pairs() == [(b"a", 1.0)]
+
+
+def test_whole_builds_keep_the_limits_and_the_lex_order_of_ties() -> None:
+    pairs = [(b"m%04d" % j, float(j % 7)) for j in range(2000)]
+    big = ZsetValue.of(pairs, (128, 64))
+    assert big.encoding == "skiplist"
+    assert big.pairs() == sorted(pairs, key=lambda p: (p[1], p[0]))
+    small = ZsetValue.of(pairs[:5], (128, 64))
+    assert small.encoding == "listpack" and len(small) == 5
+    assert ZsetValue.of([(b"-", -0.0)]).score(b"-") == 0.0  # a listpack keeps 0, as Redis
+    assert big.bound(b"m0003", False, True) >= 0  # lex bounds answer (meaningful on ties)
