@@ -20,6 +20,9 @@ COMMANDS = ("set get getdel getex getset setnx setex psetex mget mset msetnx inc
             # the lists (issue 35; Valkey's introspection-2 found LMOVE's key specs)
             "lpush rpush lpushx rpushx lpop rpop llen lrange lindex lset linsert lrem ltrim lpos "
             "lmove rpoplpush lmpop blpop brpop blmove brpoplpush blmpop "
+            # the sets (issue 36)
+            "sadd srem smembers sismember smismember scard spop srandmember smove sinter "
+            "sintercard sunion sdiff sinterstore sunionstore sdiffstore sscan "
             # SORT (issue 36): BY/GET and STORE keys as Redis's `unknown` key specs
             "sort sort_ro").split()
 SETS = (2, 6, 7)  # flags, ACL categories, tips

@@ -54,6 +54,15 @@ SCRIPT: list[tuple[str, ...]] = [
     ("HINCRBYFLOAT", "H2", "f", "1"), ("HINCRBY", "H3", "n", "1"), ("HSETNX", "H4", "a", "1"),
     ("HGET", "H", "c"), ("HDEL", "H", "c", "d", "n", "f"), ("HDEL", "H2", "f"), ("HSET", "H5", "a", "1"),
     ("EXPIRE", "H5", "100"), ("HSET", "H5", "a", "x", "PXAT"), ("RENAME", "H3", "H6"), ("COPY", "H6", "H7"),
+    # sets (keyevents_sets.py)
+    ("SADD", "st1", "1", "2", "x"), ("SADD", "st1", "1"), ("SREM", "st1", "nope"), ("SREM", "st1", "1", "2"),
+    ("SPOP", "st1", "0"), ("SPOP", "st1"), ("SADD", "st2", "a"), ("SMOVE", "st2", "st3", "a"),
+    ("SADD", "st2", "a", "b"), ("SMOVE", "st2", "st3", "a"), ("SMOVE", "st2", "st3", "nope"),
+    ("SMOVE", "st2", "st2", "b"), ("SADD", "st3", "b"), ("SMOVE", "st2", "st3", "b"),
+    ("SADD", "st2", "c"), ("SINTERSTORE", "st4", "st3", "st2"), ("SUNIONSTORE", "st4", "st3", "st2"),
+    ("SUNIONSTORE", "st4", "st3", "st2"), ("SDIFFSTORE", "st5", "st3", "st3"),
+    ("SINTERSTORE", "st4", "nos", "st3"), ("SDIFFSTORE", "st4", "st3", "nos"), ("SREM", "st3", "a"),
+    ("SPOP", "st3", "5"), ("SPOP", "st1", "9"), ("SISMEMBER", "st4", "a"),
     # SORT ... STORE (resp/commands/sort.py Rule 3)
     ("RPUSH", "SL", "2", "1"), ("SORT", "SL", "STORE", "SD"), ("SORT", "SL", "STORE", "SD"),
     ("SORT", "nol", "STORE", "SD"), ("SORT", "nol", "STORE", "SD"), ("SORT", "SL"),

@@ -58,6 +58,7 @@ GROUP_CATEGORIES = {"stream": ("@stream",), "string": ("@string",), "topic": ("@
                     "generic": ("@keyspace",), "transactions": ("@transaction",),
                     "scripting": ("@scripting",), "pubsub": ("@pubsub",)}
 GROUP_CATEGORIES["sortedset"] = ("@sortedset",)
+GROUP_CATEGORIES["set"] = ("@set",)
 # commands whose categories are not their group's (Redis's own command table)
 COMMAND_CATEGORIES: dict[str, tuple[str, ...]] = {"sort": ("@set", "@sortedset", "@list"),
                                                   "sort_ro": ("@set", "@sortedset", "@list")}

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from topicsrv.engine.keyspace.hashvalue import HashValue
 from topicsrv.engine.keyspace.quicklist import ListValue, Node
+from topicsrv.engine.keyspace.setvalue import SetValue, limits_of
 from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 
 if TYPE_CHECKING:
     from topicsrv.engine.keyspace.space import Keyspace
 
 LIST, HASH = "list", "hash"
+SET = "set"
 ZSET = "zset"
 
 
@@ -48,6 +50,8 @@ def put_change(name: str, value: Any, deadline: int) -> tuple[Any, ...]:
     """The change that puts collection `value` whole at `name`, with `deadline` (0: none)."""
     if value.KIND == LIST:
         return ("c", name, LIST, list(value), deadline, (value.fill, 0))
+    if value.KIND == SET:
+        return ("c", name, SET, value.members(), deadline, limits_of(value))
     if value.KIND == ZSET:
         return ("c", name, ZSET, value.pairs(), deadline, zset_limits(value))
     ttls = value.ttl_pairs()
@@ -62,6 +66,8 @@ def elements(value: Any, start: int) -> Iterator[Any]:
     collection in pieces: snapshot.py Rule 3)."""
     if value.KIND == LIST:
         return value.iter_from(start) if start else iter(value)
+    if value.KIND == SET:
+        return value.iter_from(start)
     if value.KIND == ZSET:
         table = value.table
         if table is not None:
@@ -77,6 +83,10 @@ def piece_change(name: str, value: Any, items: list[Any], pos: int, deadline: in
         if pos == 0:
             return ("c", name, LIST, items, deadline, (value.fill, 0))
         return ("L", name, pos, 0, items, value.fill)
+    if value.KIND == SET:
+        if pos == 0:
+            return ("c", name, SET, items, deadline, limits_of(value))
+        return ("S", name, items, [], limits_of(value))
     if value.KIND == ZSET:
         zl = zset_limits(value)
         if pos == 0:
@@ -107,6 +117,8 @@ def copy(value: Any) -> Any:
         out.nodes = [Node(bytearray(n.run), n.count) for n in value.nodes]
         out.length, out.nbytes = value.length, value.nbytes
         return out
+    if value.KIND == SET:
+        return value.copy()
     if value.KIND == ZSET:
         return ZsetValue.of(value.pairs(), zset_limits(value))
     ch = put_change("", value, 0)
@@ -128,6 +140,8 @@ def usage(ks: Keyspace, name: str) -> int:
     coll = ks.colls[name]
     if coll.KIND == LIST:
         return 72 + len(name) + coll.nbytes + 48 * len(coll.nodes)
+    if coll.KIND == SET:  # a small set is one run; a big one a Python set
+        return 72 + len(name) + coll.nbytes + (0 if coll.table is None else 40 * len(coll))
     if coll.KIND == ZSET:
         return 72 + len(name) + coll.nbytes + (0 if coll.table is None else 72 * len(coll))
     extra = 0 if coll.table is None else 56 * len(coll)
@@ -137,6 +151,7 @@ def usage(ks: Keyspace, name: str) -> int:
 def counts(ks: Keyspace) -> dict[str, int]:
     """Keys by kind (the status page, /metrics)."""
     out = {"string": len(ks.strings), LIST: 0, HASH: 0}
+    out[SET] = 0
     out[ZSET] = 0
     for value in ks.colls.values():
         out[value.KIND] += 1
@@ -154,6 +169,8 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
             ks.apply([("d", name)])
         if ch[2] == LIST:
             value = ListValue.of(ch[3], ch[5][0])
+        elif ch[2] == SET:
+            value = SetValue.of(ch[3], ch[5])
         elif ch[2] == ZSET:
             value = ZsetValue.of(ch[3], (ch[5][0], ch[5][1]))
         else:
@@ -202,6 +219,16 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
             value.set(m, score, limits)
         for m in ch[3]:
             value.delete(m)
+        ks.nbytes += value.nbytes - old
+    elif kind == "S":  # the server's limits at the change (setvalue.py Rule 2)
+        if value is None:
+            if not ch[2]:
+                return
+            value = SetValue()
+            add(ks, name, value)
+        old = value.nbytes
+        value.add_many(ch[2], ch[4])
+        value.remove_many(ch[3])
         ks.nbytes += value.nbytes - old
     else:  # "h": field deadlines (Rule 3)
         if value is None or value.KIND != HASH:

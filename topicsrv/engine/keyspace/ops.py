@@ -25,6 +25,13 @@ One command's mutation of the keyspace is ONE operation, a list of changes appli
                                        scores), then delete the members `dels`, of a sorted
                                        set (created with the listpack limits
                                        `entries`/`value`; deleted once empty)
+    ("S", key, adds, dels, (intset, entries, value))
+                                       add the members `adds`, then remove the
+                                       members `dels`, of a set (created with the
+                                       limits set-max-intset-entries and
+                                       set-max-listpack-entries/-value; deleted once
+                                       empty); a whole set is "c" of kind "set" with
+                                       its members and those three limits
     ("c", key, kind, items, deadline, limits[, field deadlines])
                                        put a whole collection ("list": elements, "hash":
                                        (field, value) pairs, then its fields' (field,
@@ -106,6 +113,12 @@ def encode(op: Op) -> bytes:
         elif kind == "H":
             out += [b"H", _key(ch[1]), _blobs([x for pair in ch[2] for x in pair]),
                     _blobs(ch[3]), _U32.pack(ch[4]), _U32.pack(ch[5])]
+        elif kind == "S":
+            out += [b"S", _key(ch[1]), _blobs(ch[2]), _blobs(ch[3]),
+                    b"".join([_U32.pack(n & 0xFFFFFFFF) for n in ch[4]])]
+        elif kind == "c" and ch[2] == "set":
+            out += [b"c", _key(ch[1]), b"t", _blobs(ch[3]), _U64.pack(ch[4]),
+                    b"".join([_U32.pack(n & 0xFFFFFFFF) for n in ch[5]])]
         elif kind == "h":
             out += [b"h", _key(ch[1]), _U32.pack(len(ch[2]))]
             for field, deadline in ch[2]:
@@ -216,6 +229,10 @@ def decode(body: bytes | memoryview) -> Op:
             key = r.key()
             sets, dels = _pairs(r.blobs()), r.blobs()
             op.append(("H", key, sets, dels, r.u32(), r.u32()))
+        elif kind == b"S":
+            key = r.key()
+            adds, dels = r.blobs(), r.blobs()
+            op.append(("S", key, adds, dels, (r.u32(), r.u32(), r.u32())))
         elif kind == b"h":
             key = r.key()
             n = r.u32()
@@ -234,6 +251,12 @@ def decode(body: bytes | memoryview) -> Op:
         elif kind == b"c":
             key = r.key()
             code = r.take(1)
+            if code == b"t":  # a set
+                members = r.blobs()
+                deadline = r.u64()
+                op.append(("c", key, "set", members, deadline,
+                           (_signed(r.u32()), _signed(r.u32()), _signed(r.u32()))))
+                continue
             if code == b"z":
                 members = r.blobs()
                 deadline = r.u64()

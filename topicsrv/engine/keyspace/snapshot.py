@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from topicsrv.engine.keyspace.space import Keyspace
 
 PART_UNITS: Final = 1024  # keys and elements per part (Rule 3)
-_IN_PLACE: Final = frozenset(("L", "H", "h", "x", "Z"))
+_IN_PLACE: Final = frozenset(("L", "H", "h", "x", "Z", "S"))
 _DONE: Final = 1 << 64  # the cursor once every key is read
 
 

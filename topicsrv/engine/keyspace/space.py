@@ -143,6 +143,10 @@ class Keyspace:
         self.list_fill = -2
         self.hash_entries = 512
         self.hash_value = 64
+        # set-max-intset-entries, set-max-listpack-entries/-value (setvalue.py Rule 2)
+        self.set_intset = 512
+        self.set_entries = 128
+        self.set_value = 64
         self.zset_entries = 128  # zset-max-listpack-entries/-value (zsetvalue.py Rule 3)
         self.zset_value = 64
         self.order: SortedKeyList = scan_list()
@@ -426,6 +430,8 @@ class Keyspace:
                 expiry.reset()
                 self.fexpiry.reset()
             elif kind in ("L", "H", "c", "h", "Z"):
+                colls_mod.apply(self, ch, second)
+            elif kind == "S":
                 colls_mod.apply(self, ch, second)
             else:
                 raise ValueError(f"unknown keyspace change {kind!r}")

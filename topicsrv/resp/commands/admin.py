@@ -112,6 +112,8 @@ def memory_usage(ctx: CommandContext, args: list[bytes]) -> Any:
     kind = ks.kind(name)
     if kind == "string":
         return string_usage(name, ks.value(name), ks.encoding(name))
+    if kind == "set":
+        return colls.usage(ks, name)
     if kind in ("list", "hash", "zset"):
         return colls.usage(ks, name)
     topic = ctx.engine.topics.get(name) if kind else None

@@ -93,6 +93,11 @@ class Push(list[Any]):
     """A RESP3 push frame (`>`); a plain array under RESP2."""
 
 
+class Members(list[Any]):
+    """A RESP3 set (`~`) in the order given (an intset answers sorted, as Redis); a plain
+    array under RESP2."""
+
+
 class NullArray:
     """Redis's null array: `*-1` under RESP2, `_` under RESP3."""
 

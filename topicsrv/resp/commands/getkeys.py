@@ -115,6 +115,12 @@ def _sort_store(argv: list[bytes]) -> int | None:
         i += 1
     return found
 
+# the set commands: SINTERCARD's numkeys, and the *STORE commands' destination then sources
+MOVABLE["sintercard"] = [KeySpec(("RO", "access"), 1, keynum=0, first=1)]
+MOVABLE["sinterstore"] = [KeySpec(("RW", "update"), 1), KeySpec(("RO", "access"), 2, last=-1)]
+for _store in ("sunionstore", "sdiffstore"):
+    MOVABLE[_store] = [KeySpec(("OW", "update"), 1), KeySpec(("RO", "access"), 2, last=-1)]
+
 
 def key_specs(spec: CommandSpec) -> list[KeySpec]:
     """The command's key specs (Rule 1), in COMMAND INFO's order."""

@@ -112,3 +112,18 @@ KEY_FLAGS.update({
     "zrangestore": [(("OW", "update"), None), (("RO", "access"), None)],
 })
 TIPS.update({"zrandmember": ["nondeterministic_output"], "zscan": ["nondeterministic_output"]})
+
+# the set commands (redis-server 7.0's COMMAND INFO, as above; SISMEMBER SCARD: plain RO);
+# the *STORE commands' two specs and SINTERCARD's keynum spec are in getkeys.py's MOVABLE
+KEY_FLAGS.update({
+    "sadd": _RW_INSERT, "srem": _RW_DELETE, "spop": _RW_ACCESS_DELETE, "smembers": _RO_ACCESS,
+    "smismember": _RO_ACCESS, "srandmember": _RO_ACCESS, "sscan": _RO_ACCESS,
+    "sinter": _RO_ACCESS, "sunion": _RO_ACCESS, "sdiff": _RO_ACCESS,
+    "smove": [(("RW", "access", "delete"), None), (("RW", "insert"), None)],
+})
+TIPS.update({
+    "smembers": ["nondeterministic_output_order"], "sinter": ["nondeterministic_output_order"],
+    "sunion": ["nondeterministic_output_order"], "sdiff": ["nondeterministic_output_order"],
+    "spop": ["nondeterministic_output"], "srandmember": ["nondeterministic_output"],
+    "sscan": ["nondeterministic_output"],
+})

@@ -188,6 +188,10 @@ ENCODING_SETTINGS.update({
     "zset-max-listpack-entries": "zset_entries", "zset-max-ziplist-entries": "zset_entries",
     "zset-max-listpack-value": "zset_value", "zset-max-ziplist-value": "zset_value",
 })
+# sets (setvalue.py Rule 2): Redis 7.0's intset limit, and Redis 7.2's listpack ones
+ENCODING_SETTINGS.update({"set-max-intset-entries": "set_intset",
+                          "set-max-listpack-entries": "set_entries",
+                          "set-max-listpack-value": "set_value"})
 
 
 def _encodings(ctx: CommandContext) -> dict[str, str]:
@@ -322,6 +326,10 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
        for name in ("zset-max-listpack-entries", "zset-max-ziplist-entries")},
     **{name: (_parse_memory, _set_encoding(name))
        for name in ("zset-max-listpack-value", "zset-max-ziplist-value")},
+    # the set limits are size_t counts, the listpack value a memory size (Redis 7.2)
+    **{name: (parse_count, _set_encoding(name))
+       for name in ("set-max-intset-entries", "set-max-listpack-entries")},
+    "set-max-listpack-value": (_parse_memory, _set_encoding("set-max-listpack-value")),
     # accepted and reported, with no effect: there are no RDB snapshots to schedule (the WAL
     # and the checkpoint are the database) and list nodes are not compressed
     "save": (str, _remember("save")),

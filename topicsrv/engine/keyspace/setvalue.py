@@ -1,0 +1,306 @@
+"""A set value: a sorted run of 64-bit integers while every member is an integer (Redis's
+intset), a packed run of members while small (Redis 7.2's listpack), a Python set once big
+(Redis's hashtable); it never goes back, as in Redis. Sans-IO.
+
+Rule 1 (encodings): `data` is an `IntRun` (bytes: native int64s, ascending) for an intset, a
+plain `bytes` (packed.py's run, insertion order) for a small set of any members, or a `Table`
+(a set) for a big one. OBJECT ENCODING answers `intset` for the first and `hashtable` for the
+other two, as redis-server 7.0, which has no listpack sets (docs/decisions.md, "Sets").
+Rule 2 (conversion, as Redis's setTypeAdd): an add converts an intset when the member is not
+an integer's canonical form (values.parse_i64) or the set then holds more than
+`limits[0]` members (set-max-intset-entries); it converts a packed run when the set then holds
+more than `limits[1]` members (set-max-listpack-entries) or the member is longer than
+`limits[2]` bytes (set-max-listpack-value). A set leaving the intset becomes a packed run when
+it fits those two limits, else a Table. The limits are the server's at each change and
+travel with it (ops.py "S"), so replay converts at the same change.
+Rule 3 (order): an intset iterates in ascending numeric order (SMEMBERS of an intset answers
+sorted on both servers); a packed run in insertion order; a Table in Python's set order
+(tests compare non-intset replies as sets).
+Rule 4 (memory: 100,000 small sets cost at most twice redis-server's): a small set is this
+object (three slots) and ONE immutable bytes run of its exact size; what only a big set needs
+(byte count, SSCAN index, random pool) lives on its Table.
+Rule 5 (random members of a Table, SPOP/SRANDMEMBER): drawn uniformly from `pool`, a tuple of
+the members built on demand and dropped by any add; a removed member drawn is drawn again
+(rejection), and the pool is rebuilt once it is over twice the set's size, so a run of pops
+is O(1) each, amortized.
+Rule 6 (the checkpoint in pieces, snapshot.py Rule 3): a Table's copy remembers its
+source's iteration order (`Table.order`), since a Python set copied may iterate in another
+order: a piece resumed on the copy skips exactly the members already written.
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+from itertools import chain, islice
+from typing import Final
+
+from sortedcontainers import SortedKeyList
+
+from topicsrv.engine.keyspace import packed
+from topicsrv.engine.keyspace.scanorder import field_hash
+from topicsrv.engine.keyspace.values import parse_i64
+
+INTSET: Final = "intset"
+HASHTABLE: Final = "hashtable"
+DEFAULT_LIMITS: Final = (512, 128, 64)  # set-max-intset-entries, -listpack-entries, -value
+Limits = tuple[int, int, int]
+_random = random.Random()
+
+
+class IntRun(bytes):
+    """An intset's members: native int64s, ascending (Rule 1)."""
+
+    __slots__ = ()
+
+
+class Table(set[bytes]):
+    """A big set's members, with what only a big set needs (Rules 4-5)."""
+
+    __slots__ = ("nbytes", "index", "pool", "order")
+
+    def __init__(self, members: Iterable[bytes] = ()) -> None:
+        super().__init__(members)
+        self.nbytes = sum(len(m) for m in self)
+        self.index: SortedKeyList | None = None
+        self.pool: tuple[bytes, ...] | None = None
+        self.order: tuple[bytes, ...] | None = None  # a copy's members in its source's order
+
+
+def _ints(run: bytes) -> memoryview:
+    return memoryview(run).cast("q")
+
+
+class SetValue:
+    __slots__ = ("data", "count", "second")
+    KIND: Final = "set"
+
+    def __init__(self) -> None:
+        self.data: bytes | Table = IntRun()  # Rule 1
+        self.count = 0  # members in the packed run
+        self.second = 0  # the last access, in whole seconds (OBJECT IDLETIME)
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    @property
+    def table(self) -> Table | None:
+        data = self.data
+        return data if type(data) is Table else None
+
+    @property
+    def encoding(self) -> str:
+        return INTSET if type(self.data) is IntRun else HASHTABLE
+
+    @property
+    def nbytes(self) -> int:
+        data = self.data
+        return data.nbytes if type(data) is Table else len(data)
+
+    def __len__(self) -> int:
+        data = self.data
+        if type(data) is Table:
+            return len(data)
+        if type(data) is IntRun:
+            return len(data) >> 3
+        return self.count
+
+    def __contains__(self, member: bytes) -> bool:
+        data = self.data
+        if type(data) is Table:
+            return member in data
+        if type(data) is IntRun:
+            n = parse_i64(member)
+            if n is None:
+                return False
+            ints = _ints(data)
+            i = bisect_left(ints, n)
+            return i < len(ints) and ints[i] == n
+        return self._find(member) >= 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        data = self.data
+        if type(data) is Table:
+            return iter(data)
+        if type(data) is IntRun:
+            return (str(n).encode() for n in _ints(data).tolist())
+        assert type(data) is bytes
+        return packed.values(data)
+
+    def members(self) -> list[bytes]:
+        return list(self)
+
+    def _find(self, member: bytes) -> int:
+        """The offset of `member` in the packed run, -1 if absent."""
+        run = self.data
+        assert type(run) is bytes
+        n = len(member)
+        short = n < packed.SMALL
+        pos, end = 0, len(run)
+        while pos < end:
+            head = run[pos]
+            if (head == n and run[pos + 1:pos + 1 + n] == member) if short else \
+                    (head == packed.BIG and packed.read(run, pos)[0] == member):
+                return pos
+            pos = packed.skip(run, pos)
+        return -1
+
+    # ---- changes (Rule 2) -----------------------------------------------------------------
+
+    def add_many(self, members: Iterable[bytes], limits: Limits = DEFAULT_LIMITS) -> int:
+        """Add each member (Rule 2); how many were new."""
+        data = self.data
+        if type(data) is Table:
+            before = len(data)
+            for m in members:
+                if m not in data:
+                    data.add(m)
+                    data.nbytes += len(m)
+                    if data.index is not None:
+                        data.index.add(m)
+            if len(data) != before:
+                data.pool = None
+            return len(data) - before
+        new = [m for m in dict.fromkeys(members) if m not in self]
+        if not new:
+            return 0
+        max_ints, max_entries, max_value = limits
+        total = len(self) + len(new)
+        if type(data) is IntRun:
+            ints = [parse_i64(m) for m in new]
+            if total <= max_ints and None not in ints:
+                merged: list[int] = sorted(chain(_ints(data).tolist(), ints))  # type: ignore[arg-type]
+                self.data = IntRun(array("q", merged).tobytes())
+                return len(new)
+        if total <= max_entries and all(len(m) <= max_value for m in new) and \
+                (type(data) is not IntRun or all(len(m) <= max_value for m in self)):
+            if type(data) is IntRun:
+                self.data = packed.encode_many(chain(self, new))
+            else:
+                assert type(data) is bytes
+                self.data = data + packed.encode_many(new)
+            self.count = total
+            return len(new)
+        self.data, self.count = Table(chain(self, new)), 0
+        return len(new)
+
+    def add(self, member: bytes, limits: Limits = DEFAULT_LIMITS) -> bool:
+        return self.add_many((member,), limits) == 1
+
+    def remove(self, member: bytes) -> bool:
+        data = self.data
+        if type(data) is Table:
+            if member not in data:
+                return False
+            data.remove(member)
+            data.nbytes -= len(member)
+            if data.index is not None:
+                data.index.remove(member)
+            return True
+        if type(data) is IntRun:
+            n = parse_i64(member)
+            if n is None:
+                return False
+            ints = _ints(data)
+            i = bisect_left(ints, n)
+            if i >= len(ints) or ints[i] != n:
+                return False
+            self.data = IntRun(data[:8 * i] + data[8 * i + 8:])
+            return True
+        pos = self._find(member)
+        if pos < 0:
+            return False
+        assert type(data) is bytes
+        self.data = data[:pos] + data[packed.skip(data, pos):]
+        self.count -= 1
+        return True
+
+    def remove_many(self, members: Iterable[bytes]) -> int:
+        return sum(1 for m in members if self.remove(m))
+
+    # ---- random members (Rule 5) ----------------------------------------------------------
+
+    def _pool(self, table: Table) -> tuple[bytes, ...]:
+        pool = table.pool
+        if pool is None or len(pool) > 2 * len(table) + 16:
+            pool = table.pool = tuple(table)
+        return pool
+
+    def pick(self) -> bytes:
+        """One member, uniformly at random (the set is not empty)."""
+        data = self.data
+        if type(data) is Table:
+            pool = self._pool(data)
+            while True:
+                m = pool[_random.randrange(len(pool))]
+                if m in data:
+                    return m
+        return _random.choice(self.members())
+
+    def picks(self, count: int) -> list[bytes]:
+        """`count` members drawn independently (repeats allowed: a negative SRANDMEMBER)."""
+        if type(self.data) is Table:
+            return [self.pick() for _ in range(count)]
+        return _random.choices(self.members(), k=count)
+
+    def sample(self, count: int) -> list[bytes]:
+        """`count` distinct members (count < len(self)), uniformly at random."""
+        data = self.data
+        if type(data) is Table and count * 4 < len(data):
+            out: dict[bytes, None] = {}
+            while len(out) < count:
+                out[self.pick()] = None
+            return list(out)
+        return _random.sample(self.members(), count)
+
+    # ---- SSCAN ---------------------------------------------------------------------------
+
+    def scan_index(self) -> SortedKeyList:
+        """The members of a Table in SCAN order, built on first use and kept in step after."""
+        table = self.data
+        assert type(table) is Table
+        index = table.index
+        if index is None:
+            index = table.index = SortedKeyList(table, key=field_hash)
+        return index
+
+    def copy(self) -> SetValue:
+        """A copy that later changes of this set leave alone (the checkpoint's image, never
+        changed itself). A Table's copy keeps its source's order (Rule 6)."""
+        out = SetValue()
+        data = self.data
+        if type(data) is Table:
+            table = Table(data)
+            table.order = tuple(data)
+            out.data = table
+        else:
+            out.data = data  # runs are immutable bytes
+        out.count = self.count
+        return out
+
+    def iter_from(self, start: int) -> Iterator[bytes]:
+        """The members from the `start`-th on, in the set's order (the checkpoint writes a
+        big set in pieces, resuming on a copy: Rule 6)."""
+        data = self.data
+        if type(data) is Table and data.order is not None:
+            return islice(data.order, start, None)
+        return islice(iter(self), start, None)
+
+    @classmethod
+    def of(cls, members: Iterable[bytes], limits: Limits = DEFAULT_LIMITS) -> SetValue:
+        sv = cls()
+        sv.add_many(members, limits)
+        return sv
+
+
+def limits_of(value: SetValue) -> Limits:
+    """The limits a whole copy of `value` is made with (COPY, RENAME, the checkpoint): the
+    copy keeps the encoding, as Redis's COPY and RENAME do (as colls.hash_limits)."""
+    data = value.data
+    cap = (1 << 31) - 1
+    if type(data) is IntRun:
+        return (cap, cap, cap)
+    if type(data) is Table:
+        return (0, 0, 0)
+    return (0, cap, cap)
