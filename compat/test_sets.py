@@ -165,6 +165,30 @@ def test_generic_key_commands_on_sets(differ: Any, key: str) -> None:
     ])
 
 
+@PROTOS
+def test_watch_multi_and_scripts(differ: Any, key: str, proto: int) -> None:
+    """WATCH sees any change of a set (EXEC aborts), MULTI queues set commands, a script calls
+    them (an intset's members sorted through Lua too, RESP3 sets as Lua tables)."""
+    k, s = key + ":s", key + ":str"
+    differ.check([
+        S("DEL", k, s), S("SADD", k, "3", "1"), S("WATCH", k), S("SADD", k, "2"), S("MULTI"),
+        S("SCARD", k), S("EXEC"), S("WATCH", k), S("SISMEMBER", k, "2"), S("MULTI"), S("SADD", k, "4"),
+        S("SMEMBERS", k), S("SPOP", k, "0"), S("SINTERSTORE", k + "d", k), S("EXEC"),
+        S("WATCH", k + "d"), S("SREM", k + "d", "1", "2", "3", "4"), S("MULTI"), S("PING"), S("EXEC"),
+        S("SET", s, "v"), S("MULTI"), S("SADD", s, "1"), S("SADD", k, "5"), S("EXEC"),
+        S("EVAL", "return redis.call('SMEMBERS', KEYS[1])", "1", k),
+        S("EVAL", "redis.call('SADD', KEYS[1], 'x', 'y'); return redis.call('SCARD', KEYS[1])", "1", k),
+        S("EVAL", "return redis.call('SMISMEMBER', KEYS[1], 'x', 'q')", "1", k),
+        S("EVAL", "return redis.pcall('SADD', KEYS[1], 'x')", "1", s),
+        S("EVAL", "return redis.call('SINTERCARD', 1, KEYS[1])", "1", k),
+        S("COMMAND", "GETKEYS", "SINTERCARD", "2", "a", "b", "LIMIT", "1"),
+        S("COMMAND", "GETKEYS", "SUNIONSTORE", "d", "a", "b"), S("COMMAND", "GETKEYS", "SMOVE", "a", "b", "m"),
+        S("COMMAND", "GETKEYSANDFLAGS", "SDIFFSTORE", "d", "a", "b"),
+        S("COMMAND", "GETKEYSANDFLAGS", "SINTERCARD", "1", "a"),
+        S("DEL", k, k + "d", s),
+    ], proto)
+
+
 def _members(tree: Any, proto: int, kind: str) -> list[bytes]:
     assert tree[0] == (kind if proto == 3 else "*"), tree
     assert all(t[0] == "$" for t in tree[1]), tree

@@ -47,7 +47,7 @@ def fingerprint(engine: Any, name: str) -> Fingerprint:
     kind = engine.keyspace.kind(name)  # lazy expiry first: an expired key reads missing
     if kind is None:
         return None
-    if kind == "string":  # every change of a string tells the listeners (Rule 2)
+    if kind != "stream":  # every change of a string or collection tells the listeners (Rule 2)
         return (-1, 0, 0, 0)
     topic = engine.topics[name]
     topic.expire(engine.now())
