@@ -38,6 +38,13 @@ def _getkeys() -> list[Any]:
         ("lmpop", "1", "a", "RIGHT", "COUNT", "2"), ("lmpop", "0", "a", "LEFT"),
         ("lmpop", "x", "a", "LEFT"), ("lmpop", "3", "a", "LEFT"),
         ("blmpop", "0", "2", "a", "b", "LEFT"), ("blmpop", "0", "x", "a", "LEFT"),
+        # sorted sets (issue 36): numkeys forms, the *STORE commands' destination first
+        ("zadd", "z", "1", "a"), ("zrangestore", "d", "s", "0", "1"), ("bzpopmin", "a", "b", "0"),
+        ("zunionstore", "d", "2", "a", "b", "WEIGHTS", "1", "2"), ("zinterstore", "d", "1", "a"),
+        ("zdiffstore", "d", "0", "a"), ("zdiffstore", "d", "x", "a"), ("zunion", "2", "a", "b"),
+        ("zinter", "1", "a", "WITHSCORES"), ("zdiff", "3", "a", "b"), ("zintercard", "2", "a", "b"),
+        ("zmpop", "2", "a", "b", "MIN"), ("bzmpop", "0", "1", "a", "MAX", "COUNT", "2"),
+        ("zmpop", "-1", "a", "MIN"),
         # errors: unknown command, no keys, the named command's arity, a container alone
         ("nosuch", "x"), ("ping", "x"), ("config", "get", "x"), ("client", "list"),
         ("get", "a", "b"), ("set", "a"), ("xread", "streams"), ("object", "x"),

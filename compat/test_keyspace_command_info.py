@@ -23,6 +23,11 @@ COMMANDS = ("set get getdel getex getset setnx setex psetex mget mset msetnx inc
             # the sets (issue 36)
             "sadd srem smembers sismember smismember scard spop srandmember smove sinter "
             "sintercard sunion sdiff sinterstore sunionstore sdiffstore sscan "
+            # the sorted sets (issue 36; ZRANK/ZREVRANK take 7.2's WITHSCORE: arity -3)
+            "zadd zincrby zrem zcard zscore zmscore zcount zlexcount zrange zrangestore "
+            "zrangebyscore zrevrangebyscore zrangebylex zrevrangebylex zrevrange zremrangebyrank "
+            "zremrangebyscore zremrangebylex zpopmin zpopmax zmpop zrandmember zunion zinter "
+            "zdiff zunionstore zinterstore zdiffstore zintercard zscan bzpopmin bzpopmax bzmpop "
             # SORT (issue 36): BY/GET and STORE keys as Redis's `unknown` key specs
             "sort sort_ro").split()
 SETS = (2, 6, 7)  # flags, ACL categories, tips

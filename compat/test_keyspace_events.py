@@ -63,6 +63,18 @@ SCRIPT: list[tuple[str, ...]] = [
     ("SUNIONSTORE", "st4", "st3", "st2"), ("SDIFFSTORE", "st5", "st3", "st3"),
     ("SINTERSTORE", "st4", "nos", "st3"), ("SDIFFSTORE", "st4", "st3", "nos"), ("SREM", "st3", "a"),
     ("SPOP", "st3", "5"), ("SPOP", "st1", "9"), ("SISMEMBER", "st4", "a"),
+    # sorted sets (keyevents_zsets.py)
+    ("ZADD", "Z", "1", "a", "2", "b"), ("ZADD", "Z", "1", "a"), ("ZADD", "Z", "INCR", "5", "a"),
+    ("ZADD", "Z", "NX", "9", "a"), ("ZINCRBY", "Z", "1", "b"), ("ZINCRBY", "Z2", "1", "x"),
+    ("ZREM", "Z", "nope"), ("ZREM", "Z2", "x"), ("ZADD", "Z", "3", "c", "4", "d", "5", "e"),
+    ("ZREMRANGEBYRANK", "Z", "0", "0"), ("ZREMRANGEBYSCORE", "Z", "100", "200"),
+    ("ZREMRANGEBYSCORE", "Z", "3", "3"), ("ZADD", "ZL", "0", "a", "0", "b"), ("ZREMRANGEBYLEX", "ZL", "[a", "[a"),
+    ("ZREMRANGEBYLEX", "ZL", "-", "+"), ("ZPOPMIN", "Z"),
+    ("ZPOPMAX", "Z", "0"), ("ZADD", "Z3", "1", "a", "2", "b"), ("ZMPOP", "2", "noz", "Z3", "MAX"),
+    ("ZUNIONSTORE", "Z4", "2", "Z", "Z3"), ("ZINTERSTORE", "Z4", "2", "Z", "Z3"),
+    ("ZDIFFSTORE", "Z5", "1", "Z3"), ("ZRANGESTORE", "Z6", "Z5", "0", "-1"),
+    ("ZRANGESTORE", "Z6", "noz", "0", "-1"), ("ZUNIONSTORE", "Z4", "1", "noz"), ("ZPOPMIN", "Z", "9"),
+    ("ZMPOP", "1", "Z3", "MIN", "COUNT", "5"), ("ZRANGE", "Z5", "0", "-1"),
     # SORT ... STORE (resp/commands/sort.py Rule 3)
     ("RPUSH", "SL", "2", "1"), ("SORT", "SL", "STORE", "SD"), ("SORT", "SL", "STORE", "SD"),
     ("SORT", "nol", "STORE", "SD"), ("SORT", "nol", "STORE", "SD"), ("SORT", "SL"),

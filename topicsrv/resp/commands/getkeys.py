@@ -89,6 +89,7 @@ MOVABLE.update({
     **{c: [KeySpec(("OW", "update"), 1), KeySpec(_Z_READ, 2, keynum=0, first=1)]
        for c in ("zunionstore", "zinterstore", "zdiffstore")},
 })
+_Z_STORES = frozenset(("zunionstore", "zinterstore", "zdiffstore"))
 _SORT_BY_GET = KeySpec(("RO", "access"), 0, unknown=True, notes=(
     "For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from "
     "the content of the key we sort"))
@@ -216,6 +217,8 @@ def keys_of(spec: CommandSpec, argv: list[bytes]) -> list[tuple[int, tuple[str, 
         store = _sort_store(argv)
         if store is not None:
             out.append((store, _SORT_STORE.flags))
+    if spec.name in _Z_STORES and len(out) < 2:  # no source: no keys (Redis's getkeys_proc)
+        return []
     if spec.name == "set" and out:  # Rule 3
         has_get = any(a.lower() == b"get" for a in argv[3:])
         out = [(out[0][0], _RW_ACCESS_UPDATE if has_get else ("OW", "update"))]
