@@ -73,6 +73,16 @@ def _ints(run: bytes) -> memoryview:
     return memoryview(run).cast("q")
 
 
+def _int_index(run: bytes, member: bytes) -> int:
+    """The position of `member` in an intset's run (a binary search), -1 if absent."""
+    n = parse_i64(member)
+    if n is None:
+        return -1
+    ints = _ints(run)
+    i = bisect_left(ints, n)
+    return i if i < len(ints) and ints[i] == n else -1
+
+
 class SetValue:
     __slots__ = ("data", "count", "second")
     KIND: Final = "set"
@@ -111,12 +121,7 @@ class SetValue:
         if type(data) is Table:
             return member in data
         if type(data) is IntRun:
-            n = parse_i64(member)
-            if n is None:
-                return False
-            ints = _ints(data)
-            i = bisect_left(ints, n)
-            return i < len(ints) and ints[i] == n
+            return _int_index(data, member) >= 0
         return self._find(member) >= 0
 
     def __iter__(self) -> Iterator[bytes]:
@@ -199,12 +204,8 @@ class SetValue:
                 data.index.remove(member)
             return True
         if type(data) is IntRun:
-            n = parse_i64(member)
-            if n is None:
-                return False
-            ints = _ints(data)
-            i = bisect_left(ints, n)
-            if i >= len(ints) or ints[i] != n:
+            i = _int_index(data, member)
+            if i < 0:
                 return False
             self.data = IntRun(data[:8 * i] + data[8 * i + 8:])
             return True

@@ -30,7 +30,7 @@ from topicsrv.resp.commands.base import (
     looked_up,
     parse_int,
 )
-from topicsrv.resp.commands.hashes import parse_cursor
+from topicsrv.resp.commands.hashes import parse_cursor, scan_options
 from topicsrv.resp.commands.keys import matcher
 
 LONG_MAX = (1 << 63) - 1
@@ -207,19 +207,7 @@ def sscan(ctx: CommandContext, args: list[bytes]) -> Any:
     sv = _read(ctx, args[0])
     if sv is None:
         return [b"0", []]
-    count, pattern = 10, None
-    i = 2
-    while i < len(args):  # after the lookup, as Redis's scanGenericCommand
-        opt = args[i].lower()
-        if opt == b"count" and i + 1 < len(args):
-            count = parse_int(args[i + 1])
-            if count < 1:
-                raise Err(SYNTAX)
-        elif opt == b"match" and i + 1 < len(args):
-            pattern = args[i + 1]
-        else:
-            raise Err(SYNTAX)
-        i += 2
+    count, pattern = scan_options(args, 2)  # after the lookup, as Redis's scanGenericCommand
     nxt, members = ops.scan(sv, cursor, count)
     if pattern is not None and pattern != b"*":
         match = matcher(pattern)
