@@ -14,7 +14,8 @@ Phases: in-process micro-benchmarks; the write rows (bench/writebench.py); PUBLI
 them); a fresh topicsrv for the router workloads (bench/routerbench.py); pair 2, fresh, for
 memory per record; then the engine's in-process memory figure (bench/engine_memory.py); pair
 3, fresh, for memory per string key (bench/stringbench.py); a fresh pair for thousands of
-blocked clients (bench/blockbench.py, issue 40).
+blocked clients (bench/blockbench.py, issue 40); lists and hashes, each step on fresh servers
+(bench/collphase.py, issue 35).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 from bench import (
     blockbench,
+    collphase,
     httpbench,
     micro,
     pubbench,
@@ -45,20 +47,12 @@ from bench import (
 )
 from bench import memory as membench
 from bench.procs import Proc, Procs, install_signal_handlers
-from bench.report import Row, render, save
+from bench.report import Row, attempt, render, save
 from bench.respbench import Measure
 from bench.sizes import SIZES
 
+PHASES = ["micro", "writes", "pubsub", "servers", "routers", "memory", "spark", "blocked", "colls"]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
-
-
-def attempt(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001 - one failing cell must not end the run
-        text = f"error: {exc}".replace("\n", " ")
-        print(f"  ! {text}", file=sys.stderr)
-        return text
 
 
 def per(m: Any, attr: str = "ops_per_s") -> float | str:
@@ -521,6 +515,14 @@ class Run:
                                  for who, m in both}
 
 
+    def colls(self) -> None:
+        """Lists and hashes against redis-server (issue 35, bench/collphase.py): LPUSH, RPOP,
+        HSET, HGET at P1 and P16, BRPOP fed by LPUSH, memory per element, checkpoint stall."""
+        rows, extra = collphase.Phase(self.procs, self.sizes, self.log).run()
+        self.rows += rows
+        self.extra.update(extra)
+
+
 def storage_bench(mode: str) -> dict[str, Any]:
     """fsync-class ack latency from bench/storage_bench.py (storage helper's `latency()`):
     single-record writes to a `durable` topic by 1, 8 and 64 concurrent writers."""
@@ -547,8 +549,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="a few hundred ops per workload (smoke test; numbers meaningless)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["micro", "writes", "pubsub", "servers", "routers", "memory",
-                                 "spark", "blocked"], help="skip a phase (repeatable)")
+                        choices=PHASES, help="skip a phase (repeatable)")
+    parser.add_argument("--only", action="append", default=[], choices=PHASES,
+                        help="run only this phase (repeatable), e.g. --only colls")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any workload errored")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
@@ -561,8 +564,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, phase in (("micro", run.micro), ("writes", run.writes), ("pubsub", run.pubsub),
                             ("servers", run.servers),
                             ("routers", run.routers), ("memory", run.memory),
-                            ("spark", run.spark), ("blocked", run.blocked)):
-            if name in args.skip:
+                            ("spark", run.spark), ("blocked", run.blocked),
+                            ("colls", run.colls)):
+            if name in args.skip or (args.only and name not in args.only):
                 continue
             try:
                 phase()

@@ -184,18 +184,23 @@ def run(proc: Proc, keys: int, elements: int, per_key: int = 50_000, log: Any = 
     return res
 
 
-def compare(keys: int, elements: int, log: Any = print) -> dict[str, Result]:
-    procs = Procs()
+def compare(keys: int, elements: int, log: Any = print,
+            procs: Procs | None = None) -> dict[str, Result]:
+    """Rules 1-3 on a fresh redis-server, then a fresh topicsrv; `procs`: the registry the
+    servers are recorded in (the caller's, as `python -m bench` does), else a new one."""
+    own = procs is None
+    reg = procs if procs is not None else Procs()
     out: dict[str, Result] = {}
     try:
-        red = procs.start_redis()
+        red = reg.start_redis()
         out["redis-server"] = run(red, keys, elements, log=log)
-        procs.stop(red)
-        top = procs.start_topicsrv(extra=("--checkpoint-interval-ms", "3600000"))
+        reg.stop(red)
+        top = reg.start_topicsrv(extra=("--checkpoint-interval-ms", "3600000"))
         out["topicsrv"] = run(top, keys, elements, log=log)
-        procs.stop(top)
+        reg.stop(top)
     finally:
-        procs.stop_all()
+        if own:
+            reg.stop_all()
     return out
 
 

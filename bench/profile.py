@@ -18,10 +18,16 @@ import subprocess
 import sys
 import tempfile
 import threading
+from functools import partial
 from pathlib import Path
 
-from bench import httpbench, queuebench, respbench
+from bench import collbench, httpbench, queuebench, respbench
 from bench.procs import Proc, Procs
+
+
+def _coll(proc: Proc, name: str, pipeline: int) -> object:
+    return collbench.throughput(proc.resp_port or 0, name, 10**7, pipeline, collbench.KEYS)
+
 
 WORKLOADS = {
     "ping-p1": lambda p: respbench.redis_benchmark(p.resp_port, ["PING"], requests=10**8,
@@ -38,6 +44,10 @@ WORKLOADS = {
         p.resp_port, ["XRANGE", "r", "-", "+", "COUNT", "100"], requests=10**7, pipeline=16),
     "xread-p16": lambda p: respbench.redis_benchmark(
         p.resp_port, ["XREAD", "COUNT", "100", "STREAMS", "r", "0"], requests=10**7, pipeline=16),
+    # lists and hashes (issue 35, bench/collbench.py); rpop and hget on its preloaded keys
+    **{f"{name.lower()}-p{p}": partial(_coll, name=name, pipeline=p)
+       for name in collbench.ROWS for p in (1, 16)},
+    "brpop": lambda p: collbench.brpop(p.resp_port, 10**7),
     "py-xadd": lambda p: respbench.py_xadd_pipelined(p.resp_port, "py", 10**7),
     "group": lambda p: respbench.py_group_loop(p.resp_port, "r", 100_000),
     "http-write": lambda p: httpbench.write_batches(p.http_port, "hw", 10**8),
@@ -89,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.workload.startswith("fsync"):  # a `DURABILITY fsync` topic (ack once on disk)
             respbench.client(top.resp_port or 0).execute_command(
                 "TOPIC.CREATE", "f", "DURABILITY", "fsync")
+        if args.workload.startswith(("rpop", "hget", "lpush", "hset")):
+            collbench.load(top.resp_port or 0, collbench.KEYS)
         if args.workload.startswith("claim"):
             queuebench.prefill(top.resp_port or 0, "q", QUEUE_JOBS, queue=True)
         worker = threading.Thread(target=lambda: _quiet(WORKLOADS[args.workload], top), daemon=True)

@@ -12,6 +12,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,16 @@ class Row:
         d["ratio"] = self.ratio
         d["status"] = self.status
         return d
+
+
+def attempt(fn: Callable[[], Any]) -> Any:
+    """Rule 2: `fn()`, or its error as the cell's text (printed on stderr too)."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - one failing cell must not end the run
+        text = f"error: {exc}".replace("\n", " ")
+        print(f"  ! {text}", file=sys.stderr)
+        return text
 
 
 def machine() -> dict[str, Any]:

@@ -40,14 +40,19 @@ def load(port: int, n: int, value: bytes = VALUE) -> float:
     return seconds
 
 
+def keyed(port: int, command: list[str], requests: int, pipeline: int, keys: int = KEYS) -> Measure:
+    """Rule 2's client: redis-benchmark -c 50 with `__rand_int__` in `command` ranging over
+    `keys` (also the list and hash rows', bench/collbench.py)."""
+    return redis_benchmark(port, command, requests=requests, pipeline=pipeline,
+                           extra=("-r", str(keys)))
+
+
 def set_bench(port: int, requests: int, pipeline: int, keys: int = KEYS) -> Measure:
-    return redis_benchmark(port, ["SET", "key:__rand_int__", VALUE.decode()], requests=requests,
-                           pipeline=pipeline, extra=("-r", str(keys)))
+    return keyed(port, ["SET", "key:__rand_int__", VALUE.decode()], requests, pipeline, keys)
 
 
 def get_bench(port: int, requests: int, pipeline: int, keys: int = KEYS) -> Measure:
-    return redis_benchmark(port, ["GET", "key:__rand_int__"], requests=requests,
-                           pipeline=pipeline, extra=("-r", str(keys)))
+    return keyed(port, ["GET", "key:__rand_int__"], requests, pipeline, keys)
 
 
 def memory_per_key(proc: Proc, n: int) -> dict[str, Any]:
