@@ -12,10 +12,9 @@ Why SIGINT and not kill -9: Huey's Redis storage pops a task with BRPOP and neve
 it, so a task popped by a worker killed -9 is lost on redis-server too (at most once, by Huey's
 design); the server's own crash behaviour for lists is in test_list_crash.py.
 
-Scheduled and periodic tasks need sorted sets (issue 36): the consumer's scheduler runs a Lua
-script with ZRANGEBYSCORE every second, which topicsrv refuses (`Unknown Redis command called
-from script`), so the consumer logs "Error reading schedule" each second; immediate tasks, as
-here, never touch the schedule, and the test passes with that error in the log.
+Scheduled and periodic tasks live in a sorted set (issue 36): the consumer's scheduler runs a
+Lua script with ZRANGEBYSCORE every second; the second test schedules tasks a second ahead and
+checks that they run and that the consumer never logs "Error reading schedule".
 """
 
 from __future__ import annotations
@@ -118,3 +117,35 @@ def test_huey_batch_runs_every_job_once_across_a_consumer_restart(
     assert sorted(ran) == list(range(N))  # every job ran, none twice
     assert r.llen(QUEUE) == 0 and r.exists(QUEUE) == 0  # the emptied list is gone
     assert r.hlen(RESULTS) == 0  # each result read once (HGET + HDEL) and removed
+
+
+def test_huey_scheduled_tasks_run_from_the_sorted_set(
+        server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: Huey's consumer keeps a task that is not due yet in a sorted set (ZADD with
+    the due time) and its scheduler moves the due ones with a Lua script (ZRANGEBYSCORE + ZREM): a task
+    scheduled a second ahead runs, and the consumer never logs "Error reading schedule"."""
+    srv = server_factory()
+    r = redis.Redis(port=srv.resp_port, socket_timeout=10)
+    (tmp_path / "hueytasks.py").write_text(TASKS)
+    monkeypatch.setenv("HUEY_TEST_PORT", str(srv.resp_port))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import hueytasks  # type: ignore[import-not-found]
+
+        results = [hueytasks.square.schedule(args=(i,), delay=1) for i in range(5)]
+        consumer = _consumer(tmp_path, srv.resp_port)
+        try:
+            got = [res.get(blocking=True, timeout=20) for res in results]
+        finally:
+            consumer.send_signal(signal.SIGINT)
+            try:
+                consumer.wait(15)
+            except subprocess.TimeoutExpired:
+                consumer.kill()
+                consumer.wait()
+    finally:
+        sys.modules.pop("hueytasks", None)
+    assert got == [i * i for i in range(5)]
+    assert r.zcard("huey.schedule.jobs") == 0
+    log = (tmp_path / "consumer.log").read_text(errors="replace")
+    assert "Error reading schedule" not in log, log[-2000:]
