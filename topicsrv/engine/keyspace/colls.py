@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from topicsrv.engine.keyspace.hashvalue import HashValue
 from topicsrv.engine.keyspace.quicklist import ListValue, Node
@@ -25,9 +25,10 @@ from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 if TYPE_CHECKING:
     from topicsrv.engine.keyspace.space import Keyspace
 
-LIST, HASH = "list", "hash"
-SET = "set"
-ZSET = "zset"
+LIST: Final = "list"  # annotated: space.py reads them inside an import cycle (mypyc)
+HASH: Final = "hash"
+SET: Final = "set"
+ZSET: Final = "zset"
 
 
 LIMIT_CAP = (1 << 31) - 1  # the journal keeps the limits in 31 bits (hashes.py)
