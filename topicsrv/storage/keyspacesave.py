@@ -11,11 +11,16 @@ Rule 2 (whole or not at all): the file is `keyspace-<gen>.bin.tmp` until it is w
 fsynced; then it is renamed and the folder fsynced (fsops.py Rule 3). On any failure the
 temporary file is removed and the OSError goes to the checkpoint, which then changes nothing
 (checkpoint.py Rule 5). The keyspace forgets the snapshot however `write` ends.
+Rule 3 (no full collection): a part's changes live only while it is encoded; the cyclic GC
+is paused while a part is built, so none of them survives a young collection into the old
+generation. Otherwise a checkpoint of ten million elements promoted millions of them and
+set off a full collection of the whole heap (hundreds of ms on 1M keys: bench/ckptbench.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
 from pathlib import Path
@@ -70,8 +75,7 @@ async def write(snap: Snapshot, data_dir: Path, fs: OsOps, gen: int, saves: Save
         buf = [frames.file_header(frames.WAL_MAGIC, keyspacelog.SHARD, gen)]
         size = 0
         parts = 0
-        while (part := snap.next_part(units)) is not None:
-            body = frames.encode(frames.T_KEYSPACE, ops.encode(part))
+        while (body := _next_frame(snap, units)) is not None:
             buf.append(body)
             size += len(body)
             parts += 1
@@ -91,6 +95,19 @@ async def write(snap: Snapshot, data_dir: Path, fs: OsOps, gen: int, saves: Save
         raise
     finally:
         snap.ks.saving = None
+
+
+def _next_frame(snap: Snapshot, units: int) -> bytes | None:
+    """The next part as one frame, built with the cyclic GC paused (Rule 3)."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        part = snap.next_part(units)
+        return None if part is None else frames.encode(frames.T_KEYSPACE, ops.encode(part))
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _finish(fs: OsOps, fd: int, buf: list[bytes], tmp: Path, path: Path) -> None:

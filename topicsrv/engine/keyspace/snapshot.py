@@ -104,22 +104,28 @@ class Snapshot:
         if self.piece is not None:
             budget -= self._continue(out, budget)
         order = self.ks.order
-        while budget > 0 and self.piece is None and self.cursor < _DONE:
+        # `_busy()`, not `self.piece is None`: `_one` sets the piece, and a test of the
+        # attribute here would narrow it to None for the compiled build (mypyc checks it)
+        while budget > 0 and not self._busy() and self.cursor < _DONE:
             i = order.bisect_key_left(self.cursor)
             names = order[i:i + budget]
             used = len(names)
             for k, name in enumerate(names):
                 budget -= self._one(out, name, budget)
-                if self.piece is not None or budget <= 0:
+                if self._busy() or budget <= 0:
                     used = k + 1
                     break
             # the next name's hash (a name sharing the last one's is read again: harmless)
             j = i + used
             self.cursor = scan_hash(order[j]) if j < len(order) else _DONE
-        if self.piece is None and self.cursor >= _DONE:
+        if not self._busy() and self.cursor >= _DONE:
             out += self._leftovers()
             self.finished = True
         return out
+
+    def _busy(self) -> bool:
+        """A collection is being written in pieces (Rule 3)."""
+        return self.piece is not None
 
     def _one(self, out: Op, name: str, budget: int) -> int:
         """Write one key met by the walk (its kept image first, Rule 2); the units spent."""

@@ -56,6 +56,12 @@ def _text_or_b64(b: bytes) -> Any:
 
 def data_text(pairs: list[bytes]) -> bytes:
     """Rule 2's `data` (spark/rows.py `data_text`, as UTF-8 bytes)."""
+    if len(pairs) == 2 and pairs[0] != b"data":  # the common XADD: one field, UTF-8 text
+        try:
+            return b"{" + orjson.dumps(pairs[0].decode("utf-8")) + b":" + orjson.dumps(
+                pairs[1].decode("utf-8")) + b"}"
+        except UnicodeDecodeError:
+            pass
     if len(pairs) == 2 and pairs[0] == b"data":
         parsed = _loads(pairs[1])
         if parsed is not None or pairs[1].strip() == b"null":
