@@ -66,6 +66,12 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.keyspace.ops",  # the keyspace operation codec (one per SET at P1)
     "topicsrv.engine.keyspace.snapshot",  # the checkpoint's keyspace, one part per loop turn
     "topicsrv.resp.commands.topic_rows",  # TOPIC.ROWS: the Spark source's columns
+    "topicsrv.engine.keyspace.packed",  # the packed runs of small lists and hashes
+    "topicsrv.engine.keyspace.quicklist",  # LPUSH / RPOP / LRANGE on a list's nodes
+    "topicsrv.engine.keyspace.lists",  # the list operations
+    "topicsrv.engine.keyspace.hashes",  # the hash operations
+    "topicsrv.resp.commands.lists",  # LPUSH / RPOP / ... commands
+    "topicsrv.resp.commands.hashes",  # HSET / HGET / ... commands
     "topicsrv.storage.frames",  # the frame header + checksum of every WAL write
     "topicsrv.memory",  # --max-memory's check before every write
     "topicsrv.clock",  # every TTL check and access stamp reads it
