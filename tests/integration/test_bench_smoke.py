@@ -92,10 +92,17 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
         assert isinstance(rows[label]["redis"], float), rows[label]
         assert isinstance(rows[label]["topicsrv"], float), rows[label]
     assert isinstance(rows["server CPU per XADD, 40 group readers blocked vs none"]["topicsrv"], float)
+    # The list and hash rows (issue 35) ran on both servers.
+    for label in ("LPUSH list:__rand_int__ <100 B>, P1", "HGET hash:__rand_int__ f, P16",
+                  "another client's worst PING during the save"):
+        assert isinstance(rows[label]["redis"], float), rows[label]
+        assert isinstance(rows[label]["topicsrv"], float), rows[label]
     # Every server the harness started (four pairs, one topicsrv for routers, one redis-server
-    # with an AOF for the logged queue rows) was stopped by pid and is gone.
+    # with an AOF for the logged queue rows, and the lists-and-hashes phase's five fresh
+    # pairs: bench/collphase.py) was stopped by pid and is gone.
     started = doc["processes"]
-    assert sorted(name for name, _ in started) == ["redis-server"] * 5 + ["topicsrv"] * 5
+    names = sorted(name for name, _ in started)
+    assert names == ["redis-server"] * 10 + ["topicsrv"] * 10
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie_of_other(pid), pid
 
