@@ -36,7 +36,9 @@ def test_rq_simple_worker_burst_runs_a_batch(server_factory: Any) -> None:
     after.refresh()
     assert after.get_status() == "finished" and after.return_value() == 5
     bad.refresh()
-    assert bad.get_status() == "failed" and "ZeroDivisionError" in (bad.exc_info or "")
+    result = bad.latest_result()
+    assert bad.get_status() == "failed" and result is not None
+    assert "ZeroDivisionError" in (result.exc_string or "")
     assert q.count == 0
     assert set(q.finished_job_registry.get_job_ids()) == {j.id for j in [*jobs, after]}
     assert q.failed_job_registry.get_job_ids() == [bad.id]

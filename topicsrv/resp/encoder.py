@@ -11,7 +11,7 @@ array, set/push -> array, double -> bulk string, boolean -> integer, null -> `$-
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Final
 
 from topicsrv.resp.commands.base import (
@@ -113,7 +113,7 @@ def _dict(out: bytearray, v: dict[Any, Any], resp3: bool) -> None:
         encode(out, x, resp3)
 
 
-def _set(out: bytearray, v: set[Any] | frozenset[Any], resp3: bool) -> None:
+def _set(out: bytearray, v: Collection[Any], resp3: bool) -> None:  # a set, or Members (a list)
     out += (b"~%d\r\n" if resp3 else b"*%d\r\n") % len(v)
     for x in v:
         encode(out, x, resp3)
