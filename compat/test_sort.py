@@ -82,3 +82,19 @@ def test_in_a_script_and_a_transaction(differ: Any) -> None:
         S("EVAL", "return redis.call('SORT_RO', KEYS[1], 'DESC')", "1", "so:t"),
         S("MULTI"), S("SORT", "so:t", "DESC"), S("SORT", "so:t", "LIMIT", "x", "1"), S("EXEC"),
     ])
+
+
+def test_sets_and_sorted_sets_as_sources(differ: Any) -> None:
+    differ.check([
+        S("DEL", "so:set", "so:z", "so:sd"), S("SADD", "so:set", "3", "1", "2", "10"),
+        S("SORT", "so:set"), S("SORT", "so:set", "DESC", "LIMIT", "1", "2"),
+        S("SORT", "so:set", "BY", "nosort", "STORE", "so:sd"), S("LRANGE", "so:sd", "0", "-1"),
+        S("EVAL", "return redis.call('SORT', KEYS[1], 'BY', 'nosort')", "1", "so:set"),
+        S("SADD", "so:sa", "b", "a", "c"), S("SORT", "so:sa", "ALPHA"), S("SORT", "so:sa"),
+        S("ZADD", "so:z", "3", "a", "1", "b", "2", "c"), S("SORT", "so:z", "ALPHA"),
+        S("SORT", "so:z", "BY", "nosort"), S("SORT", "so:z", "BY", "nosort", "DESC"),
+        S("SORT", "so:z", "BY", "nosort", "LIMIT", "1", "1"),
+        S("SORT", "so:z", "BY", "nosort", "DESC", "LIMIT", "0", "2"),
+        S("ZADD", "so:zn", "1", "30", "2", "10", "3", "20"), S("SORT", "so:zn"),
+        S("SORT_RO", "so:zn", "DESC"), S("DEL", "so:sa", "so:zn"),
+    ])
