@@ -75,6 +75,12 @@ SCRIPT: list[tuple[str, ...]] = [
     ("ZDIFFSTORE", "Z5", "1", "Z3"), ("ZRANGESTORE", "Z6", "Z5", "0", "-1"),
     ("ZRANGESTORE", "Z6", "noz", "0", "-1"), ("ZUNIONSTORE", "Z4", "1", "noz"), ("ZPOPMIN", "Z", "9"),
     ("ZMPOP", "1", "Z3", "MIN", "COUNT", "5"), ("ZRANGE", "Z5", "0", "-1"),
+    # the blocking list pops served at once (lists_blocking.py Rule 7)
+    ("RPUSH", "BL", "a", "b", "c"), ("BLPOP", "BL", "0"), ("BRPOP", "BL", "0"),
+    ("BLMPOP", "0", "1", "BL", "LEFT", "COUNT", "5"), ("RPUSH", "BL2", "x", "y"),
+    ("BLMOVE", "BL2", "BL3", "LEFT", "RIGHT", "0"), ("BRPOPLPUSH", "BL2", "BL3", "0"),
+    ("ZADD", "BZ", "1", "a", "2", "b", "3", "c"), ("BZPOPMIN", "BZ", "0"), ("BZPOPMAX", "BZ", "0"),
+    ("BZMPOP", "0", "1", "BZ", "MIN", "COUNT", "5"),
     # SORT ... STORE (resp/commands/sort.py Rule 3)
     ("RPUSH", "SL", "2", "1"), ("SORT", "SL", "STORE", "SD"), ("SORT", "SL", "STORE", "SD"),
     ("SORT", "nol", "STORE", "SD"), ("SORT", "nol", "STORE", "SD"), ("SORT", "SL"),

@@ -22,6 +22,9 @@ pattern looks for it.
 Rule 6 (fairness, as Redis): a key with clients already blocked on it serves them first: a new
 blocking pop does not take from it at once but joins the end of its line (a pipelined
 `LPUSH k x` + `BLPOP k 0` from one client leaves `x` to the client that blocked before).
+Rule 7 (events): a served pop fires what its non-blocking twin fires (keyevents_lists.py
+Rule 2): `lpop`/`rpop` and `del` when it emptied the key; a served move `new` for a destination
+it created, `lpush`/`rpush` there, then the source's pop and `del`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import math
 import time
 from typing import Any
 
+from topicsrv.bus.keyspace import GENERIC, LIST, NEW
 from topicsrv.engine.keyspace import lists as ops
 from topicsrv.errors import TopicsError
 from topicsrv.notify.lines import Line
@@ -125,6 +129,20 @@ def _queue(line: Line | None) -> bool:
     return line is not None and (line.live > 0 or line.in_flight > 0)
 
 
+def pop_events(ctx: CommandContext, fired: list[tuple[int, bytes, str]]) -> None:
+    """Rule 7: the keyspace events of a served pop or move, in redis-server's order (one
+    `del` for a key the command emptied); the sorted-set pops use it too."""
+    bus = ctx.server.bus.keyspace
+    if not bus.flags:
+        return
+    ks = ctx.engine.keyspace
+    for klass, event, name in fired:
+        key = name.encode("latin-1")
+        bus.notify(klass, event, key)
+        if b"pop" in event and not ks.owns(name):  # lpop, rpop, zpopmin, zpopmax
+            bus.notify(GENERIC, b"del", key)
+
+
 def _pop_for(ctx: CommandContext, name: str, count: int, left: bool,
              block: RespBlock | None) -> tuple[list[bytes], Any]:
     """Pop for a client; a waiting client that leaves before its reply is written gives the
@@ -132,6 +150,7 @@ def _pop_for(ctx: CommandContext, name: str, count: int, left: bool,
     ks = ctx.engine.keyspace
     values, token = ops.pop(ks, name, count, left)
     assert values
+    pop_events(ctx, [(LIST, b"lpop" if left else b"rpop", name)])
     if block is not None:
         back = values[::-1]
 
@@ -178,7 +197,14 @@ def _bmove(ctx: CommandContext, src: str, dst: str, from_left: bool, to_left: bo
     def serve(name: str, block: RespBlock | None) -> Any:
         # the element is in `dst` once moved, whether or not the client is still there to
         # hear it: the reliable-queue pattern's point (Rule 5)
-        value, token = ops.move(ctx.engine.keyspace, src, dst, from_left, to_left)
+        ks = ctx.engine.keyspace
+        fresh = ks.kind(dst) is None
+        value, token = ops.move(ks, src, dst, from_left, to_left)
+        if value is not None:  # as LMOVE's: the destination's events, then the source's
+            fired = [(NEW, b"new", dst)] if fresh and src != dst else []
+            fired += [(LIST, b"lpush" if to_left else b"rpush", dst),
+                      (LIST, b"lpop" if from_left else b"rpop", src)]
+            pop_events(ctx, fired)
         return committed(token, value)
 
     return _block(ctx, [src], serve, timeout)

@@ -12,6 +12,8 @@ Rule 3 (replies, both protocols): BZPOPMIN/BZPOPMAX [key, member, score]; BZMPOP
 [[member, score], ...]].
 Rule 4 (nothing to a client that is gone): members popped for a waiting client that left
 before its reply go back with their scores (notify/blocks.py Rule 2).
+Rule 5 (events): a served pop fires ZPOPMIN's or ZPOPMAX's `zpopmin`/`zpopmax`, then `del`
+when it emptied the key (lists_blocking.py Rule 7).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from topicsrv.bus.keyspace import ZSET
 from topicsrv.engine.keyspace import zsets as ops
 from topicsrv.errors import TopicsError
 from topicsrv.resp.blocked import RespBlock
 from topicsrv.resp.commands.base import CommandContext, committed, key_name
-from topicsrv.resp.commands.lists_blocking import block_on, parse_timeout
+from topicsrv.resp.commands.lists_blocking import block_on, parse_timeout, pop_events
 from topicsrv.resp.commands.zsets import ks_of, mpop_reply, parse_mpop, zcmd
 
 log = logging.getLogger("topicsrv.resp")
@@ -34,6 +37,8 @@ def _pop_for(ctx: CommandContext, name: str, count: int, top: bool,
              block: RespBlock | None) -> tuple[list[tuple[bytes, float]], Any]:
     ks = ks_of(ctx)
     pairs, token = ops.pop(ks, name, count, top)
+    if pairs:  # Rule 5
+        pop_events(ctx, [(ZSET, b"zpopmax" if top else b"zpopmin", name)])
     if block is not None:
         def give_back() -> None:  # Rule 4
             try:
