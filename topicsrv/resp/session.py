@@ -80,6 +80,7 @@ from typing import Any, Final
 from topicsrv.context import ServerContext
 from topicsrv.resp.awaits import settle
 from topicsrv.resp.batch import run_strings, run_xadds
+from topicsrv.resp.batch_colls import run_colls
 from topicsrv.resp.commands.base import (
     REPLY_ON,
     REPLY_SKIP,
@@ -227,6 +228,8 @@ class Session:
                         replies = run_xadds(ctx, cmds, pos)
                 elif 2 <= k <= 3 and client.tx is None:
                     replies = run_strings(ctx, cmds, pos)  # batch.py Rules 7-10
+                if replies is None and k >= 2 and client.tx is None:
+                    replies = run_colls(ctx, cmds, pos)  # batch_colls.py
                 if replies is not None:
                     pos += len(replies)
                     resp3 = client.protocol == 3

@@ -1,0 +1,111 @@
+"""Runs of the common list, hash, set and sorted-set commands, past the per-command dispatch
+(as batch.py's SET and GET runs: its Rules 4, 6, 9 and 10 hold here).
+
+Rule 1: a run is consecutive commands of one name among FAST (any keys), each with an argument
+count its entry admits; every command runs its own handler (the function the command table
+calls, so its reply, its errors, its one journaled operation and its keyspace hit/miss
+counting are the command's own) and gets its own reply, in order. A plain command alone (a run
+of one: every P1 request) takes the same path.
+Rule 2: only what makes the dispatcher's per-command checks moot runs here: a client that
+`batch._plain_client` admits (the default user, authenticated, not subscribed, keyspace
+events off, no BUSY script), outside MULTI, and for a write under `--max-memory` a run whose
+bytes fit (`batch._over_memory`); anything else goes command by command through the dispatcher.
+Rule 3: bookkeeping as for single commands (batch.py Rule 4): total_commands, last_cmd, the
+latency histogram and commandstats (n calls, the error replies as failed calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any, Final
+
+from topicsrv.errors import TopicsError
+from topicsrv.resp.batch import MAX_RUN, _account, _over_memory, _plain_client
+from topicsrv.resp.commands import hashes as hcmd
+from topicsrv.resp.commands import lists as lcmd
+from topicsrv.resp.commands.base import CommandContext, Err
+from topicsrv.resp.dispatch import error_reply, internal_error
+
+Handler = Callable[[CommandContext, list[bytes]], Any]
+
+
+class Fast:
+    """One command FAST admits: its handler, its argument counts (min, max; -1: no max, and
+    `pairs`: min plus a multiple of 2), whether it writes."""
+
+    __slots__ = ("name", "handler", "least", "most", "pairs", "write")
+
+    def __init__(self, name: str, handler: Handler, least: int, most: int, write: bool,
+                 pairs: bool = False) -> None:
+        self.name = name
+        self.handler = handler
+        self.least = least
+        self.most = most
+        self.write = write
+        self.pairs = pairs
+
+    def admits(self, argc: int) -> bool:
+        if argc < self.least or (self.most >= 0 and argc > self.most):
+            return False
+        return not self.pairs or (argc - self.least) % 2 == 0
+
+
+FAST: Final[dict[bytes, Fast]] = {}
+
+
+def _add(fast: Fast) -> None:
+    raw = fast.name.encode()
+    FAST[raw] = FAST[raw.upper()] = fast
+
+
+_add(Fast("lpush", lcmd.lpush, 3, -1, True))
+_add(Fast("rpush", lcmd.rpush, 3, -1, True))
+_add(Fast("lpop", lcmd.lpop, 2, 2, True))
+_add(Fast("rpop", lcmd.rpop, 2, 2, True))
+_add(Fast("hset", hcmd.hset, 4, -1, True, pairs=True))
+_add(Fast("hget", hcmd.hget, 3, 3, False))
+
+
+def _lookup(name: bytes) -> Fast | None:
+    fast = FAST.get(name)
+    if fast is None and len(name) <= 8:
+        fast = FAST.get(name.lower())
+    return fast
+
+
+def run_colls(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any] | None:
+    """Replies for the run of FAST commands starting at cmds[i] (Rule 1), or None (not one of
+    them, or a guard says no: Rule 2)."""
+    first = cmds[i]
+    fast = _lookup(first[0])
+    if fast is None or not fast.admits(len(first)) or not _plain_client(ctx):
+        return None
+    end = min(len(cmds), i + MAX_RUN)
+    j = i + 1
+    while j < end:
+        argv = cmds[j]
+        if _lookup(argv[0]) is not fast or not fast.admits(len(argv)):
+            break
+        j += 1
+    run = cmds[i:j]
+    if fast.write and _over_memory(ctx, run):
+        return None  # each command is refused on its own (-OOM)
+    t0 = perf_counter()
+    handler = fast.handler
+    replies: list[Any] = []
+    failed = 0
+    for argv in run:
+        try:
+            reply = handler(ctx, argv[1:])
+        except Err as e:
+            reply = e
+        except TopicsError as e:
+            reply = error_reply(e)
+        except Exception:  # as the dispatcher: this command's reply only (dispatch Rule 2)
+            reply = internal_error(ctx.front, f"command {fast.name}")
+        if type(reply) is Err:
+            failed += 1
+        replies.append(reply)
+    _account(ctx, fast.name, len(run), t0, failed)
+    return replies
