@@ -55,6 +55,7 @@ def test_conversions(differ: Any, key: str, proto: int) -> None:
         S("EVAL", "return cjson.encode({1,2,{a=1}})", "0"),
         S("EVAL", "return cjson.decode('[1,null]')[2] == cjson.null", "0"),
         S("EVAL", "return cmsgpack.unpack(cmsgpack.pack({1,2,3}))", "0"),
+        S("EVAL", "return {bit.tohex(65535, -2147483648), bit.tohex(65535, -8), bit.tohex(1, 0)}", "0"),
         S("EVAL", "return {bit.tohex(65535), bit.band(-1, 255), bit.bor(1, 2), bit.lshift(1, 4)}",
           "0"),
         S("EVAL", "return struct.pack('>I2', 258)", "0"),

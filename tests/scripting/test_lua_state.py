@@ -136,6 +136,7 @@ def test_garbage_does_not_pile_up_over_many_runs() -> None:
     leave the state near its fresh size (Valkey's `EVAL does not leak in the Lua stack`
     checks used_memory_lua < 100 KB)."""
     fresh = LuaState()
+    assert fresh.memory_used() < 100 * 1024  # a fresh state too (its setup's garbage is gone)
     for _ in range(10_000):
         run(fresh, "local t = {1, 2, 3, 'x'} return redis.call('incr', KEYS[1])", [b"x"],
             caller=_caller([], b":1\r\n"))

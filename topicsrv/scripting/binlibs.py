@@ -101,9 +101,11 @@ def make_bit() -> dict[str, Any]:
     def tohex(x: Any = None, n: Any = None) -> bytes:
         v = _u(x, 1)
         digits = 8 if n is None else c_int(check_number(n, 2))
+        if digits == INT_MIN:  # Redis's patched bitop (its "lua bit.tohex bug" test)
+            digits = INT_MIN + 1
         upper = digits < 0
         if upper:
-            digits = -digits if digits != INT_MIN else INT_MIN
+            digits = -digits
         digits = min(digits, 8)
         if digits <= 0:
             return b""
