@@ -24,6 +24,9 @@ from topicsrv.errors import TopicsError
 from topicsrv.resp.batch import MAX_RUN, _account, _over_memory, _plain_client
 from topicsrv.resp.commands import hashes as hcmd
 from topicsrv.resp.commands import lists as lcmd
+from topicsrv.resp.commands import sets as scmd
+from topicsrv.resp.commands import zsets as zcmd
+from topicsrv.resp.commands import zsets_range as zrcmd
 from topicsrv.resp.commands.base import CommandContext, Err
 from topicsrv.resp.dispatch import error_reply, internal_error
 
@@ -65,6 +68,12 @@ _add(Fast("lpop", lcmd.lpop, 2, 2, True))
 _add(Fast("rpop", lcmd.rpop, 2, 2, True))
 _add(Fast("hset", hcmd.hset, 4, -1, True, pairs=True))
 _add(Fast("hget", hcmd.hget, 3, 3, False))
+_add(Fast("sadd", scmd.sadd, 3, -1, True))
+_add(Fast("sismember", scmd.sismember, 3, 3, False))
+_add(Fast("zadd", zcmd.zadd, 4, -1, True))
+_add(Fast("zscore", zcmd.zscore, 3, 3, False))
+_add(Fast("zpopmin", zcmd.zpopmin, 2, 2, True))
+_add(Fast("zrangebyscore", zrcmd.zrangebyscore, 4, -1, False))
 
 
 def _lookup(name: bytes) -> Fast | None:
