@@ -15,7 +15,8 @@ them); a fresh topicsrv for the router workloads (bench/routerbench.py); pair 2,
 memory per record; then the engine's in-process memory figure (bench/engine_memory.py); pair
 3, fresh, for memory per string key (bench/stringbench.py); a fresh pair for thousands of
 blocked clients (bench/blockbench.py, issue 40); lists and hashes, each step on fresh servers
-(bench/collphase.py, issue 35).
+(bench/collphase.py, issue 35); sets and sorted sets and RQ, the same way (bench/zsetphase.py,
+issue 36).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from bench import (
     stringbench,
     wakebench,
     writebench,
+    zsetphase,
 )
 from bench import memory as membench
 from bench.procs import Proc, Procs, install_signal_handlers
@@ -51,7 +53,8 @@ from bench.report import Row, attempt, render, save
 from bench.respbench import Measure
 from bench.sizes import SIZES
 
-PHASES = ["micro", "writes", "pubsub", "servers", "routers", "memory", "spark", "blocked", "colls"]
+PHASES = ["micro", "writes", "pubsub", "servers", "routers", "memory", "spark", "blocked", "colls",
+          "zsets"]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
 
@@ -522,6 +525,13 @@ class Run:
         self.rows += rows
         self.extra.update(extra)
 
+    def zsets(self) -> None:
+        """Sets and sorted sets against redis-server (issue 36, bench/zsetphase.py): SADD,
+        SISMEMBER, ZADD, ZRANGEBYSCORE, ZPOPMIN at P1 and P16, memory per member, RQ jobs/s."""
+        rows, extra = zsetphase.Phase(self.procs, self.sizes, self.log).run()
+        self.rows += rows
+        self.extra.update(extra)
+
 
 def storage_bench(mode: str) -> dict[str, Any]:
     """fsync-class ack latency from bench/storage_bench.py (storage helper's `latency()`):
@@ -565,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
                             ("servers", run.servers),
                             ("routers", run.routers), ("memory", run.memory),
                             ("spark", run.spark), ("blocked", run.blocked),
-                            ("colls", run.colls)):
+                            ("colls", run.colls), ("zsets", run.zsets)):
             if name in args.skip or (args.only and name not in args.only):
                 continue
             try:

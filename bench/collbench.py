@@ -29,6 +29,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench.memory import settle_rss
@@ -53,13 +54,23 @@ def hash_fields(first: bytes) -> dict[bytes, bytes]:
 
 def load(port: int, keys: int) -> float:
     """Rule 1's keys on one server, in pipelines of 1000 commands; returns seconds."""
+
+    def queue(p: Any, i: int) -> None:
+        p.rpush(b"list:%012d" % i, *[VALUE] * PRELOAD)
+        p.hset(b"hash:%012d" % i, mapping=hash_fields(VALUE))
+
+    return load_keys(port, keys, queue)
+
+
+def load_keys(port: int, keys: int, queue: Callable[[Any, int], None]) -> float:
+    """`queue(pipeline, i)` for i < keys, pipelines of 1000 `i`, each writing two keys (DBSIZE
+    checked afterwards); returns seconds. Also bench/zsetbench.py's."""
     r = client(port)
     t0 = time.perf_counter()
     for start in range(0, keys, 1000):
         p = r.pipeline(transaction=False)
         for i in range(start, min(keys, start + 1000)):
-            p.rpush(b"list:%012d" % i, *[VALUE] * PRELOAD)
-            p.hset(b"hash:%012d" % i, mapping=hash_fields(VALUE))  # type: ignore[arg-type]
+            queue(p, i)
         p.execute()
     seconds = time.perf_counter() - t0
     size = r.dbsize()
@@ -116,9 +127,11 @@ def brpop(port: int, elements: int, consumers: int = 20, producers: int = 20,
     return Measure(elements / seconds, elements / seconds, seconds, elements)
 
 
-def memory(proc: Proc, kind: str, n: int) -> dict[str, Any]:
-    """Rule 4 on a fresh server: `kind` "list" (n elements) or "hash" (n hashes x 10 fields);
-    the per-element figures are per list element or per hash field."""
+def fill_memory(proc: Proc, fill: Callable[[Any], None], count: Callable[[Any], int],
+                elements: int) -> dict[str, Any]:
+    """Rule 4's measurement around one fill: `fill(pipeline)` queues the commands (executing
+    the pipeline whenever it holds 100), `count(client)` reads back how many elements the
+    server holds, which must be `elements`; also bench/zsetbench.py's."""
     assert proc.resp_port is not None
     r = client(proc.resp_port)
     redis = proc.name == "redis-server"
@@ -126,21 +139,10 @@ def memory(proc: Proc, kind: str, n: int) -> dict[str, Any]:
     before = settle_rss(proc)
     t0 = time.perf_counter()
     p = r.pipeline(transaction=False)
-    if kind == "list":
-        for start in range(0, n, 1000):
-            p.rpush("biglist", *[b"e%09d" % i for i in range(start, min(n, start + 1000))])
-            if len(p) == 100:
-                p.execute()
-        elements = n
-    else:
-        for i in range(n):
-            p.hset(b"h:%09d" % i, mapping=hash_fields(SMALL))  # type: ignore[arg-type]
-            if len(p) == 100:
-                p.execute()
-        elements = 10 * n
+    fill(p)
     p.execute()
     seconds = time.perf_counter() - t0
-    got = r.llen("biglist") if kind == "list" else 10 * r.dbsize()
+    got = count(r)
     if got != elements:
         raise RuntimeError(f"{proc.name}: {got} elements after the fill, expected {elements}")
     after = settle_rss(proc)
@@ -150,3 +152,24 @@ def memory(proc: Proc, kind: str, n: int) -> dict[str, Any]:
         out["used_memory_per_element"] = (r.info("memory")["used_memory"] - used0) / elements
     r.close()
     return out
+
+
+def memory(proc: Proc, kind: str, n: int) -> dict[str, Any]:
+    """Rule 4 on a fresh server: `kind` "list" (n elements) or "hash" (n hashes x 10 fields);
+    the per-element figures are per list element or per hash field."""
+
+    def fill(p: Any) -> None:
+        if kind == "list":
+            for start in range(0, n, 1000):
+                p.rpush("biglist", *[b"e%09d" % i for i in range(start, min(n, start + 1000))])
+                if len(p) == 100:
+                    p.execute()
+            return
+        for i in range(n):
+            p.hset(b"h:%09d" % i, mapping=hash_fields(SMALL))
+            if len(p) == 100:
+                p.execute()
+
+    if kind == "list":
+        return fill_memory(proc, fill, lambda r: r.llen("biglist"), n)
+    return fill_memory(proc, fill, lambda r: 10 * r.dbsize(), 10 * n)

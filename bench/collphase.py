@@ -21,7 +21,7 @@ from bench import ckptbench, collbench
 from bench.procs import Proc, Procs
 from bench.report import Row, attempt
 from bench.respbench import Measure, redis_benchmark
-from bench.stringbench import VALUE
+from bench.stringbench import VALUE, keyed
 
 BRPOP_CONSUMERS = 20
 BRPOP_PRODUCERS = 20
@@ -83,18 +83,27 @@ class Phase:
         keys = s["str_keys"]
         sec = (f"RESP lists and hashes, redis-benchmark -c 50 -r {keys:,} ({keys:,} lists of "
                f"{collbench.PRELOAD} and hashes of 10 loaded first)")
+        self._keyed_rows(sec, "PING, P1 (reference)", f"load {keys} lists and hashes",
+                         collbench.load, collbench.ROWS)
+
+    def _keyed_rows(self, sec: str, ping: str, loading: str, load: Callable[[int, int], float],
+                    rows: dict[str, list[str]]) -> None:
+        """On one fresh pair: PING P1 (row `ping`), `load(port, keys)`, then each command of
+        `rows` at P1 and P16 with `stringbench.keyed` (also bench/zsetphase.py's)."""
+        s = self.sizes
+        keys = s["str_keys"]
         pair = self._pair()
         (r, t), cpu = self._both(pair, "PING P1", lambda port: redis_benchmark(
             port, ["PING"], requests=s["str_p1"]))
-        self.rows.append(Row(sec, "PING, P1 (reference)", "ops/s", _cell(r, "ops_per_s"),
+        self.rows.append(Row(sec, ping, "ops/s", _cell(r, "ops_per_s"),
                              _cell(t, "ops_per_s"), ref_note=self._busy([r, t], cpu)))
-        self._both(pair, f"load {keys} lists and hashes", lambda port: collbench.load(port, keys))
-        for name, command in collbench.ROWS.items():
+        self._both(pair, loading, lambda port: load(port, keys))
+        for name, command in rows.items():
             label = " ".join(command).replace(VALUE.decode(), "<100 B>")
             for p in (1, 16):
                 n = s["str_p1"] if p == 1 else s["str_p16"]
-                (r, t), cpu = self._both(pair, f"{name} P{p}", lambda port, name=name, n=n, p=p:
-                                         collbench.throughput(port, name, n, p, keys))
+                (r, t), cpu = self._both(pair, f"{name} P{p}", lambda port, c=command, n=n, p=p:
+                                         keyed(port, c, requests=n, pipeline=p, keys=keys))
                 self.rows.append(Row(sec, f"{label}, P{p}", "ops/s", _cell(r, "ops_per_s"),
                                      _cell(t, "ops_per_s"), target=0.8 if p == 1 else 0.5,
                                      ref_note=self._busy([r, t], cpu) if p == 1 else ""))
@@ -114,17 +123,22 @@ class Phase:
 
     def memory(self) -> None:
         s = self.sizes
-        sec = "memory, lists and hashes, RSS growth of a fresh server over one fill"
-        for kind, n, label in (
-                ("list", s["list_memory"], f"one list of {s['list_memory']:,} x 10 B (per element)"),
-                ("hash", s["hash_memory"], f"{s['hash_memory']:,} hashes x 10 fields, 10 B values "
-                                           "(per field)")):
+        self._memory("memory, lists and hashes, RSS growth of a fresh server over one fill",
+                     collbench.memory, (
+            ("list", s["list_memory"], f"one list of {s['list_memory']:,} x 10 B (per element)"),
+            ("hash", s["hash_memory"], f"{s['hash_memory']:,} hashes x 10 fields, 10 B values "
+                                       "(per field)")))
+
+    def _memory(self, sec: str, measure: Callable[[Proc, str, int], dict[str, Any]],
+                fills: tuple[tuple[str, int, str], ...]) -> None:
+        """Each (kind, n, label) of `fills` as `measure(proc, kind, n)` on a fresh
+        redis-server, then on a fresh topicsrv (also bench/zsetphase.py's)."""
+        for kind, n, label in fills:
             cells = []
             for start in (self.procs.start_redis, self.procs.start_topicsrv):
                 proc = start()
                 self.log(f"memory: {kind} fill on {proc.name}")
-                cells.append(attempt(lambda proc=proc, kind=kind, n=n:
-                                     collbench.memory(proc, kind, n)))
+                cells.append(attempt(lambda proc=proc, kind=kind, n=n: measure(proc, kind, n)))
                 self.procs.stop(proc)
             red = cells[0]
             note = (f"redis used_memory: {red['used_memory_per_element']:.1f} B/element"

@@ -16,6 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from bench import zsetbench
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -97,12 +99,27 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
                   "another client's worst PING during the save"):
         assert isinstance(rows[label]["redis"], float), rows[label]
         assert isinstance(rows[label]["topicsrv"], float), rows[label]
+    # The set and sorted-set rows (issue 36) ran on both servers: every throughput row at P1
+    # and P16, memory per member, and RQ's burst (zsetbench checks every job finished with
+    # its result, else the cells are errors).
+    for name, command in zsetbench.ROWS.items():
+        for p in (1, 16):
+            label = f"{' '.join(command)}, P{p}"
+            assert isinstance(rows[label]["redis"], float), (name, rows[label])
+            assert isinstance(rows[label]["topicsrv"], float), (name, rows[label])
+            assert rows[label]["target"] == (0.8 if p == 1 else 0.5)
+    for label in ("one sorted set of 2,000 x 10 B members (per member)",
+                  "200 sets x 10 members of 10 B (per member)",
+                  "SimpleWorker burst, in-process (no target)"):
+        assert isinstance(rows[label]["redis"], float), rows[label]
+        assert isinstance(rows[label]["topicsrv"], float), rows[label]
     # Every server the harness started (four pairs, one topicsrv for routers, one redis-server
-    # with an AOF for the logged queue rows, and the lists-and-hashes phase's five fresh
-    # pairs: bench/collphase.py) was stopped by pid and is gone.
+    # with an AOF for the logged queue rows, the lists-and-hashes phase's five fresh pairs:
+    # bench/collphase.py, and the sets phase's four: bench/zsetphase.py) was stopped by pid
+    # and is gone.
     started = doc["processes"]
     names = sorted(name for name, _ in started)
-    assert names == ["redis-server"] * 10 + ["topicsrv"] * 10
+    assert names == ["redis-server"] * 14 + ["topicsrv"] * 14
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie_of_other(pid), pid
 
