@@ -239,9 +239,16 @@ class ZsetValue:
         data = self.data
         if type(data) is Table:
             return data.get(member)
-        for m, s in self.pairs():
+        assert type(data) is bytes
+        run = data  # a walk of the packed run: only the match's score is decoded
+        pos, end = 0, len(run)
+        while pos < end:
+            m, pos = packed.read(run, pos)
             if m == member:
-                return s
+                raw, _ = packed.read(run, pos)
+                score: float = _D.unpack(raw)[0]
+                return score
+            pos = packed.skip(run, pos)
         return None
 
     def set(self, member: bytes, score: float, limits: tuple[int, int] = DEFAULT_LIMITS) -> bool:
