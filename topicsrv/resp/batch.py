@@ -62,7 +62,7 @@ def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
     """Replies for the run of plain XADDs starting at cmds[i] (one or more), or None (not a
     plain XADD, or a guard says no)."""
     first = cmds[i]
-    if len(first) < 5 or not _plain_client(ctx):
+    if len(first) < 5 or not plain_client(ctx):
         return None  # each XADD on its own (Rules 4 and 9)
     key = first[1]
     end = min(len(cmds), i + MAX_RUN)
@@ -74,7 +74,7 @@ def run_xadds(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
         run.append(pairs)
     if not run:
         return None
-    if _over_memory(ctx, cmds[i:i + len(run)]):
+    if over_memory(ctx, cmds[i:i + len(run)]):
         return None  # each XADD is refused on its own (-OOM)
     try:
         return _run(ctx, key, run, cmds[i:i + len(run)])
@@ -108,7 +108,7 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
             reply = b"%d-%d" % planned[k] if planned else ids.format_id(ts, seq)
             replies[slot] = reply if token is None else Pending(token, reply)
             seq += 1
-    _account(ctx, "xadd", len(run), t0, len(run) - len(slots))
+    account(ctx, "xadd", len(run), t0, len(run) - len(slots))
     return replies
 
 
@@ -127,8 +127,8 @@ def _run(ctx: CommandContext, key: bytes, run: list[list[bytes]],
 # dispatcher's checks it skips are the ones the guards of Rule 9 make moot, and the SET
 # handler's option parsing and type lookup are not needed for `SET key value` (strings.put
 # replaces a topic itself).
-# Rule 9: the guards of Rules 4 and 6 apply to all three runs (`_plain_client`,
-# `_over_memory`), and a BUSY script stops them, XADD runs included (a run written past the
+# Rule 9: the guards of Rules 4 and 6 apply to all three runs (`plain_client`,
+# `over_memory`), and a BUSY script stops them, XADD runs included (a run written past the
 # threshold would land in the middle of the script); keyspace notifications on (Redis's `m`,
 # `$` and `t` events) disable them.
 
@@ -148,7 +148,7 @@ def _run_of(cmds: list[list[bytes]], i: int, lower: bytes, upper: bytes, argc: i
     return j - i
 
 
-def _plain_client(ctx: CommandContext) -> bool:
+def plain_client(ctx: CommandContext) -> bool:
     """Rules 4 and 9: a client whose commands the dispatcher would check one by one (NOAUTH,
     NOPERM, subscribed mode, keyspace events, a BUSY script) never coalesces."""
     client = ctx.client
@@ -157,7 +157,7 @@ def _plain_client(ctx: CommandContext) -> bool:
         not server.bus.keyspace.flags and server.busy is None
 
 
-def _over_memory(ctx: CommandContext, run: list[list[bytes]]) -> bool:
+def over_memory(ctx: CommandContext, run: list[list[bytes]]) -> bool:
     """Rule 6: the run's bytes counted once against --max-memory."""
     memory = ctx.server.memory
     return bool(memory.limit) and memory.over(sum(len(a) for argv in run for a in argv))
@@ -174,10 +174,10 @@ def run_strings(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[An
         n = _run_of(cmds, i, b"get", b"GET", 2)
     else:
         return None
-    if n == 0 or not _plain_client(ctx):
+    if n == 0 or not plain_client(ctx):
         return None
     run = cmds[i:i + n]
-    if argc == 3 and _over_memory(ctx, run):
+    if argc == 3 and over_memory(ctx, run):
         return None  # each SET is refused on its own (-OOM)
     try:
         return _sets(ctx, run) if argc == 3 else _gets(ctx, run)
@@ -186,7 +186,7 @@ def run_strings(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[An
         return [err] * n
 
 
-def _account(ctx: CommandContext, name: str, n: int, t0: float, failed: int) -> None:
+def account(ctx: CommandContext, name: str, n: int, t0: float, failed: int) -> None:
     """Rule 4: n commands counted as if run alone, each observed with an equal share of the
     run's time."""
     dt = perf_counter() - t0
@@ -211,7 +211,7 @@ def _sets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
     n = len(run)
     ks.stats["string_writes"] += n - 1  # one per SET, as when run alone
     reply: Any = OK if token is None else Pending(token, OK)
-    _account(ctx, "set", n, t0, 0)
+    account(ctx, "set", n, t0, 0)
     return [reply] * n
 
 
@@ -228,5 +228,5 @@ def _gets(ctx: CommandContext, run: list[list[bytes]]) -> list[Any]:
     stats = ctx.front.stats  # INFO keyspace_hits / misses (commands/strings.py Rule 4)
     stats.keyspace_misses += misses
     stats.keyspace_hits += len(run) - misses
-    _account(ctx, "get", len(run), t0, failed)
+    account(ctx, "get", len(run), t0, failed)
     return replies

@@ -7,9 +7,9 @@ calls, so its reply, its errors, its one journaled operation and its keyspace hi
 counting are the command's own) and gets its own reply, in order. A plain command alone (a run
 of one: every P1 request) takes the same path.
 Rule 2: only what makes the dispatcher's per-command checks moot runs here: a client that
-`batch._plain_client` admits (the default user, authenticated, not subscribed, keyspace
+`batch.plain_client` admits (the default user, authenticated, not subscribed, keyspace
 events off, no BUSY script), outside MULTI, and for a write under `--max-memory` a run whose
-bytes fit (`batch._over_memory`); anything else goes command by command through the dispatcher.
+bytes fit (`batch.over_memory`); anything else goes command by command through the dispatcher.
 Rule 3: bookkeeping as for single commands (batch.py Rule 4): total_commands, last_cmd, the
 latency histogram and commandstats (n calls, the error replies as failed calls).
 """
@@ -21,7 +21,7 @@ from time import perf_counter
 from typing import Any, Final
 
 from topicsrv.errors import TopicsError
-from topicsrv.resp.batch import MAX_RUN, _account, _over_memory, _plain_client
+from topicsrv.resp.batch import MAX_RUN, account, over_memory, plain_client
 from topicsrv.resp.commands import hashes as hcmd
 from topicsrv.resp.commands import lists as lcmd
 from topicsrv.resp.commands import sets as scmd
@@ -88,7 +88,7 @@ def run_colls(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
     them, or a guard says no: Rule 2)."""
     first = cmds[i]
     fast = _lookup(first[0])
-    if fast is None or not fast.admits(len(first)) or not _plain_client(ctx):
+    if fast is None or not fast.admits(len(first)) or not plain_client(ctx):
         return None
     end = min(len(cmds), i + MAX_RUN)
     j = i + 1
@@ -98,7 +98,7 @@ def run_colls(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
             break
         j += 1
     run = cmds[i:j]
-    if fast.write and _over_memory(ctx, run):
+    if fast.write and over_memory(ctx, run):
         return None  # each command is refused on its own (-OOM)
     t0 = perf_counter()
     handler = fast.handler
@@ -116,5 +116,5 @@ def run_colls(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
         if type(reply) is Err:
             failed += 1
         replies.append(reply)
-    _account(ctx, fast.name, len(run), t0, failed)
+    account(ctx, fast.name, len(run), t0, failed)
     return replies

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,4 +125,4 @@ def _discard(fs: OsOps, fd: int, tmp: Path) -> None:
         with contextlib.suppress(OSError):
             fs.close(fd)
     with contextlib.suppress(OSError):
-        os.unlink(tmp)
+        fs.unlink(tmp)  # every unlink goes through OsOps (fsops.py Rule 1)

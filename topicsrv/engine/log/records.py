@@ -173,7 +173,8 @@ def _fields(pairs: list[bytes], node: str | None,
 # ---- read-time conversions -------------------------------------------------------------
 
 
-def _text(b: bytes) -> Any:
+def text_or_base64(b: bytes) -> Any:
+    """Bytes as JSON text, or `{"$base64": ...}` when they are not UTF-8."""
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError:
@@ -189,7 +190,7 @@ def fields_to_data(pairs: list[bytes]) -> Any:
             return obj
     except UnicodeDecodeError:
         pass
-    return {"$fields": [[_text(k), _text(v)] for k, v in zip(keys, pairs[1::2], strict=True)]}
+    return {"$fields": [[text_or_base64(k), text_or_base64(v)] for k, v in zip(keys, pairs[1::2], strict=True)]}
 
 
 def data_to_fields(data: Any) -> list[bytes]:

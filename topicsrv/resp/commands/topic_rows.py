@@ -18,18 +18,17 @@ a record in Python (tests/spark: the two renderings of `data` agree).
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
 import orjson
 
-from topicsrv.engine.core import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from topicsrv.engine.log.entries import parse_entry
 from topicsrv.engine.log.reads import FMT_RESP
+from topicsrv.engine.log.records import text_or_base64
 from topicsrv.resp import replysize
-from topicsrv.resp.args import Args
-from topicsrv.resp.commands.base import CommandContext, Err, command, key_name, parse_int
+from topicsrv.resp.commands.base import CommandContext, command, key_name
+from topicsrv.resp.commands.topics import read_args
 
 _EXTRAS = (b"$meta", b"$tag", b"$node")  # appended as node, tag, meta: stripped from the end
 
@@ -45,13 +44,6 @@ def _loads(raw: bytes) -> Any:
         return json.loads(raw)
     except (ValueError, RecursionError):
         return None
-
-
-def _text_or_b64(b: bytes) -> Any:
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"$base64": base64.b64encode(b).decode("ascii")}
 
 
 def data_text(pairs: list[bytes]) -> bytes:
@@ -74,7 +66,7 @@ def data_text(pairs: list[bytes]) -> bytes:
             return orjson.dumps(obj)
     except UnicodeDecodeError:
         pass
-    fields = [[_text_or_b64(k), _text_or_b64(v)] for k, v in zip(keys, pairs[1::2], strict=True)]
+    fields = [[text_or_base64(k), text_or_base64(v)] for k, v in zip(keys, pairs[1::2], strict=True)]
     return orjson.dumps({"$fields": fields})
 
 
@@ -107,18 +99,7 @@ def columns(blobs: Any) -> tuple[list[int], list[int], list[Any], list[Any], lis
          syntax="key:key from_seq:integer [LIMIT:limit:integer]")
 def topic_rows(ctx: CommandContext, args: list[bytes]) -> Any:
     name = key_name(args[0])
-    from_seq = parse_int(args[1])
-    if from_seq < 0:
-        raise Err("ERR from_seq must be >= 0")
-    limit = DEFAULT_READ_LIMIT
-    a = Args(args, 2)
-    while a:
-        if a.option(b"limit"):
-            limit = a.next_int()
-            if not 1 <= limit <= MAX_READ_LIMIT:
-                raise Err(f"ERR LIMIT must be between 1 and {MAX_READ_LIMIT}")
-        else:
-            raise a.syntax_error()
+    from_seq, limit, _ = read_args(args, nodes=False)
     result = ctx.engine.diff(name, from_seq, limit, fmt=FMT_RESP)
     result = replysize.capped(result, replysize.budget(ctx))  # at most the output limit
     tomb = result.tombstone

@@ -95,27 +95,34 @@ def topic_info(ctx: CommandContext, args: list[bytes]) -> Any:
     return ctx.engine.state(key_name(args[0]), touch=False)
 
 
-@_cmd("topic.diff", -3, ["readonly"], "Read the records after from_seq (one diff request)",
-      "key:key from_seq:integer [LIMIT:limit:integer] [NODE:node:string...]")
-def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
-    name = key_name(args[0])
+def read_args(args: list[bytes], nodes: bool) -> tuple[int, int, list[str] | None]:
+    """`key from_seq [LIMIT n]` (and with `nodes`, `[NODE n ...]`) of TOPIC.DIFF and
+    TOPIC.ROWS: (from_seq, limit, the node names or None)."""
     from_seq = parse_int(args[1])
     if from_seq < 0:
         raise Err("ERR from_seq must be >= 0")
     limit = DEFAULT_READ_LIMIT
-    nodes: list[str] | None = None
+    names: list[str] | None = None
     a = Args(args, 2)
     while a:
         if a.option(b"limit"):
             limit = a.next_int()
             if not 1 <= limit <= MAX_READ_LIMIT:
                 raise Err(f"ERR LIMIT must be between 1 and {MAX_READ_LIMIT}")
-        elif a.option(b"node"):  # NODE n [n ...]: the names up to the next keyword
-            nodes = nodes or []
+        elif nodes and a.option(b"node"):  # NODE n [n ...]: the names up to the next keyword
+            names = names or []
             while a and a.peek().lower() not in (b"limit", b"node"):
-                nodes.append(a.next_text())
+                names.append(a.next_text())
         else:
             raise a.syntax_error()
+    return from_seq, limit, names
+
+
+@_cmd("topic.diff", -3, ["readonly"], "Read the records after from_seq (one diff request)",
+      "key:key from_seq:integer [LIMIT:limit:integer] [NODE:node:string...]")
+def topic_diff(ctx: CommandContext, args: list[bytes]) -> Any:
+    name = key_name(args[0])
+    from_seq, limit, nodes = read_args(args, nodes=True)
     result = ctx.engine.diff(name, from_seq, limit, nodes=nodes, fmt=FMT_RESP)
     result = replysize.capped(result, replysize.budget(ctx))  # at most the output limit
     tomb = result.tombstone
