@@ -71,3 +71,39 @@ def test_whole_builds_keep_the_limits_and_the_lex_order_of_ties() -> None:
     assert small.encoding == "listpack" and len(small) == 5
     assert ZsetValue.of([(b"-", -0.0)]).score(b"-") == 0.0  # a listpack keeps 0, as Redis
     assert big.bound(b"m0003", False, True) >= 0  # lex bounds answer (meaningful on ties)
+
+
+@pytest.mark.parametrize("entries", [0, 128])
+def test_infinite_bounds_and_members_at_infinity(entries: int) -> None:
+    inf = float("inf")
+    pairs = [(b"a", -inf), (b"b", -inf), (b"c", 0.0), (b"d", inf), (b"e", inf)]
+    zv = ZsetValue()
+    for m, s in pairs:
+        zv.set(m, s, (entries, 64))
+    scores = [s for _, s in pairs]
+    for value in (-inf, inf, 0.0):
+        for right in (False, True):
+            want = (bisect.bisect_right if right else bisect.bisect_left)(scores, value)
+            assert zv.bound(value, right, False) == want
+    assert zv.span(0, 5) == pairs and zv.span(1, 4, True) == pairs[1:4][::-1]
+    assert zv.rank(b"e") == 4 and zv.score(b"a") == -inf
+
+
+def test_packed_run_with_long_and_empty_members() -> None:
+    rnd = random.Random(7)
+    sizes = [0, 1, 125, 126, 127, 128, 300]
+    members = [bytes([97 + k]) * n for k, n in enumerate(sizes)]
+    zv, model = ZsetValue(), {}
+    for _ in range(300):
+        m = rnd.choice(members)
+        if rnd.random() < 0.6:
+            s = float(rnd.randrange(3))
+            assert zv.set(m, s, (128, 1000)) == (m not in model)
+            model[m] = s
+        else:
+            assert zv.delete(m) == (m in model)
+            model.pop(m, None)
+        assert zv.encoding == "listpack"
+        assert zv.pairs() == sorted(model.items(), key=lambda p: (p[1], p[0]))
+        for m in members:
+            assert zv.score(m) == model.get(m)

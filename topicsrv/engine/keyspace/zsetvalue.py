@@ -5,11 +5,13 @@ listpack), a dict (member -> score) plus an ordered structure once past
 
 Rule 1 (order): members in (score, member bytes) order, as Redis: equal scores order by
 member, bytewise. Scores are doubles, never NaN (the commands refuse NaN); -0.0 equals 0.0.
-Rule 2 (cost): the packed form holds at most `max_entries` pairs and is walked whole (as a
-listpack); the big form answers a member's score in one dict lookup and a rank, a position,
-a score or lex bound in O(log n): `Order` is a list of chunks (parallel arrays of scores and
-members, at most 2 * LOAD each), the chunks' last (score, member) for bisecting, and a Fenwick
-tree over the chunks' lengths for positions.
+Rule 2 (cost): the packed form holds at most `max_entries` pairs, each the member as a
+packed.py element then its score as 8 raw bytes (a double, little-endian), and is walked in
+place (as a listpack): a look-up compares members where they lie, a change cuts and splices
+the run (one new bytes object, no Python object per pair). The big form answers a member's
+score in one dict lookup and a rank, a position, a score or lex bound in O(log n): `Order` is
+a list of chunks (parallel arrays of scores and members, at most 2 * LOAD each), the chunks'
+last (score, member) for bisecting, and a Fenwick tree over the chunks' lengths for positions.
 Rule 3 (conversion, as Redis 7.0's zsetAdd): an insert of a new member converts the packed
 form when the set then holds more than `max_entries` members or the member is longer than
 `max_value`; an update never converts. The limits are the server's at each change, carried by
@@ -41,6 +43,8 @@ SKIPLIST: Final = "skiplist"
 DEFAULT_LIMITS: Final = (128, 64)
 LOAD: Final = 512
 _D: Final = struct.Struct("<d")
+_INF: Final = float("inf")
+_MINUS_INF: Final = -_INF
 _SCORE: Final = itemgetter(0)  # of Order.maxes' (score, member)
 _MEMBER: Final = itemgetter(1)
 Pair = tuple[bytes, float]
@@ -188,14 +192,76 @@ class Table(dict[bytes, float]):
         self.index: SortedKeyList | None = None
 
 
-def _unpack(run: bytes) -> list[Pair]:
-    it = packed.values(run)
-    return [(m, _D.unpack(next(it))[0]) for m in it]
+def _pair_end(run: bytes, pos: int) -> int:
+    """The offset past the pair starting at `pos` (Rule 2's layout)."""
+    return packed.skip(run, pos) + 8
+
+
+def _member_at(run: bytes, pos: int) -> bytes:
+    return packed.read(run, pos)[0]
+
+
+def _score_before(run: bytes, end: int) -> float:
+    """The score of the pair ending at `end`."""
+    score: float = _D.unpack_from(run, end - 8)[0]
+    return score
+
+
+def _find(run: bytes, member: bytes) -> tuple[int, int]:
+    """(start, end) of `member`'s pair in a packed run, (-1, -1) if absent: members are
+    compared in place (no slice per pair)."""
+    n = len(member)
+    skip = packed.skip
+    pos, end = 0, len(run)
+    if n < packed.SMALL:  # a head byte equal to n is an element of exactly n bytes
+        while pos < end:
+            nxt = skip(run, pos) + 8
+            if run[pos] == n and run.startswith(member, pos + 1):
+                return pos, nxt
+            pos = nxt
+        return -1, -1
+    while pos < end:
+        nxt = skip(run, pos) + 8
+        if run[pos] == packed.BIG and _member_at(run, pos) == member:
+            return pos, nxt
+        pos = nxt
+    return -1, -1
+
+
+def _place(run: bytes, score: float, member: bytes) -> int:
+    """The offset where (score, member) goes in a packed run (Rule 1: the first pair after
+    it); members are sliced only on a tie of scores."""
+    skip = packed.skip
+    pos, end = 0, len(run)
+    while pos < end:
+        nxt = skip(run, pos) + 8
+        s = _score_before(run, nxt)
+        if s > score or (s == score and _member_at(run, pos) > member):
+            return pos
+        pos = nxt
+    return end
+
+
+def _encode(member: bytes, score: float) -> bytes:
+    """One pair; -0.0 becomes 0.0 (a listpack keeps an integral score as an integer)."""
+    return packed.encode(member) + _D.pack(score + 0.0)
+
+
+def _unpack(run: bytes, pos: int = 0, count: int = -1) -> list[Pair]:
+    """`count` pairs (-1: all) from offset `pos` on."""
+    out: list[Pair] = []
+    end = len(run)
+    while pos < end and count != 0:
+        member, at = packed.read(run, pos)
+        score: float = _D.unpack_from(run, at)[0]
+        out.append((member, score))
+        pos = at + 8
+        count -= 1
+    return out
 
 
 def _pack(pairs: Iterable[Pair]) -> bytes:
-    """A packed run; -0.0 becomes 0.0 (a listpack keeps an integral score as an integer)."""
-    return b"".join([packed.encode(m) + packed.encode(_D.pack(s + 0.0)) for m, s in pairs])
+    return b"".join([_encode(m, s) for m, s in pairs])
 
 
 class ZsetValue:
@@ -240,32 +306,29 @@ class ZsetValue:
         if type(data) is Table:
             return data.get(member)
         assert type(data) is bytes
-        run = data  # a walk of the packed run: only the match's score is decoded
-        pos, end = 0, len(run)
-        while pos < end:
-            m, pos = packed.read(run, pos)
-            if m == member:
-                raw, _ = packed.read(run, pos)
-                score: float = _D.unpack(raw)[0]
-                return score
-            pos = packed.skip(run, pos)
-        return None
+        _, end = _find(data, member)
+        return None if end < 0 else _score_before(data, end)
 
     def set(self, member: bytes, score: float, limits: tuple[int, int] = DEFAULT_LIMITS) -> bool:
-        """Put `member` at `score`; True when it is new (Rule 3)."""
+        """Put `member` at `score`; True when it is new (Rule 3). A packed run is edited in
+        place: the old pair cut out, the new one put at its place (Rule 2)."""
         data = self.data
         if type(data) is not Table:
-            pairs = self.pairs()
-            old = next((k for k, (m, _) in enumerate(pairs) if m == member), -1)
-            if old < 0 and (self.count + 1 > limits[0] or len(member) > limits[1]):
-                data = self._convert(pairs)
-            else:
-                if old >= 0:
-                    del pairs[old]
-                k = bisect_left(pairs, (score, member), key=lambda p: (p[1], p[0]))
-                pairs.insert(k, (member, score))
-                self.data, self.count = _pack(pairs), len(pairs)
-                return old < 0
+            assert type(data) is bytes
+            start, end = _find(data, member)
+            if start >= 0:
+                if _score_before(data, end) == score:
+                    return False
+                data = data[:start] + data[end:]
+            elif self.count + 1 > limits[0] or len(member) > limits[1]:
+                data = self._convert(self.pairs())
+            if type(data) is bytes:
+                at = _place(data, score, member)
+                self.data = data[:at] + _encode(member, score) + data[at:]
+                if start < 0:
+                    self.count += 1
+                return start < 0
+        assert type(data) is Table
         prev = data.get(member)
         if prev is not None:
             if prev == score:
@@ -291,13 +354,13 @@ class ZsetValue:
             if data.index is not None:
                 data.index.remove(member)
             return True
-        pairs = self.pairs()
-        for k, (m, _) in enumerate(pairs):
-            if m == member:
-                del pairs[k]
-                self.data, self.count = _pack(pairs), len(pairs)
-                return True
-        return False
+        assert type(data) is bytes
+        start, end = _find(data, member)
+        if start < 0:
+            return False
+        self.data = data[:start] + data[end:]
+        self.count -= 1
+        return True
 
     def rank(self, member: bytes) -> int | None:
         """The member's position in order (0-based), None if absent."""
@@ -305,10 +368,15 @@ class ZsetValue:
         if type(data) is Table:
             score = data.get(member)
             return None if score is None else data.order.rank(score, member)
-        for k, (m, _) in enumerate(self.pairs()):
-            if m == member:
-                return k
-        return None
+        assert type(data) is bytes
+        start, _ = _find(data, member)
+        if start < 0:
+            return None
+        k, pos = 0, 0
+        while pos < start:
+            pos = _pair_end(data, pos)
+            k += 1
+        return k
 
     def span(self, lo: int, hi: int, reverse: bool = False) -> list[Pair]:
         """The pairs at positions [lo, hi) in order; reversed: hi - 1 down to lo."""
@@ -321,17 +389,40 @@ class ZsetValue:
             for _ in range(hi - lo):
                 out.append(next(walk))
             return out
-        pairs = self.pairs()[lo:hi]
+        assert type(data) is bytes
+        pos = 0
+        for _ in range(lo):
+            pos = _pair_end(data, pos)
+        pairs = _unpack(data, pos, hi - lo)
         return pairs[::-1] if reverse else pairs
 
     def bound(self, value: float | bytes, right: bool, lex: bool) -> int:
         """The first position whose score (lex: member) is >= value (right: > value)."""
+        if not lex and right and value == _INF:  # `... +inf`: past every member, no walk
+            return len(self)
+        if not lex and not right and value == _MINUS_INF:  # `-inf ...`: from the first
+            return 0
         data = self.data
         if type(data) is Table:
             return data.order.bound(value, right, lex) if data else 0
-        pairs = self.pairs()
-        seq: list[bytes] | list[float] = [m for m, _ in pairs] if lex else [s for _, s in pairs]
-        return bisect_right(seq, value) if right else bisect_left(seq, value)
+        assert type(data) is bytes
+        k, pos, end = 0, 0, len(data)
+        if isinstance(value, bytes):
+            while pos < end:
+                m = _member_at(data, pos)
+                if m > value or (not right and m == value):
+                    return k
+                k += 1
+                pos = _pair_end(data, pos)
+            return k
+        while pos < end:
+            nxt = _pair_end(data, pos)
+            s = _score_before(data, nxt)
+            if s > value or (not right and s == value):
+                return k
+            k += 1
+            pos = nxt
+        return k
 
     def scan_index(self) -> SortedKeyList:
         """The members of a big set in SCAN order, built on first use (Rule 5)."""
