@@ -74,6 +74,13 @@ def _pubsub_limits(text: str) -> OutputLimits:
     return OutputLimits(hard, soft, secs)
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, _port(port)
+
+
 def _yes_no(text: str) -> bool:
     raw = text.strip().lower()
     if raw not in ("yes", "no"):
@@ -206,6 +213,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--top-topics", type=int, default=100, metavar="N",
                        help="/metrics gives the N most active topics (and N routers) series of "
                             "their own and sums the rest under topic=\"_other\" (default 100)")
+    serve.add_argument("--replicaof", type=_host_port, default=None, metavar="HOST:PORT",
+                       help="start as a replica of the primary whose RESP port this is "
+                            "(docs/replication.md); REPLICAOF changes it at run time, and what "
+                            "REPLICAOF or CONFIG REWRITE last decided (DATA_DIR/replication.json) "
+                            "wins over this flag")
+    serve.add_argument("--masteruser", default=os.environ.get("TOPICS_MASTERUSER"),
+                       help="the user a replica authenticates as on its primary (env TOPICS_MASTERUSER)")
+    serve.add_argument("--masterauth", default=os.environ.get("TOPICS_MASTERAUTH"),
+                       help="the password a replica gives its primary (env TOPICS_MASTERAUTH)")
+    serve.add_argument("--repl-backlog-size", type=_size, default=1 << 20, metavar="BYTES",
+                       help="journal bytes a primary keeps for replicas that reconnect "
+                            "(default 1mb; a replica further behind needs a full sync)")
+    serve.add_argument("--replica-priority", type=int, default=100, metavar="N",
+                       help="Sentinel promotes the replica with the lowest non-zero priority "
+                            "first; 0 = never (default 100)")
+    serve.add_argument("--min-replicas-to-write", type=int, default=0, metavar="N",
+                       help="refuse writes (-NOREPLICAS) unless N replicas acknowledged within "
+                            "--min-replicas-max-lag seconds (default 0: off)")
+    serve.add_argument("--min-replicas-max-lag", type=int, default=10, metavar="SECONDS")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -309,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
             forward_share=args.forward_share,
             shutdown_grace_s=max(0.0, args.shutdown_grace),
             top_topics=max(1, args.top_topics),
+            replicaof=args.replicaof,
+            masteruser=args.masteruser,
+            masterauth=args.masterauth,
+            repl_backlog_size=args.repl_backlog_size,
+            replica_priority=max(0, args.replica_priority),
+            min_replicas_to_write=max(0, args.min_replicas_to_write),
+            min_replicas_max_lag=max(0, args.min_replicas_max_lag),
         )
         try:
             trio.run(run, config)

@@ -26,6 +26,8 @@ from topicsrv.lazyfree import LazyFree
 from topicsrv.lifecycle import Drain
 from topicsrv.memory import MemoryGuard
 from topicsrv.notify import Notifier
+from topicsrv.repl.primary import Primary
+from topicsrv.repl.state import ReplState
 from topicsrv.tasks.claims import Claims
 from topicsrv.tasks.routers import Routers
 from topicsrv.tls import server_context
@@ -94,6 +96,15 @@ class ServerConfig:
     status_slot_s: float = 5.0  # one slot of the status page's rate rings (topicsrv/activity.py)
     top_topics: int = 100  # topics with series of their own in /metrics, routers too (http/metrics.py)
     pubsub_limits: OutputLimits = field(default_factory=OutputLimits)  # slow subscribers (bus/limits.py)
+    # replication (topicsrv/repl/): `serve --replicaof HOST:PORT`, the primary's credentials,
+    # the backlog's size, Sentinel's replica-priority, min-replicas-to-write / -max-lag
+    replicaof: tuple[str, int] | None = None
+    masteruser: str | None = None
+    masterauth: str | None = None
+    repl_backlog_size: int = 1 << 20
+    replica_priority: int = 100
+    min_replicas_to_write: int = 0
+    min_replicas_max_lag: int = 10
 
 
 @dataclass(slots=True)
@@ -118,6 +129,8 @@ class ServerContext:
     scripting: Any = None  # topicsrv/scripting/service.py, made on first use
     busy: str | None = None  # the BUSY text while a script runs past its threshold
     lazyfree: LazyFree = field(default_factory=LazyFree)  # topicsrv/lazyfree.py
+    repl: ReplState = field(default_factory=ReplState)  # role and link (topicsrv/repl/state.py)
+    primary: Primary = field(default_factory=lambda: Primary(ReplState()))  # repl/primary.py
 
     def claims_service(self) -> Claims:
         if self.claims is None:
@@ -141,10 +154,16 @@ def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerCont
     bus = Bus(engine.clock, config.pubsub_limits)
     engine.keyspace.on_expired = bus.keyspace.expired  # `expired` events (bus/keyspace.py)
     engine.keyspace.on_hexpired = bus.keyspace.hash_fields_expired  # `hexpired` events
+    repl = ReplState(data_dir=config.data_dir if config.storage else None,
+                     master=config.replicaof, masteruser=config.masteruser,
+                     masterauth=config.masterauth, priority=config.replica_priority,
+                     backlog_size=config.repl_backlog_size,
+                     min_replicas_to_write=config.min_replicas_to_write,
+                     min_replicas_max_lag=config.min_replicas_max_lag)
     return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
                          memory=MemoryGuard(config.max_memory), claims=Claims(engine, notifier),
                          tls=server_context(config.tls_cert, config.tls_key,
                                             config.tls_ca, config.tls_port),
-                         bus=bus)
+                         bus=bus, repl=repl, primary=Primary(repl))
 
 

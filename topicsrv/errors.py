@@ -25,6 +25,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "method_not_allowed": 405,
     "topic_exists_incompatible": 409,
     "key_type_conflict": 409,
+    "read_only_replica": 409,
     "router_cycle": 409,
     "router_dest_fan_in": 409,
     "not_a_queue": 409,

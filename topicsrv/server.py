@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 from functools import partial
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -21,6 +22,10 @@ from topicsrv.admission import is_loopback, size_maxclients
 from topicsrv.clock import Clock
 from topicsrv.context import ServerConfig, ServerContext, make_context
 from topicsrv.errors import StartupError
+from topicsrv.repl.replica import Link
+
+if TYPE_CHECKING:
+    from topicsrv.storage.store import Storage
 
 __all__ = ["ServerConfig", "ServerContext", "make_context", "run"]
 
@@ -71,6 +76,32 @@ async def _watch_signals(ctx: ServerContext, nursery: trio.Nursery) -> None:
             _stop(ctx, nursery)
 
 
+def _replication_role(ctx: ServerContext) -> None:
+    """replication.json (what REPLICAOF / CONFIG REWRITE last decided) wins over --replicaof
+    (topicsrv/repl/state.py Rule 3)."""
+    state = ctx.repl
+    state.changed = trio.Event()
+    if state.load():
+        log.info("replication role from %s: %s", state.data_dir,
+                 f"replica of {state.master[0]}:{state.master[1]}" if state.master else "primary")
+    if state.master is not None:
+        ctx.engine.keyspace.passive = True
+        state.save()  # without `clean`: from now on the disk moves past what it says
+
+
+def _replica_stopped(ctx: ServerContext, storage: Storage) -> None:
+    """A replica stopped cleanly: its disk holds exactly what it applied (state.py Rule 3)."""
+    state = ctx.repl
+    if state.master is None or storage.discarded or not storage.closed:
+        return
+    if state.resume is None:
+        state.resume = (state.replid, state.offset)
+    try:
+        state.save(clean=True)
+    except OSError as exc:
+        log.error("replication.json not written at shutdown: %s", exc)
+
+
 def _stop(ctx: ServerContext, nursery: trio.Nursery) -> None:
     """Rule 3: a graceful stop (topicsrv/lifecycle.py), then the nursery is cancelled."""
     ctx.shutting_down = True
@@ -90,6 +121,7 @@ async def run(
 
     _check_roles(config)
     ctx = make_context(config, clock)
+    _replication_role(ctx)
     from topicsrv.resp.server import serve_resp
     ctx.admission.maxclients = size_maxclients(config.maxclients)
     _warn_exposed(config)
@@ -121,7 +153,8 @@ async def run(
                 await nursery.start(storage.run)
             # routers forward once recovery has re-derived their dests (storage calls forward)
             await nursery.start(ctx.routers_service().run)
-            nursery.start_soon(expire_keys, ctx.engine)
+            nursery.start_soon(expire_keys, ctx.engine)  # a replica's keyspace is passive
+            nursery.start_soon(Link(ctx).run)  # follows a primary while this is a replica
             nursery.start_soon(ctx.lazyfree.run)  # topicsrv/lazyfree.py
             ctx.ready = True
             # the startup line comes once recovered, so a script may write right after it; it
@@ -132,3 +165,4 @@ async def run(
         if storage is not None:  # flush and fsync everything acked, final checkpoint
             with trio.CancelScope(shield=True):
                 await storage.close()
+            _replica_stopped(ctx, storage)

@@ -100,6 +100,7 @@ async def dispatch(ctx: ServerContext, req: Request) -> Response | sse.StreamPla
         match = resolve(req.method, req.path)
         label = ROUTE_LABELS[match.handler]
         guards.check_role(role, match.handler, req)
+        guards.check_replica(ctx.repl.master, match.handler, req)
         if req.repeated is not None:
             raise invalid(f"query parameter '{req.repeated}' is given more than once",
                           field=req.repeated)

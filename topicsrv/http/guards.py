@@ -33,6 +33,9 @@ list/get topics and routers, diff, watch, the status page and its snapshot and s
 router, claim/ack/nack/extend, the work stream) is 403 `forbidden` with `detail.reason`
 "read_only_token", after routing (an unknown path is still 404) and before the body is read
 by a handler. The list is an allow-list: a new route is refused to readers until added.
+Rule 6 (a replica, topicsrv/repl/): every route a reader may not use but `publish` (pub/sub is
+not data: it works on replicas, as Redis's PUBLISH) answers 409 `read_only_replica` naming the
+primary's RESP address in `detail.primary`, right after the role check.
 """
 
 from __future__ import annotations
@@ -168,6 +171,17 @@ def check_role(role: str, handler: str, req: Request) -> None:
             f"but not {req.method} {req.path}: use the full token (--token) to write, delete, "
             f"claim, ack or configure",
             {"reason": "read_only_token", "method": req.method, "path": req.path},
+        )
+
+
+def check_replica(primary: tuple[str, int] | None, handler: str, req: Request) -> None:
+    """Rule 6: 409 `read_only_replica` for a route that changes data, on a replica."""
+    if primary is not None and handler not in READER_HANDLERS and handler != "publish":
+        raise TopicsError(
+            "read_only_replica",
+            f"this server is a read-only replica: send {req.method} {req.path} to its primary "
+            f"(RESP {primary[0]}:{primary[1]}; its HTTP port is the primary's own)",
+            {"primary": f"{primary[0]}:{primary[1]}", "method": req.method, "path": req.path},
         )
 
 

@@ -35,7 +35,13 @@ async def ready(call: Call) -> Response:
         detail = None if storage is None else {"recovery": storage.progress.snapshot()}
         raise TopicsError("not_ready", "the server is still recovering; retry shortly", detail)
     cfg = ctx.config
-    return json_response(call, {"ready": True, "build": buildinfo.describe(),
+    repl = ctx.repl
+    role: dict[str, object] = {"role": "master"}
+    if repl.master is not None:
+        role = {"role": "replica", "primary": f"{repl.master[0]}:{repl.master[1]}",
+                "master_link_status": "up" if repl.link_up else "down",
+                "repl_offset": repl.offset}
+    return json_response(call, {"ready": True, "build": buildinfo.describe(), **role,
                                 "keyspace_durability": cfg.keyspace_durability if cfg.storage else "none",
                                 "damaged": [] if ctx.storage is None else ctx.storage.damage_report()})
 

@@ -153,8 +153,10 @@ def plain_client(ctx: CommandContext) -> bool:
     NOPERM, subscribed mode, keyspace events, a BUSY script) never coalesces."""
     client = ctx.client
     server = ctx.server
+    repl = server.repl
     return client.authenticated and client.user == acl.DEFAULT and client.pubsub is None and \
-        not server.bus.keyspace.flags and server.busy is None
+        not server.bus.keyspace.flags and server.busy is None and repl.master is None and \
+        not repl.min_replicas_to_write
 
 
 def over_memory(ctx: CommandContext, run: list[list[bytes]]) -> bool:

@@ -46,6 +46,10 @@ a failed call when it answered an error; a known command refused before its hand
 arity, NOPERM, BUSY, OOM, subscribed mode, not allowed in MULTI) or by it (`Refused`) counts
 a rejected call; an unknown command or subcommand and a command queued by MULTI count nothing
 (EXEC counts each queued command when it runs).
+Rule 11 (replication, resp/commands/replication.py): on a replica a command flagged `write`
+answers `-READONLY` (a script's own included, as on redis-server), and on a primary short of
+`min-replicas-to-write` good replicas `-NOREPLICAS`, after the BUSY check; inside MULTI the
+refusal aborts the transaction, as Redis's.
 """
 
 from __future__ import annotations
@@ -236,6 +240,14 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     busy = ctx.server.busy
     if busy is not None and "allow_busy" not in spec.flags and not client.script:
         return _reject(front, spec.name, tx, Err(busy))
+    if "write" in spec.flags:  # Rule 11
+        repl = ctx.server.repl
+        if repl.master is not None or repl.min_replicas_to_write:
+            from topicsrv.resp.commands.replication import write_refusal
+
+            refusal = write_refusal(ctx)
+            if refusal is not None:
+                return _reject(front, spec.name, tx, Err(refusal))
     client.last_cmd = spec.name
     handler = spec.handler
     assert handler is not None

@@ -414,6 +414,10 @@ class Session:
         self.wake = _no_wake
         if self.client.pubsub is not None:
             leave(self.ctx.server.bus, self.client)
+        server = self.ctx.server
+        server.primary.handshakes.pop(self.client.id, None)
+        if self.client.repl is not None:  # a replica's link (repl/primary.py)
+            server.primary.drop(self.client.repl)
         self.client.blocked = False
         if self.client.tx is not None:  # its watches leave the registry (multi.py Rule 3)
             self.client.tx.end()
@@ -477,7 +481,7 @@ def _emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
         return
     size = len(out) - start
     limit = ctx.server.config.client_output_limit
-    if size > limit:
+    if size > limit and ctx.client.repl is None:  # a replica's full sync is bounded by its link
         del out[start:]
         encode_error(out, too_big(ctx, f"{size} bytes"))
         return
@@ -487,7 +491,7 @@ def _emit(out: bytearray, marks: list[Mark], reply: Any, resp3: bool,
 
 def over_output_limit(stats: Any, client: Any, pending: int, limit: int) -> bool:
     """True (counted and logged) when a client's pending replies exceed its output limit."""
-    if pending <= limit:
+    if pending <= limit or client.repl is not None:  # a replica's link: repl/primary.py Rule 3
         return False
     stats.output_limit_disconnects += 1
     log.warning("client id=%d addr=%s closed for overcoming of output buffer limits: %d bytes "

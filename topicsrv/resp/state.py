@@ -56,6 +56,7 @@ class Client:
     session: Any = field(default=None, repr=False)  # the Session serving it (its output)
     script: bool = False  # the client a script's redis.call runs as: never answered BUSY
     reply_mode: int = 0  # CLIENT REPLY: REPLY_ON / REPLY_OFF / REPLY_SKIP_NEXT / REPLY_SKIP
+    repl: Any = None  # a replica's link (topicsrv/repl/primary.py) once it sent PSYNC
 
     def subscribed(self) -> bool:
         """In Redis's subscribed mode: at least one channel, pattern or shard channel."""

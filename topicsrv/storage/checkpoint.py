@@ -103,8 +103,13 @@ class Checkpoints:
         self.ckpt_wake.set()
         return True
 
-    async def checkpoint(self, final: bool = False) -> None:
-        """Seal (persist every slot), write checkpoint.json, trim the WAL."""
+    async def checkpoint(self, final: bool = False,
+                         capture: Callable[[], Any] | None = None) -> tuple[int, Any]:
+        """Seal (persist every slot), write checkpoint.json, trim the WAL. `capture` (a full
+        sync, storage/replsync.py Rule 1) runs in a worker thread once the checkpoint is
+        written, still under the locks; returns the replication offset of the cut (the
+        backlog's, wal.py Rule 10: the checkpoint holds exactly what was fed before it) and
+        what `capture` returned."""
         async with self.ckpt_lock, self.seg_lock:
             await self.groups_closed()  # never a cut inside a script (txgroup.py Rule 12)
             gen = self.gen + 1
@@ -113,6 +118,8 @@ class Checkpoints:
                 sh.rotate()
             self.gen = gen
             snap = self._snapshot(final)
+            tee = self.shards[0].tee if self.shards else None
+            cut = tee.offset if tee is not None else 0  # same step as the snapshot and the rotation
             self.saves.in_progress = True
             # keyspacesave.py Rule 1: the keyspace as it is now, read in parts from here on
             snap_ks = None if self.keyspace_class == "memory" else keyspacesave.begin(self.engine.keyspace)
@@ -126,6 +133,8 @@ class Checkpoints:
                 self.engine.keyspace.saving = None
             self.saves.done(True)
             self.checkpoints += 1
+            captured = None if capture is None else await trio.to_thread.run_sync(capture)
+            return cut, captured
 
     async def _finish(self, snap: Snap, gen: int, router_specs: list[dict[str, Any]],
                       snap_ks: Snapshot | None, final: bool) -> None:

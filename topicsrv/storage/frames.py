@@ -47,6 +47,10 @@ T_IDMP: Final = 15  # idempotency table (engine/log/idempotency.py): {name, epoc
 T_KEYSPACE: Final = 19  # one keyspace operation (engine/keyspace/ops.py, binary), always in shard 0
 T_GROUP: Final = 20  # a commit group's frames in one frame per copy (earlier versions; read only)
 T_GROUP_CHUNK: Final = 21  # a commit group's frames, a copy per owning shard in chunks (storage/txgroup.py)
+# replication only, never in a file (repl/backlog.py): a commit group's frames back to back, and
+# an empty frame asking replicas for an acknowledgement
+T_REPL_GROUP: Final = 40
+T_REPL_PING: Final = 41
 # segment frame types
 T_REC: Final = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST: Final = 17  # binary: a LOST slot (seq, ts)

@@ -270,57 +270,69 @@ class Builder:
         d = codec.decode_json(body)
         if ftype in (frames.T_DELETE, frames.T_TRIM):
             if self.on_remove is not None and "oc" in d:
-                self.on_remove(topic, ftype, d, lambda: self._remove(topic, ftype, d))
+                self.on_remove(topic, ftype, d, lambda: remove(topic, ftype, d, self.now))
             else:
-                self._remove(topic, ftype, d)
-        elif ftype == frames.T_GROUPS:  # a whole snapshot (written by older versions)
-            groups.restore(topic, d.get("groups"))
-        elif ftype == frames.T_XSETID:  # a client set the stream's last ID (engine/log/xids.py)
-            xmod.set_last_id(topic, (int(d["last_id"][0]), int(d["last_id"][1])))
-        elif ftype == frames.T_IDMP:  # an idempotency key waits for its APPEND; XCFGSET applies
-            if "add" in d:
-                self.idmp_pending[(id(topic), int(d["add"]["seq"]))] = d["add"]
-            else:
-                topic.idempotency.configure(int(d["cfg"]["duration"]), int(d["cfg"]["maxsize"]))
-        elif ftype == frames.T_GROUPOP:  # one definition change (XGROUP CREATE, SETID, ...)
-            groupops.apply(topic, d["op"])
-        elif ftype == frames.T_LEASES:  # a queue's leases-log events, in order
-            qs = leases.state_of(topic)
-            for ev in d["ev"]:
-                if ev[0] == "A":  # an ack: its jobs' delete first (engine/queues/leases.py Rule 1)
-                    deletes.delete_seqs(topic, self.now, ev[2])
-                leases.apply(qs, ev)
+                remove(topic, ftype, d, self.now)
+        elif ftype == frames.T_IDMP and "add" in d:  # an idempotency key waits for its APPEND
+            self.idmp_pending[(id(topic), int(d["add"]["seq"]))] = d["add"]
         elif ftype == frames.T_LOSTRANGE and d.get("void"):  # a crash gap routers skip (rederive Rule 3)
             first, count = int(d["first"]), int(d["count"])
             if topic.next_seq < first + count:
                 restore.fill_lost(topic, first + count, topic.last_ts)
             gaphops.add(topic, first, count, gaphops.VOID)
-        elif ftype == frames.T_LOSTRANGE:
-            if topic.next_seq < int(d["first"]):  # a dest whose copies before it are gone
-                restore.fill_lost(topic, int(d["first"]), topic.last_ts)
-            if d.get("silent"):
-                restore.mark_silent(topic, int(d["first"]), int(d["count"]), topic.last_ts)
-            else:
-                restore.mark_lost(topic, int(d["first"]), int(d["count"]))
         elif ftype == frames.T_SEGDROP:
             base = int(d["base"])
             restore.drop_segment(topic, base)
             st.dead.add(base // SEGMENT_RECORDS)
             st.files.pop(base // SEGMENT_RECORDS, None)
-
-    def _remove(self, topic: Topic, ftype: int, d: dict[str, Any]) -> None:
-        """A DELETE or TRIM frame."""
-        if ftype == frames.T_TRIM:
-            topic.drop_front(int(d["front"]), "cap")
-            return
-        sel, bound = d["selector"], int(d["bound"])
-        if "seqs" in sel:
-            deletes.delete_seqs(topic, self.now, [s for s in sel["seqs"] if s < bound])
         else:
-            before = sel.get("before_seq")
-            hi = bound if before is None else min(int(before), bound)
-            match = deletes.parse_match(sel["match"]) if "match" in sel else None
-            deletes.delete(topic, self.now, hi, match)
+            redo(topic, ftype, d, self.now)
+
+
+def remove(topic: Topic, ftype: int, d: dict[str, Any], now: int) -> None:
+    """A DELETE or TRIM frame's effect."""
+    if ftype == frames.T_TRIM:
+        topic.drop_front(int(d["front"]), "cap")
+        return
+    sel, bound = d["selector"], int(d["bound"])
+    if "seqs" in sel:
+        deletes.delete_seqs(topic, now, [s for s in sel["seqs"] if s < bound])
+    else:
+        before = sel.get("before_seq")
+        hi = bound if before is None else min(int(before), bound)
+        match = deletes.parse_match(sel["match"]) if "match" in sel else None
+        deletes.delete(topic, now, hi, match)
+
+
+def redo(topic: Topic, ftype: int, d: dict[str, Any], now: int) -> bool:
+    """The effect of one control frame on `topic`, for recovery and for a replica applying its
+    primary's frames live (storage/replapply.py); False for a type this does not apply."""
+    if ftype in (frames.T_DELETE, frames.T_TRIM):
+        remove(topic, ftype, d, now)
+    elif ftype == frames.T_GROUPS:  # a whole snapshot (written by older versions)
+        groups.restore(topic, d.get("groups"))
+    elif ftype == frames.T_XSETID:  # a client set the stream's last ID (engine/log/xids.py)
+        xmod.set_last_id(topic, (int(d["last_id"][0]), int(d["last_id"][1])))
+    elif ftype == frames.T_IDMP and "cfg" in d:  # XCFGSET
+        topic.idempotency.configure(int(d["cfg"]["duration"]), int(d["cfg"]["maxsize"]))
+    elif ftype == frames.T_GROUPOP:  # one definition change (XGROUP CREATE, SETID, ...)
+        groupops.apply(topic, d["op"])
+    elif ftype == frames.T_LEASES:  # a queue's leases-log events, in order
+        qs = leases.state_of(topic)
+        for ev in d["ev"]:
+            if ev[0] == "A":  # an ack: its jobs' delete first (engine/queues/leases.py Rule 1)
+                deletes.delete_seqs(topic, now, ev[2])
+            leases.apply(qs, ev)
+    elif ftype == frames.T_LOSTRANGE and not d.get("void"):
+        if topic.next_seq < int(d["first"]):  # a dest whose copies before it are gone
+            restore.fill_lost(topic, int(d["first"]), topic.last_ts)
+        if d.get("silent"):
+            restore.mark_silent(topic, int(d["first"]), int(d["count"]), topic.last_ts)
+        else:
+            restore.mark_lost(topic, int(d["first"]), int(d["count"]))
+    else:
+        return False
+    return True
 
 
 def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now: int,

@@ -232,6 +232,11 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         if not pol.wal:
             if near:
                 sh.want_ceiling(topic)
+            if sh.tee is not None:  # a class without a WAL still replicates (repl/backlog.py)
+                xids = None if topic.xid_since is None else \
+                    [xmod.xid_of(topic, s) for s in range(first_seq, last + 1)]
+                sh.tee.body(frames.T_APPEND, codec.encode_append_of(
+                    topic.name, topic.epoch, first_seq, ts, blobs, records, xids))
             return None
         if pol.readable == "durable":
             topic.hide_from(first_seq)  # readable once durable (Topic Rule 6)
@@ -258,6 +263,9 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> Token | None:
         """One keyspace operation under the keyspace's class (keyspacelog.py Rules 1-2)."""
         if self.keyspace_class == "memory":
+            tee = self.shards[keyspacelog.SHARD].tee
+            if tee is not None:  # replicated all the same (repl/backlog.py)
+                tee.body(frames.T_KEYSPACE, ks_ops.encode(op))
             return None
         commit = self.shards[keyspacelog.SHARD].enqueue_body(frames.T_KEYSPACE, ks_ops.encode(op))
         return Token(commit, True) if self.keyspace_class == "fsync" else None
@@ -271,10 +279,17 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         commit = sh.enqueue(frames.encode(ftype, codec.encode_json(obj)))
         return commit.token(False) if gated else None
 
+    def _tee_only(self, topic: Topic, ftype: int, obj: dict[str, Any]) -> Token | None:
+        """A change of a class that writes no WAL: the frame it would be, for the replicas only."""
+        tee = self.shards[0].tee if self.shards else None
+        if tee is not None:
+            tee.body(ftype, codec.encode_json({"name": topic.name, "epoch": topic.epoch, **obj}))
+        return None
+
     def deleted(self, topic: Topic, selector: dict[str, Any], bound: int, wait: bool = True) -> Token | None:
         pol = policy_of(topic.config)
         if not pol.wal:
-            return None
+            return self._tee_only(topic, frames.T_DELETE, {"selector": selector, "bound": bound})
         obj: dict[str, Any] = {"selector": selector, "bound": bound}
         oc = routerlog.oc_of(topic)
         if oc is not None:
@@ -287,12 +302,44 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
     def trimmed(self, topic: Topic, new_front: int) -> Token | None:
         pol = policy_of(topic.config)
         if not pol.wal:
-            return None
+            return self._tee_only(topic, frames.T_TRIM, {"front": new_front})
         obj: dict[str, Any] = {"front": new_front}
         oc = routerlog.oc_of(topic)
         if oc is not None:
             obj["oc"] = oc
         return self._control(topic, frames.T_TRIM, obj, pol.trims_gated)
+
+    # ---- a replica's copy of its primary's frames (storage/replapply.py) ---------------------
+
+    def replicated_append(self, topic: Topic, body: bytes, first: int, n: int) -> None:
+        """The primary's APPEND, written to this replica's WAL as `appended` writes its own."""
+        st, sh = self._shard(topic)
+        pol = policy_of(topic.config)
+        last = first + n - 1
+        near = near_ceiling(st, last)
+        if pol.wal:
+            if pol.readable == "durable":
+                topic.hide_from(first)  # readable once durable here too (Topic Rule 6)
+            sh.enqueue(frames.encode(frames.T_APPEND, body), (topic, topic.epoch, first, n, None))
+        if near and (pol.ceiling or not pol.wal):
+            sh.want_ceiling(topic)
+
+    def replicated(self, topic: Topic, ftype: int, body: bytes, d: dict[str, Any]) -> None:
+        """The primary's control frame, written as this replica's own journal would write it:
+        config-like frames always, the others where the class keeps a WAL."""
+        config_like = ftype in (frames.T_GROUPOP, frames.T_GROUPS, frames.T_XSETID) or \
+            (ftype == frames.T_IDMP and "cfg" in d)
+        if not config_like and not policy_of(topic.config).wal:
+            return
+        _, sh = self._shard(topic)
+        sh.enqueue(frames.encode(ftype, body))
+        if ftype == frames.T_DELETE:
+            self.flip_topics[id(topic)] = topic
+            self.flip_wake.set()
+        elif ftype == frames.T_LEASES:
+            seqs = [s for ev in d["ev"] if ev[0] == "A" for s in ev[2]]
+            if seqs:
+                self.flip_later(topic, seqs)
 
     # ---- writer callbacks --------------------------------------------------------------------
 
@@ -336,14 +383,14 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         the records, and recovery drops a key whose APPEND is missing); XCFGSET is
         config-like: written for every class and fsync-gated, like XSETID."""
         if "add" in op and not policy_of(topic.config).wal:
-            return None
+            return self._tee_only(topic, frames.T_IDMP, op)
         return self._control(topic, frames.T_IDMP, op, "cfg" in op)
 
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> Token | None:
         """A queue's leases log shares the topic's WAL shard (so its events and the jobs'
         deletes replay in order); fsync-gated only with `leases_durable` (seeds 10.1)."""
         if not policy_of(topic.config).wal:
-            return None
+            return self._tee_only(topic, frames.T_LEASES, {"ev": events})
         return self._control(topic, frames.T_LEASES, {"ev": events}, topic.config.leases_durable)
 
     def acked(self, topic: Topic, seqs: list[int], bound: int, events: list[list[Any]],
@@ -354,7 +401,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         (`wait` on a class whose deletes are gated) or as durable leases are."""
         pol = policy_of(topic.config)
         if not pol.wal:
-            return None
+            return self._tee_only(topic, frames.T_LEASES, {"ev": events})
         gated = (pol.deletes_gated and wait) or topic.config.leases_durable
         token = self._control(topic, frames.T_LEASES, {"ev": events}, gated)
         self.flip_later(topic, seqs)
@@ -466,6 +513,17 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         self.closed = True
         for sh in self.shards:
             sh.close()
+
+    async def stop_for_resync(self) -> None:
+        """A replica is about to replace its files with its primary's (repl/replica.py Rule 2):
+        every write is refused from now on, what is queued is written, the files are closed;
+        no checkpoint (the process restarts on the primary's)."""
+        self.closed = True
+        async with self.ckpt_lock, self.seg_lock:
+            for sh in self.shards:
+                await sh.drain()
+            for sh in self.shards:
+                sh.close()
 
     # ---- introspection -------------------------------------------------------------------------------
 

@@ -343,6 +343,9 @@ class GroupJournal:
         """Open a commit group (Rules 1, 7); nested calls join the open one (an inner
         `spans_turns` makes it span turns from then on: writes captured before it were made
         inside one synchronous step)."""
+        tee = self.shards[0].tee if self.shards else None
+        if tee is not None:  # the backlog holds the group's frames too (repl/backlog.py Rule 3)
+            tee.begin_group()
         group = self._open_group()
         if group is not None:
             group.depth += 1
@@ -357,6 +360,9 @@ class GroupJournal:
 
     def end_group(self) -> None:
         """Close the group opened by the matching `begin_group`; the outermost writes it."""
+        tee = self.shards[0].tee if self.shards else None
+        if tee is not None:
+            tee.end_group()
         group = self._open_group()
         if group is None:
             return
@@ -373,6 +379,9 @@ class GroupJournal:
 
     def discard_group(self) -> bool:
         """Rule 11: drop the open group, if any (the server is stopping)."""
+        tee = self.shards[0].tee if self.shards else None
+        if tee is not None:
+            tee.discard_group()
         group = self._open_group()
         if group is None:
             return False

@@ -37,6 +37,9 @@ Rule 1), since the sealed frame replays as one. A body of OPEN_BODY_MAX bytes or
 frame of its own, as before, and an open frame takes no more once it holds OPEN_FRAME_MAX: a
 frame is copied whole when it is sealed, and a batch of big values sealed as one frame would
 hold three copies of all of them at once (the resident memory `--max-memory` samples).
+Rule 10 (replication): once a replica attached, `tee` is the primary's backlog
+(repl/backlog.py) and every enqueue hands it the frame (or body) first, inside or outside a
+commit group (the backlog holds a group's frames itself), in the engine's order.
 """
 
 from __future__ import annotations
@@ -197,6 +200,7 @@ class Shard:
         self.rotated.set()
         self.retry: list[bytes] = []
         self.group: Group | None = None  # an open commit group captures enqueues (Rule 8)
+        self.tee: Any = None  # the replication backlog, once a replica attached (Rule 10)
         self.open_frame: OpenFrame | None = None  # the current batch's open frame (Rule 9)
         self.ceil_topics: dict[int, Any] = {}  # id(topic) -> topic: ceilings to check
         self.wake = trio.Event()
@@ -233,6 +237,9 @@ class Shard:
         self.offset = path.stat().st_size
 
     def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
+        tee = self.tee
+        if tee is not None:  # Rule 10: a replica follows every frame (repl/backlog.py)
+            tee.frame(frame)
         group = self.group
         if group is not None:  # Rule 8: the group's frames join this same batch
             group.add(self.index, frame, rng)
@@ -248,6 +255,9 @@ class Shard:
     def enqueue_body(self, ftype: int, body: bytes) -> Commit:
         """Rule 9: `body` joins the batch's open frame of `ftype` (begun here if there is none);
         inside a commit group it joins the group's bodies instead (Rule 8; txgroup.py Rule 9)."""
+        tee = self.tee
+        if tee is not None:  # Rule 10
+            tee.body(ftype, body)
         group = self.group
         if group is not None:
             group.add_body(self.index, ftype, body)

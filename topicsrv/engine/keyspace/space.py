@@ -26,6 +26,10 @@ empties it deletes it (as Redis). Its changes are physical (ops.py "L", "H", "h"
 replay rebuilds the same value.
 Rule 7 (hash field expiry, hashexpiry.py): `fexpiry` maps each hash with field deadlines to
 its soonest one; `kind`, the counts and the active tick reap due fields as they do due keys.
+Rule 8 (a replica's keyspace is `passive`): its primary alone decides expiry (repl/state.py
+Rule 1); a due key reads as missing but is not deleted, the active tick reclaims nothing, and
+the primary's delete arrives as any other change (DBSIZE still counts it, as on a Redis
+replica). Hash fields are still reaped where they are met.
 """
 
 from __future__ import annotations
@@ -158,6 +162,7 @@ class Keyspace:
         self.stats = {"expired_keys": 0, "expired_topics": 0, "string_writes": 0}
         self.nbytes = 0  # sum of len(name) + len(value) over `strings` (INFO used_memory, /metrics)
         self.on_expired: Callable[[str], None] | None = None  # Rule 3
+        self.passive = False  # Rule 8: a replica's keyspace (its primary decides expiry)
         # hash fields expired (the hash's name, whether the hash went with them): the bus's
         # `hexpired` (and `del`) events, engine/keyspace/hashexpiry.py
         self.on_hexpired: Callable[[str, bool], None] | None = None
@@ -173,6 +178,8 @@ class Keyspace:
             now = self.clock.now_ms()
         if deadline > now:
             return False
+        if self.passive:  # a replica: gone for its readers, deleted by its primary (Rule 8)
+            return True
         return self._expire(name)
 
     def _expire(self, name: str) -> bool:
@@ -287,6 +294,8 @@ class Keyspace:
     def reap(self, limit: int | None = None) -> int:
         """Delete due keys: all of them (`limit` None: before a count) or at most `limit` heap
         pops (the active tick). Returns how many keys expired."""
+        if self.passive:  # Rule 8
+            return 0
         now = self.clock.now_ms()
         budget = limit if limit is not None else len(self.expiry.heap) + 1
         n = 0

@@ -211,9 +211,14 @@ def object_help(ctx: CommandContext, args: list[bytes]) -> Any:
 def wait(ctx: CommandContext, args: list[bytes]) -> Any:
     replicas = parse_int(args[0])
     timeout = _timeout(args[1])
-    if replicas <= 0:
-        return 0
-    return _no_replica_after(timeout, 0)  # no replica will ever acknowledge
+    if ctx.server.repl.master is not None:
+        raise Err("ERR WAIT cannot be used with replica instances. Please also note that since "
+                  "Redis 4.0 if a replica is configured to be writable (which is not the "
+                  "default) writes to replicas are just local and are not propagated.")
+    primary = ctx.server.primary
+    if replicas <= 0 or ctx.client.tx is not None and ctx.client.tx.multi:
+        return primary.acked_at(primary.offset)  # inside MULTI: never blocks, as Redis
+    return primary.wait(replicas, int(timeout * 1000))  # repl/primary.py Rule 4
 
 
 @_cmd("waitaof", 4, ["noscript"], "Wait for all write commands sent by the client to be "

@@ -188,7 +188,7 @@ def client_line(ctx: CommandContext, c: Client) -> str:
     sub = c.pubsub
     flags = ("x" if in_multi else "") + ("b" if c.blocked else "") + (
         "d" if tx is not None and tx.dirty else "") + ("c" if c.close_after_reply else "") + (
-        "P" if sub is not None and sub.subscribed() else "") or "N"
+        "P" if sub is not None and sub.subscribed() else "") + ("S" if c.repl is not None else "") or "N"
     nsub, npsub, nssub = ((len(sub.channels), len(sub.patterns), len(sub.shard_channels))
                           if sub is not None else (0, 0, 0))
     parts = [
@@ -253,8 +253,7 @@ def client_list(ctx: CommandContext, args: list[bytes]) -> Any:
     while a:
         if a.option(b"type"):
             kind = _client_type(a.next())
-            if kind != b"normal":
-                clients = []
+            clients = [c for c in clients if type_of(c) == kind]
         elif a.option(b"id"):
             wanted = set()
             for raw in a.rest():
@@ -295,7 +294,7 @@ def client_kill(ctx: CommandContext, args: list[bytes]) -> Any:
         elif opt == b"addr" or opt == b"laddr":
             preds.append(_field_is(opt.decode(), a.next().decode("utf-8", "replace")))
         elif opt == b"type":
-            preds.append(_always(_client_type(a.next()) == b"normal"))  # only normal clients
+            preds.append(_type_is(_client_type(a.next())))
         elif opt == b"user":
             preds.append(_field_is("user", a.next().decode("utf-8", "surrogateescape")))
         elif opt == b"skipme":
@@ -316,15 +315,25 @@ def _field_is(name: str, value: Any) -> Callable[[Client], bool]:
     return lambda c: bool(getattr(c, name) == value)
 
 
-def _always(answer: bool) -> Callable[[Client], bool]:
-    return lambda c: answer
+def _type_is(kind: bytes) -> Callable[[Client], bool]:
+    return lambda c: type_of(c) == kind
 
 
 def _client_type(raw: bytes) -> bytes:
     kind = raw.lower()
     if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
         raise Err(f"ERR Unknown client type '{raw.decode('utf-8', 'replace')}'")
-    return kind
+    return b"replica" if kind == b"slave" else kind
+
+
+def type_of(c: Client) -> bytes:
+    """Redis's client types: a replica's link (repl/primary.py), a client in subscribed mode,
+    or normal. (A replica's own link to its primary is not a client of its front.)"""
+    if c.repl is not None:
+        return b"replica"
+    if c.subscribed():
+        return b"pubsub"
+    return b"normal"
 
 
 def _kill(ctx: CommandContext, victims: list[Client]) -> None:

@@ -25,6 +25,7 @@ from topicsrv.memory import rss_bytes
 from topicsrv.resp.commands.base import ERROR_STATS, CommandContext, Verbatim, command
 from topicsrv.resp.commands.connection import REDIS_VERSION
 from topicsrv.resp.commands.persistence import persistence_section
+from topicsrv.resp.commands.replication import replication_section
 
 Section = list[tuple[str, Any]]
 
@@ -61,7 +62,7 @@ def _server(ctx: CommandContext) -> Section:
         ("arch_bits", 64), ("monotonic_clock", "POSIX clock_gettime"),
         ("multiplexing_api", "trio"), ("atomicvar_api", "python"), ("gcc_version", "0.0.0"),
         ("process_id", os.getpid()), ("process_supervised", "no"),
-        ("run_id", f"{id(ctx.server):040x}"[-40:]), ("tcp_port", ctx.front.port),
+        ("run_id", ctx.server.repl.run_id), ("tcp_port", ctx.front.port),
         ("server_time_usec", time.time_ns() // 1000), ("uptime_in_seconds", uptime),
         ("uptime_in_days", uptime // 86400), ("hz", 10), ("configured_hz", 10),
         ("lru_clock", int(time.time()) & ((1 << 24) - 1)), ("executable", "topicsrv"),
@@ -128,7 +129,9 @@ def _stats(ctx: CommandContext) -> Section:
         ("total_net_input_bytes", st.net_input_bytes),
         ("total_net_output_bytes", st.net_output_bytes),
         ("rejected_connections", st.rejected_connections + ctx.server.admission.rejected_maxclients),
-        ("sync_full", 0), ("sync_partial_ok", 0), ("sync_partial_err", 0),
+        ("sync_full", ctx.server.primary.full_syncs),
+        ("sync_partial_ok", ctx.server.primary.partial_syncs),
+        ("sync_partial_err", ctx.server.primary.partial_refused),
         ("expired_keys", engine.keyspace.stats["expired_keys"]),
         ("evicted_keys", 0), ("evicted_clients", 0),
         ("keyspace_hits", st.keyspace_hits), ("keyspace_misses", st.keyspace_misses),
@@ -152,13 +155,7 @@ def _stats(ctx: CommandContext) -> Section:
 
 
 def _replication(ctx: CommandContext) -> Section:
-    return [
-        ("role", "master"), ("connected_slaves", 0), ("master_failover_state", "no-failover"),
-        ("master_replid", f"{id(ctx.server):040x}"[-40:]), ("master_replid2", "0" * 40),
-        ("master_repl_offset", 0), ("second_repl_offset", -1), ("repl_backlog_active", 0),
-        ("repl_backlog_size", 1048576), ("repl_backlog_first_byte_offset", 0),
-        ("repl_backlog_histlen", 0),
-    ]
+    return replication_section(ctx)
 
 
 def _cpu(ctx: CommandContext) -> Section:

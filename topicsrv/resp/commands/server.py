@@ -19,6 +19,7 @@ from topicsrv.bus.keyspace import flags_text, parse_flags
 from topicsrv.engine.glob import PatternTooLong, compile_glob
 from topicsrv.memory import parse_size
 from topicsrv.resp.acl import categories
+from topicsrv.resp.commands import replication
 from topicsrv.resp.commands.base import (
     ERROR_STATS,
     REGISTRY,
@@ -169,7 +170,7 @@ def config_values(ctx: CommandContext) -> dict[str, str]:
         "notify-keyspace-events": flags_text(ctx.server.bus.keyspace.flags), "lua-time-limit": "5000", "busy-reply-threshold": "5000",
         "slowlog-log-slower-than": "10000", "slowlog-max-len": "128",
         "latency-monitor-threshold": "0", "latency-tracking": "no", "enable-debug-command": "no",
-        "replica-read-only": "yes", "min-replicas-to-write": "0", "replicaof": "",
+        **replication.settings(ctx),
         "aof-use-rdb-preamble": "no", "cluster-node-timeout": "15000", "hz": "10",
         "lfu-log-factor": "10", "lfu-decay-time": "1", "maxmemory-clients": "0",
         **_encodings(ctx),
@@ -334,6 +335,7 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
     # and the checkpoint are the database) and list nodes are not compressed
     "save": (str, _remember("save")),
     "list-compress-depth": (parse_count, _remember("list-compress-depth")),
+    **replication.SETTERS,  # replica-priority, min-replicas-*, repl-backlog-size, masterauth
 }
 
 
