@@ -55,7 +55,17 @@ def workloads(rnd: random.Random) -> dict[str, tuple[Callable[[], bytes], int]]:
         "set16": (lambda: b"".join(frame(b"SET", _key(rnd), VALUE) for _ in range(16)), 16),
         "gethot": (lambda: frame(b"GET", b"key:%012d" % rnd.randrange(100)), 1),
         "getmiss": (lambda: frame(b"GET", b"nokey:%012d" % rnd.randrange(KEYS)), 1),
+        **{f"{name}{'16' if n == 16 else ''}": (lambda argv=argv, n=n: b"".join(
+            frame(argv[0], argv[1] % rnd.randrange(KEYS), *argv[2:]) for _ in range(n)), n)
+           for name, argv in COLLS.items() for n in (1, 16)},
     }
+
+
+# the list and hash rows of bench/collbench.py (issue 35), loaded as there when one runs
+COLLS: dict[str, list[bytes]] = {
+    "lpush": [b"LPUSH", b"list:%012d", VALUE], "rpop": [b"RPOP", b"list:%012d"],
+    "hset": [b"HSET", b"hash:%012d", b"f", VALUE], "hget": [b"HGET", b"hash:%012d", b"f"],
+}
 
 
 async def _step_round(sessions: list[Any], reads: list[bytes]) -> float:
@@ -99,6 +109,14 @@ async def _run(kclass: str, names: list[str], rounds: int, step: bool, data_dir:
             serve(sessions[0], b"".join(frame(b"SET", b"key:%012d" % k, VALUE)
                                         for k in range(i, i + 1000)))
             await trio.lowlevel.checkpoint()
+        if any(name.rstrip("16") in COLLS for name in names):
+            for i in range(0, KEYS, 100):  # bench/collbench.py's lists and hashes
+                serve(sessions[0], b"".join(
+                    frame(b"RPUSH", b"list:%012d" % k, *[VALUE] * 10) + frame(
+                        b"HSET", b"hash:%012d" % k, b"f", VALUE,
+                        *[x for j in range(1, 10) for x in (b"f%d" % j, b"v" * 10)])
+                    for k in range(i, i + 100)))
+                await trio.lowlevel.checkpoint()
         work = workloads(random.Random(1))
         for name in names:
             make, per = work[name]

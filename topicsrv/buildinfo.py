@@ -70,6 +70,8 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.keyspace.quicklist",  # LPUSH / RPOP / LRANGE on a list's nodes
     "topicsrv.engine.keyspace.lists",  # the list operations
     "topicsrv.engine.keyspace.hashes",  # the hash operations
+    "topicsrv.engine.keyspace.colls",  # applying a list or hash change (every LPUSH / HSET)
+    "topicsrv.engine.keyspace.hashvalue",  # HSET / HGET on a hash's run or dict
     "topicsrv.resp.commands.lists",  # LPUSH / RPOP / ... commands
     "topicsrv.resp.commands.hashes",  # HSET / HGET / ... commands
     "topicsrv.resp.batch_colls",  # runs of LPUSH / RPOP / HSET / HGET past the dispatcher

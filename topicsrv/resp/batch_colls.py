@@ -12,6 +12,10 @@ events off, no BUSY script), outside MULTI, and for a write under `--max-memory`
 bytes fit (`batch.over_memory`); anything else goes command by command through the dispatcher.
 Rule 3: bookkeeping as for single commands (batch.py Rule 4): total_commands, last_cmd, the
 latency histogram and commandstats (n calls, the error replies as failed calls).
+Rule 4: a run of two or more writes is journaled once (engine/keyspace/space.py Rule 9): each
+command commits, is applied and tells WATCH and waiters as alone, and the run's operations go
+to the journal as one at its end; under an `fsync` keyspace every reply but the errors waits
+for that one token (the replies go out in order anyway).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from topicsrv.resp.commands import lists as lcmd
 from topicsrv.resp.commands import sets as scmd
 from topicsrv.resp.commands import zsets as zcmd
 from topicsrv.resp.commands import zsets_range as zrcmd
-from topicsrv.resp.commands.base import CommandContext, Err
+from topicsrv.resp.commands.base import CommandContext, Err, Pending
 from topicsrv.resp.dispatch import error_reply, internal_error
 
 Handler = Callable[[CommandContext, list[bytes]], Any]
@@ -104,17 +108,26 @@ def run_colls(ctx: CommandContext, cmds: list[list[bytes]], i: int) -> list[Any]
     handler = fast.handler
     replies: list[Any] = []
     failed = 0
-    for argv in run:
-        try:
-            reply = handler(ctx, argv[1:])
-        except Err as e:
-            reply = e
-        except TopicsError as e:
-            reply = error_reply(e)
-        except Exception:  # as the dispatcher: this command's reply only (dispatch Rule 2)
-            reply = internal_error(ctx.front, f"command {fast.name}")
-        if type(reply) is Err:
-            failed += 1
-        replies.append(reply)
+    ks = ctx.engine.keyspace
+    gather = fast.write and len(run) > 1  # Rule 4
+    if gather:
+        ks.gather()
+    try:
+        for argv in run:
+            try:
+                reply = handler(ctx, argv[1:])
+            except Err as e:
+                reply = e
+            except TopicsError as e:
+                reply = error_reply(e)
+            except Exception:  # as the dispatcher: this command's reply only (dispatch Rule 2)
+                reply = internal_error(ctx.front, f"command {fast.name}")
+            if type(reply) is Err:
+                failed += 1
+            replies.append(reply)
+    finally:
+        token = ks.journal_gathered() if gather else None
+    if token is not None:
+        replies = [r if isinstance(r, Err | Pending) else Pending(token, r) for r in replies]
     account(ctx, fast.name, len(run), t0, failed)
     return replies

@@ -70,8 +70,30 @@ _PUT_HEAD: Final[list[bytes]] = [b"s" + p for p in _U32_SMALL]
 _PLAIN_MID: Final[list[bytes]] = [_NO_DEADLINE + b"\x00" + p for p in _U32_SMALL]
 
 
+_U64_SMALL: Final[list[bytes]] = [_U64.pack(i) for i in range(_SMALL)]  # list positions
+_L_HEAD: Final[list[bytes]] = [b"L" + p for p in _U32_SMALL]
+_H_HEAD: Final[list[bytes]] = [b"H" + p for p in _U32_SMALL]
+
+
 def _u32(n: int) -> bytes:
-    return _U32_SMALL[n] if n < _SMALL else _U32.pack(n)
+    return _U32_SMALL[n] if 0 <= n < _SMALL else _U32.pack(n)
+
+
+def _u64(n: int) -> bytes:
+    return _U64_SMALL[n] if 0 <= n < _SMALL else _U64.pack(n)
+
+
+def _i32(n: int) -> bytes:
+    """A limit as the journal keeps it: 32 bits, a negative one (a list's fill) as unsigned."""
+    return _U32_SMALL[n] if 0 <= n < _SMALL else _U32.pack(n & 0xFFFFFFFF)
+
+
+def _put_blobs(out: list[bytes], values: list[bytes]) -> None:
+    """`_blobs` appended to `out` part by part."""
+    out.append(_u32(len(values)))
+    for v in values:
+        out.append(_u32(len(v)))
+        out.append(v)
 
 
 def _key(k: str) -> bytes:
@@ -107,12 +129,30 @@ def encode(op: Op) -> bytes:
             out += [b"x", _key(ch[1]), _U64.pack(ch[2]), _U64.pack(ch[3])]
         elif kind == "f":
             out.append(b"f")
-        elif kind == "L":
-            out += [b"L", _key(ch[1]), _U64.pack(ch[2]), _U64.pack(ch[3]), _blobs(ch[4]),
-                    _U32.pack(ch[5] & 0xFFFFFFFF)]
+        elif kind == "L":  # parts from tables, as a put's (LPUSH/RPOP at P16: one a command)
+            raw = ch[1].encode("latin-1")
+            n = len(raw)
+            out.append(_L_HEAD[n] if n < _SMALL else b"L" + _U32.pack(n))
+            out.append(raw)
+            out.append(_u64(ch[2]))
+            out.append(_u64(ch[3]))
+            _put_blobs(out, ch[4])
+            out.append(_i32(ch[5]))
         elif kind == "H":
-            out += [b"H", _key(ch[1]), _blobs([x for pair in ch[2] for x in pair]),
-                    _blobs(ch[3]), _U32.pack(ch[4]), _U32.pack(ch[5])]
+            raw = ch[1].encode("latin-1")
+            n = len(raw)
+            out.append(_H_HEAD[n] if n < _SMALL else b"H" + _U32.pack(n))
+            out.append(raw)
+            sets: list[tuple[bytes, bytes]] = ch[2]
+            out.append(_u32(2 * len(sets)))
+            for f, v in sets:
+                out.append(_u32(len(f)))
+                out.append(f)
+                out.append(_u32(len(v)))
+                out.append(v)
+            _put_blobs(out, ch[3])
+            out.append(_u32(ch[4]))
+            out.append(_u32(ch[5]))
         elif kind == "S":
             out += [b"S", _key(ch[1]), _blobs(ch[2]), _blobs(ch[3]),
                     b"".join([_U32.pack(n & 0xFFFFFFFF) for n in ch[4]])]

@@ -30,6 +30,11 @@ Rule 8 (a replica's keyspace is `passive`): its primary alone decides expiry (re
 Rule 1); a due key reads as missing but is not deleted, the active tick reclaims nothing, and
 the primary's delete arrives as any other change (DBSIZE still counts it, as on a Redis
 replica). Hash fields are still reaped where they are met.
+Rule 9 (a run's journal, resp/batch_colls.py): between `gather` and `journal_gathered` every
+commit applies and tells as always but journals nothing; `journal_gathered` journals the
+operations in commit order as ONE (the bytes the WAL would have joined into one frame body
+anyway: storage/keyspacelog.py Rule 2), so a run of pipelined LPUSHes pays one journal call.
+A crash keeps all of them or none; the replies share the one token.
 """
 
 from __future__ import annotations
@@ -156,6 +161,7 @@ class Keyspace:
         self.order: SortedKeyList = scan_list()
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
         self.saving: Any = None  # the snapshot a checkpoint is writing (snapshot.py)
+        self.gathered: Op | None = None  # a run's operations, journaled as one (Rule 9)
         self._second = 0
         self.expiry = ExpiryIndex()
         self.fexpiry = ExpiryIndex()  # hash -> its soonest field deadline (colls.py Rule 3)
@@ -363,7 +369,12 @@ class Keyspace:
         journal = self.host.journal
         journal.check_writable(None)
         self.apply(op, self._clock_second(self.clock.now_ms()) if access else 0)
-        token = journal.keyspace_changed(op)
+        gathered = self.gathered
+        if gathered is None:
+            token = journal.keyspace_changed(op)
+        else:  # Rule 9: journaled with the run's other operations
+            gathered += op
+            token = None
         self.stats["string_writes"] += 1
         host = self.host
         listened = told(host)
@@ -377,6 +388,16 @@ class Keyspace:
         if names:
             tell(host, names)
         return token
+
+    def gather(self) -> None:
+        """Rule 9: from now on `commit` journals nothing; `journal_gathered` journals every
+        operation committed since, as one."""
+        self.gathered = []
+
+    def journal_gathered(self) -> CommitToken | None:
+        """Rule 9: journal the operations gathered since `gather`, in commit order, as one."""
+        op, self.gathered = self.gathered, None
+        return self.host.journal.keyspace_changed(op) if op else None
 
     def apply(self, op: Op, second: int = 0) -> None:
         """Apply an operation's changes in memory (the live path and recovery's replay). A
