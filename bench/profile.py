@@ -21,12 +21,16 @@ import threading
 from functools import partial
 from pathlib import Path
 
-from bench import collbench, httpbench, queuebench, respbench
+from bench import collbench, httpbench, queuebench, respbench, zsetbench
 from bench.procs import Proc, Procs
 
 
 def _coll(proc: Proc, name: str, pipeline: int) -> object:
     return collbench.throughput(proc.resp_port or 0, name, 10**7, pipeline, collbench.KEYS)
+
+
+def _zset(proc: Proc, name: str, pipeline: int) -> object:
+    return zsetbench.throughput(proc.resp_port or 0, name, 10**7, pipeline, collbench.KEYS)
 
 
 WORKLOADS = {
@@ -47,6 +51,9 @@ WORKLOADS = {
     # lists and hashes (issue 35, bench/collbench.py); rpop and hget on its preloaded keys
     **{f"{name.lower()}-p{p}": partial(_coll, name=name, pipeline=p)
        for name in collbench.ROWS for p in (1, 16)},
+    # sets and sorted sets (issue 36, bench/zsetbench.py), on its preloaded keys
+    **{f"{name.lower()}-p{p}": partial(_zset, name=name, pipeline=p)
+       for name in zsetbench.ROWS for p in (1, 16)},
     "brpop": lambda p: collbench.brpop(p.resp_port, 10**7),
     "py-xadd": lambda p: respbench.py_xadd_pipelined(p.resp_port, "py", 10**7),
     "group": lambda p: respbench.py_group_loop(p.resp_port, "r", 100_000),
@@ -101,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 "TOPIC.CREATE", "f", "DURABILITY", "fsync")
         if args.workload.startswith(("rpop", "hget", "lpush", "hset")):
             collbench.load(top.resp_port or 0, collbench.KEYS)
+        if args.workload.startswith(("sadd", "sismember", "zadd", "zrangebyscore", "zpopmin")):
+            zsetbench.load(top.resp_port or 0, collbench.KEYS)
         if args.workload.startswith("claim"):
             queuebench.prefill(top.resp_port or 0, "q", QUEUE_JOBS, queue=True)
         worker = threading.Thread(target=lambda: _quiet(WORKLOADS[args.workload], top), daemon=True)

@@ -80,6 +80,14 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.clock",  # every TTL check and access stamp reads it
     "topicsrv.resp.state",  # Client / Front / CommandContext: fields read by every request
     "topicsrv.context",  # ServerContext / ServerConfig / Metrics: likewise (ctx.server.*)
+    "topicsrv.engine.keyspace.zsetvalue",  # a sorted set's packed run and big form
+    "topicsrv.engine.keyspace.zsetrange",  # score and lex bounds, positions of a range
+    "topicsrv.engine.keyspace.zsets",  # the sorted-set operations
+    "topicsrv.engine.keyspace.sets",  # the set operations (setvalue.py stays Python: Rule 1's
+    # encodings are bytes and set subclasses, which a compiled class would make bigger)
+    "topicsrv.resp.commands.zsets",  # ZADD / ZSCORE / ZPOPMIN / ... commands
+    "topicsrv.resp.commands.zsets_range",  # ZRANGE / ZRANGEBYSCORE / ...
+    "topicsrv.resp.commands.sets",  # SADD / SISMEMBER / ... commands
 )
 
 _stale: list[str] = []

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import bisect
 import random
+import struct
 
 import pytest
 
-from topicsrv.engine.keyspace import zsetvalue
+from topicsrv.engine.keyspace import packed, zsetvalue
 from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 
 
@@ -107,3 +108,18 @@ def test_packed_run_with_long_and_empty_members() -> None:
         assert zv.pairs() == sorted(model.items(), key=lambda p: (p[1], p[0]))
         for m in members:
             assert zv.score(m) == model.get(m)
+
+
+def test_members_hidden_inside_other_members_or_scores_are_not_members() -> None:
+    inner = [b"m", b"", b"ab"]
+    outer = [b"z" + packed.encode(m) + b"z" for m in inner]
+    tricky = struct.unpack("<d", b"\x00" + packed.encode(b"ab") + b"\x00\x01\x40")[0]
+    zv = ZsetValue()
+    for k, m in enumerate(outer):
+        zv.set(m, float(k), (128, 64))
+    zv.set(b"s", tricky, (128, 64))
+    for m in inner:
+        assert zv.score(m) is None and zv.rank(m) is None and zv.delete(m) is False
+    zv.set(b"ab", 5.0, (128, 64))
+    assert zv.score(b"ab") == 5.0 and zv.delete(b"ab") and zv.score(b"ab") is None
+    assert [m for m, _ in zv.pairs()] == sorted(outer + [b"s"], key=lambda m: (zv.score(m), m))

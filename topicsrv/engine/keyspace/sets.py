@@ -20,7 +20,7 @@ set in its order; any other count answers that many distinct members drawn unifo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine.journal import Group, all_of
 from topicsrv.engine.keyspace.colls import LIMIT_CAP
@@ -28,7 +28,7 @@ from topicsrv.engine.keyspace.scanorder import page
 from topicsrv.engine.keyspace.setvalue import Limits, SetValue, limits_of
 from topicsrv.engine.keyspace.space import Keyspace
 
-SET = SetValue.KIND
+SET: Final = SetValue.KIND
 Token = Any  # engine/journal.py's CommitToken | None
 
 

@@ -29,6 +29,7 @@ _HEX: Final = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-
 _INF: Final = re.compile(rb"[+-]?inf(?:inity)?", re.IGNORECASE)
 _NAN: Final = re.compile(rb"[+-]?nan(?:\([0-9A-Za-z_]*\))?", re.IGNORECASE)
 MINUS_INF: Final = -math.inf
+PLUS_INF: Final = math.inf
 
 
 def strtod(raw: bytes) -> tuple[float, bool] | None:
@@ -58,8 +59,27 @@ def strtod(raw: bytes) -> tuple[float, bool] | None:
     return None
 
 
+def _plain(raw: bytes) -> float | None:
+    """The value of `raw` when it is a plain decimal integer of at most 15 digits (a double
+    holds it exactly, as strtod reads it) or `-inf`/`+inf`: the common arguments, read
+    without the regular expressions; None for anything else."""
+    minus = raw[:1] == b"-"
+    body = raw[1:] if minus else raw
+    if 0 < len(body) <= 15 and body.isdigit() and body.isascii():
+        value = float(int(body))
+        return -value if minus else value  # `-0` is -0.0, as strtod reads it
+    if raw == b"-inf":
+        return MINUS_INF
+    if raw == b"+inf" or raw == b"inf":
+        return PLUS_INF
+    return None
+
+
 def parse_score(raw: bytes) -> float | None:
     """Rule 1; None when Redis answers "value is not a valid float"."""
+    fast = _plain(raw)
+    if fast is not None:
+        return fast
     if not raw or raw[:1] in (b" ", b"\t", b"\n", b"\v", b"\f", b"\r"):
         return None
     got = strtod(raw)
@@ -71,6 +91,9 @@ def parse_score(raw: bytes) -> float | None:
 def parse_bound(raw: bytes) -> tuple[float, bool] | None:
     """Rule 2: (value, exclusive), None when it is not a valid bound."""
     exclusive = raw[:1] == b"("
+    fast = _plain(raw[1:] if exclusive else raw)
+    if fast is not None:
+        return fast, exclusive
     got = strtod(raw[1:] if exclusive else raw)
     if got is None or math.isnan(got[0]):
         return None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine.journal import Group, all_of
 from topicsrv.engine.keyspace.colls import LIMIT_CAP
@@ -35,8 +35,8 @@ from topicsrv.engine.keyspace.strings import error
 from topicsrv.engine.keyspace.zsetvalue import Pair, ZsetValue
 
 Token = Any  # engine/journal.py's CommitToken | None
-NAN_ERROR = "resulting score is not a number (NaN)"
-_random = random.Random()
+NAN_ERROR: Final = "resulting score is not a number (NaN)"
+_random: Final = random.Random()
 
 
 def get(ks: Keyspace, name: str) -> ZsetValue | None:

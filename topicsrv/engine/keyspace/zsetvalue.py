@@ -208,31 +208,32 @@ def _score_before(run: bytes, end: int) -> float:
 
 
 def _find(run: bytes, member: bytes) -> tuple[int, int]:
-    """(start, end) of `member`'s pair in a packed run, (-1, -1) if absent: members are
-    compared in place (no slice per pair)."""
-    n = len(member)
-    skip = packed.skip
-    pos, end = 0, len(run)
-    if n < packed.SMALL:  # a head byte equal to n is an element of exactly n bytes
-        while pos < end:
-            nxt = skip(run, pos) + 8
-            if run[pos] == n and run.startswith(member, pos + 1):
-                return pos, nxt
-            pos = nxt
-        return -1, -1
-    while pos < end:
-        nxt = skip(run, pos) + 8
-        if run[pos] == packed.BIG and _member_at(run, pos) == member:
-            return pos, nxt
-        pos = nxt
+    """(start, end) of `member`'s pair in a packed run, (-1, -1) if absent: the member's
+    packed bytes searched for at C speed (absent there: not a member), a hit accepted once a
+    walk of the pairs lands on it (a match may straddle elements or lie in a score)."""
+    needle = packed.encode(member)
+    at = run.find(needle)
+    pos = 0
+    while at >= 0:
+        while pos < at:
+            pos = packed.skip(run, pos) + 8
+        if pos == at:
+            return at, at + len(needle) + 8
+        at = run.find(needle, at + 1)
     return -1, -1
 
 
 def _place(run: bytes, score: float, member: bytes) -> int:
     """The offset where (score, member) goes in a packed run (Rule 1: the first pair after
-    it); members are sliced only on a tie of scores."""
+    it); members are sliced only on a tie of scores. A pair that goes after the last one
+    (rising scores: due times, timestamps) is placed without a walk."""
     skip = packed.skip
     pos, end = 0, len(run)
+    if end:
+        last = _score_before(run, end)
+        if last < score or (last == score and
+                            _member_at(run, packed.skip_back(run, end - 8)) < member):
+            return end
     while pos < end:
         nxt = skip(run, pos) + 8
         s = _score_before(run, nxt)

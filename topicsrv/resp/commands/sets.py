@@ -14,7 +14,7 @@ SSCAN's page an array, as redis-server 7.0.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine.keyspace import sets as ops
 from topicsrv.engine.keyspace.setvalue import SetValue
@@ -33,8 +33,8 @@ from topicsrv.resp.commands.base import (
 from topicsrv.resp.commands.hashes import parse_cursor, scan_options
 from topicsrv.resp.commands.keys import matcher
 
-LONG_MAX = (1 << 63) - 1
-POSITIVE = "ERR value is out of range, must be positive"
+LONG_MAX: Final = (1 << 63) - 1
+POSITIVE: Final = "ERR value is out of range, must be positive"
 
 
 def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str,

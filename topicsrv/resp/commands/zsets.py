@@ -19,7 +19,7 @@ member is missing); redis-server 7.0 has no such option.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine.keyspace import zsets as ops
 from topicsrv.engine.keyspace.space import Keyspace
@@ -48,10 +48,10 @@ from topicsrv.resp.commands.base import (
 from topicsrv.resp.commands.hashes import LONG_MAX, parse_cursor, scan_options
 from topicsrv.resp.commands.keys import matcher
 
-NOT_FLOAT = "ERR value is not a valid float"
-SCORE_RANGE = "ERR min or max is not a float"
-LEX_RANGE = "ERR min or max not valid string range item"
-POSITIVE = "ERR value is out of range, must be positive"
+NOT_FLOAT: Final = "ERR value is not a valid float"
+SCORE_RANGE: Final = "ERR min or max is not a float"
+LEX_RANGE: Final = "ERR min or max not valid string range item"
+POSITIVE: Final = "ERR value is out of range, must be positive"
 
 
 def zcmd(name: str, arity: int, flags: list[str], summary: str, syntax: str,
@@ -91,7 +91,7 @@ def scored(ctx: CommandContext, pairs: list[Pair], withscores: bool) -> list[Any
     return [x for m, s in pairs for x in (m, s)]
 
 
-_LL_HALF = float((1 << 62) - 1)
+_LL_HALF: Final = float((1 << 62) - 1)
 
 
 def fmt(score: float) -> bytes:

@@ -15,9 +15,10 @@ answered; a missing source stores nothing and deletes the destination.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from topicsrv.engine.keyspace import zsets as ops
+from topicsrv.engine.keyspace.values import parse_i64
 from topicsrv.engine.keyspace.zsetrange import (
     lex_span,
     parse_bound,
@@ -29,7 +30,16 @@ from topicsrv.engine.keyspace.zsetvalue import Pair, ZsetValue
 from topicsrv.resp.commands.base import SYNTAX, CommandContext, Err, committed, key_name, parse_int
 from topicsrv.resp.commands.zsets import LEX_RANGE, SCORE_RANGE, ks_of, read, scored, zcmd
 
-RANK, SCORE, LEX = "rank", "score", "lex"
+RANK: Final = "rank"
+SCORE: Final = "score"
+LEX: Final = "lex"
+
+
+def _int(raw: bytes) -> int:
+    """parse_int, with a canonical integer (the common case) read by the compiled
+    values.parse_i64 (the same integers: parse_int's rules are string2ll's)."""
+    n = parse_i64(raw)
+    return parse_int(raw) if n is None else n
 
 
 def _span(zv: ZsetValue, kind: str, lo: Any, hi: Any, reverse: bool, offset: int,
@@ -68,7 +78,7 @@ def zrange_generic(ctx: CommandContext, args: list[bytes], at: int, store: bool,
         if not store and opt == b"withscores":
             withscores = True
         elif opt == b"limit" and left >= 2:
-            offset, limit = parse_int(args[j + 1]), parse_int(args[j + 2])
+            offset, limit = _int(args[j + 1]), _int(args[j + 2])
             j += 2
         elif reverse is None and opt == b"rev":
             reverse = True
