@@ -14,8 +14,8 @@ members) with a random score. The durability pairing is the list and hash rows'
 persistence off.
 Rule 2: memory per member: a fresh server's RSS growth (bench/memory.py Rule 1) over one
 fill, divided by the members: one sorted set of N members of 10 bytes scored by their index
-(ZADD of 1000 members a command), or S sets x 10 members of 10 bytes (one SADD of a whole
-set a command); redis-py pipelines of 100 commands; ZCARD / DBSIZE checked afterwards,
+(ZADD of 1000 members a command), S sets x 10 members of 10 bytes, or S sets x 10 integers
+(one SADD of a whole set a command); redis-py pipelines of 100 commands; ZCARD / DBSIZE checked afterwards,
 redis-server's own `used_memory` growth reported beside.
 Rule 3: RQ jobs/s: on a fresh server of each kind (topicsrv `--keyspace-durability fsync`,
 redis-server `--appendonly yes --appendfsync always`: every acknowledged write on disk on
@@ -57,6 +57,12 @@ def set_members(i: int | None = None) -> list[bytes]:
     return [b"%c%09d" % (97 + j, i) for j in range(10)]
 
 
+def int_members(i: int) -> list[bytes]:
+    """Set `i` of Rule 2's integer fill: ten ids of its own, 10 * i ... 10 * i + 9 (an intset
+    on both servers; 32-bit integers past the first 3,276 sets)."""
+    return [b"%d" % (10 * i + j) for j in range(10)]
+
+
 def load(port: int, keys: int) -> float:
     """Rule 1's keys on one server, in pipelines of 1000 commands; returns seconds."""
     zset = {b"z%09d" % j: float(j) for j in range(ZPRELOAD)}
@@ -73,8 +79,9 @@ def throughput(port: int, name: str, requests: int, pipeline: int, keys: int) ->
 
 
 def memory(proc: Proc, kind: str, n: int) -> dict[str, Any]:
-    """Rule 2 on a fresh server: `kind` "zset" (one sorted set of n members) or "set" (n sets
-    x 10 members); the per-element figures are per member."""
+    """Rule 2 on a fresh server: `kind` "zset" (one sorted set of n members), "set" (n sets
+    x 10 members) or "intset" (n sets x 10 integers); the per-element figures are per
+    member."""
 
     def fill(p: Any) -> None:
         if kind == "zset":
@@ -83,8 +90,9 @@ def memory(proc: Proc, kind: str, n: int) -> dict[str, Any]:
                 if len(p) == 100:
                     p.execute()
             return
+        members = int_members if kind == "intset" else set_members
         for i in range(n):
-            p.sadd(b"s:%09d" % i, *set_members(i))
+            p.sadd(b"s:%09d" % i, *members(i))
             if len(p) == 100:
                 p.execute()
 

@@ -43,7 +43,8 @@ class Phase(collphase.Phase):
         self._memory("memory, sets and sorted sets, RSS growth of a fresh server over one fill",
                      zsetbench.memory, (
             ("zset", z, f"one sorted set of {z:,} x 10 B members (per member)"),
-            ("set", n, f"{n:,} sets x 10 members of 10 B (per member)")))
+            ("set", n, f"{n:,} sets x 10 members of 10 B (per member)"),
+            ("intset", n, f"{n:,} sets x 10 integers (intsets, per member)")))
 
     def rq(self) -> None:
         jobs = self.sizes["rq_jobs"]

@@ -30,3 +30,29 @@ def test_members_hidden_inside_other_members_are_not_members() -> None:
                 model.discard(m)
             assert sorted(sv) == sorted(model)
             assert all((m in sv) == (m in model) for m in inner + outer)
+
+
+def test_intsets_widen_as_redis_and_answer_like_a_sorted_model() -> None:
+    rnd = random.Random(5)
+    edges = [0, 1, -1, 0x7FFF, 0x8000, -0x8000, -0x8001, 0x7FFFFFFF, 0x80000000,
+             -0x80000000, -0x80000001, (1 << 63) - 1, -(1 << 63)]
+    for _ in range(40):
+        sv, model = SetValue(), set()
+        for _ in range(60):
+            n = rnd.choice(edges) if rnd.random() < 0.3 else rnd.randrange(-40, 40)
+            m = b"%d" % n
+            if rnd.random() < 0.7:
+                assert sv.add(m) == (n not in model)
+                model.add(n)
+            else:
+                assert sv.remove(m) == (n in model)
+                model.discard(n)
+            assert sv.encoding == "intset"
+            assert list(sv) == [b"%d" % k for k in sorted(model)] and len(sv) == len(model)
+            widest = max((2 if -0x8000 <= k <= 0x7FFF else 4 if -(1 << 31) <= k < (1 << 31)
+                          else 8) for k in model) if model else 2
+            assert sv.nbytes >= widest * len(model)  # never narrower than its widest member
+            assert all((b"%d" % k in sv) for k in model) and b"07" not in sv
+    sv = SetValue.of([b"1", b"2", b"70000"])
+    assert sv.nbytes == 12 and sv.add(b"x") and sv.encoding == "hashtable"
+    assert sorted(sv) == sorted([b"1", b"2", b"70000", b"x"])

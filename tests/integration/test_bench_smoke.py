@@ -110,16 +110,17 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
             assert rows[label]["target"] == (0.8 if p == 1 else 0.5)
     for label in ("one sorted set of 2,000 x 10 B members (per member)",
                   "200 sets x 10 members of 10 B (per member)",
+                  "200 sets x 10 integers (intsets, per member)",
                   "SimpleWorker burst, in-process (no target)"):
         assert isinstance(rows[label]["redis"], float), rows[label]
         assert isinstance(rows[label]["topicsrv"], float), rows[label]
     # Every server the harness started (four pairs, one topicsrv for routers, one redis-server
     # with an AOF for the logged queue rows, the lists-and-hashes phase's five fresh pairs:
-    # bench/collphase.py, and the sets phase's four: bench/zsetphase.py) was stopped by pid
+    # bench/collphase.py, and the sets phase's five: bench/zsetphase.py) was stopped by pid
     # and is gone.
     started = doc["processes"]
     names = sorted(name for name, _ in started)
-    assert names == ["redis-server"] * 14 + ["topicsrv"] * 14
+    assert names == ["redis-server"] * 15 + ["topicsrv"] * 15
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie_of_other(pid), pid
 

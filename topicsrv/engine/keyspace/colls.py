@@ -9,6 +9,8 @@ collection (space.py Rule 5).
 Rule 3 (hash field TTLs, hashexpiry.py): `ks.fexpiry` maps each hash with field deadlines to
 its soonest one; every change of a hash ("H", "h", "c") puts it back in step (`reindex`),
 `drop` removes it. A whole-hash change carries the field deadlines as a 7th element.
+Rule 4 (memory): the access stamp a change puts on a value is one shared int object per
+second (`_shared`), not an int of its own per value.
 """
 
 from __future__ import annotations
@@ -238,9 +240,20 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
             value.expire(f, d)
         reindex(ks, name, value)
     if second:
-        value.second = second
+        value.second = _shared(second)
     if not len(value):
         drop(ks, name)
+
+
+_SECOND: list[int] = [0]
+
+
+def _shared(second: int) -> int:
+    """One int object per second for every value stamped in it (Rule 4): a compiled caller
+    hands a new boxed int to each call, and a Python-class value (a set, a hash) keeps it."""
+    if _SECOND[0] != second:
+        _SECOND[0] = second
+    return _SECOND[0]
 
 
 def reindex(ks: Keyspace, name: str, value: HashValue) -> None:

@@ -2,9 +2,11 @@
 intset), a packed run of members while small (Redis 7.2's listpack), a Python set once big
 (Redis's hashtable); it never goes back, as in Redis. Sans-IO.
 
-Rule 1 (encodings): `data` is an `IntRun` (bytes: native int64s, ascending) for an intset, a
-plain `bytes` (packed.py's run, insertion order) for a small set of any members, or a `Table`
-(a set) for a big one. OBJECT ENCODING answers `intset` for the first and `hashtable` for the
+Rule 1 (encodings): `data` is a run of native integers, ascending, for an intset (`count` is
+then minus their width: 2, 4 or 8 bytes each, the narrowest that holds every member, widened
+by an add and never narrowed, as Redis's int16/int32/int64 intsets), packed.py's run
+(insertion order; `count` its members) for a small set of any members, or a `Table` (a set)
+for a big one. OBJECT ENCODING answers `intset` for the first and `hashtable` for the
 other two, as redis-server 7.0, which has no listpack sets (docs/decisions.md, "Sets").
 Rule 2 (conversion, as Redis's setTypeAdd): an add converts an intset when the member is not
 an integer's canonical form (values.parse_i64) or the set then holds more than
@@ -17,7 +19,8 @@ Rule 3 (order): an intset iterates in ascending numeric order (SMEMBERS of an in
 sorted on both servers); a packed run in insertion order; a Table in Python's set order
 (tests compare non-intset replies as sets).
 Rule 4 (memory: 100,000 small sets cost at most twice redis-server's): a small set is this
-object (three slots) and ONE immutable bytes run of its exact size; what only a big set needs
+object (three slots) and ONE plain immutable bytes run of its exact size (no subclass: that
+would add a GC header to each); what only a big set needs
 (byte count, SSCAN index, random pool) lives on its Table.
 Rule 5 (random members of a Table, SPOP/SRANDMEMBER): drawn uniformly from `pool`, a tuple of
 the members built on demand and dropped by any add; a removed member drawn is drawn again
@@ -50,12 +53,6 @@ Limits = tuple[int, int, int]
 _random = random.Random()
 
 
-class IntRun(bytes):
-    """An intset's members: native int64s, ascending (Rule 1)."""
-
-    __slots__ = ()
-
-
 class Table(set[bytes]):
     """A big set's members, with what only a big set needs (Rules 4-5)."""
 
@@ -69,16 +66,28 @@ class Table(set[bytes]):
         self.order: tuple[bytes, ...] | None = None  # a copy's members in its source's order
 
 
-def _ints(run: bytes) -> memoryview:
-    return memoryview(run).cast("q")
+_CODES: Final = {2: "h", 4: "i", 8: "q"}  # an intset's width -> its array code (C short,
+# int and long long: 2, 4 and 8 bytes on the platforms CPython builds for)
 
 
-def _int_index(run: bytes, member: bytes) -> int:
+def _width(n: int) -> int:
+    """The narrowest intset width that holds `n` (Redis's _intsetValueEncoding)."""
+    if -0x8000 <= n <= 0x7FFF:
+        return 2
+    return 4 if -0x80000000 <= n <= 0x7FFFFFFF else 8
+
+
+def _ints(run: bytes, width: int) -> memoryview[int]:
+    view = memoryview(run)
+    return view.cast("h") if width == 2 else view.cast("i") if width == 4 else view.cast("q")
+
+
+def _int_index(run: bytes, width: int, member: bytes) -> int:
     """The position of `member` in an intset's run (a binary search), -1 if absent."""
     n = parse_i64(member)
     if n is None:
         return -1
-    ints = _ints(run)
+    ints = _ints(run, width)
     i = bisect_left(ints, n)
     return i if i < len(ints) and ints[i] == n else -1
 
@@ -88,8 +97,8 @@ class SetValue:
     KIND: Final = "set"
 
     def __init__(self) -> None:
-        self.data: bytes | Table = IntRun()  # Rule 1
-        self.count = 0  # members in the packed run
+        self.data: bytes | Table = b""  # Rule 1
+        self.count = -2  # members in the packed run; an intset: minus its width (Rule 1)
         self.second = 0  # the last access, in whole seconds (OBJECT IDLETIME)
 
     # ---- reads -----------------------------------------------------------------------------
@@ -101,7 +110,7 @@ class SetValue:
 
     @property
     def encoding(self) -> str:
-        return INTSET if type(self.data) is IntRun else HASHTABLE
+        return INTSET if self.count < 0 else HASHTABLE
 
     @property
     def nbytes(self) -> int:
@@ -112,25 +121,25 @@ class SetValue:
         data = self.data
         if type(data) is Table:
             return len(data)
-        if type(data) is IntRun:
-            return len(data) >> 3
-        return self.count
+        count = self.count
+        return len(data) // -count if count < 0 else count
 
     def __contains__(self, member: bytes) -> bool:
         data = self.data
         if type(data) is Table:
             return member in data
-        if type(data) is IntRun:
-            return _int_index(data, member) >= 0
+        if self.count < 0:
+            assert type(data) is bytes
+            return _int_index(data, -self.count, member) >= 0
         return self._find(member) >= 0
 
     def __iter__(self) -> Iterator[bytes]:
         data = self.data
         if type(data) is Table:
             return iter(data)
-        if type(data) is IntRun:
-            return (str(n).encode() for n in _ints(data).tolist())
         assert type(data) is bytes
+        if self.count < 0:
+            return (str(n).encode() for n in _ints(data, -self.count).tolist())
         return packed.values(data)
 
     def members(self) -> list[bytes]:
@@ -174,15 +183,22 @@ class SetValue:
             return 0
         max_ints, max_entries, max_value = limits
         total = len(self) + len(new)
-        if type(data) is IntRun:
-            ints = [parse_i64(m) for m in new]
-            if total <= max_ints and None not in ints:
-                merged: list[int] = sorted(chain(_ints(data).tolist(), ints))  # type: ignore[arg-type]
-                self.data = IntRun(array("q", merged).tobytes())
+        intset = self.count < 0
+        if intset:
+            assert type(data) is bytes
+            width = -self.count
+            parsed = [parse_i64(m) for m in new]
+            ints = [n for n in parsed if n is not None]
+            if total <= max_ints and len(ints) == len(parsed):
+                for n in ints:
+                    width = max(width, _width(n))
+                merged = sorted(chain(_ints(data, -self.count).tolist(), ints))
+                self.data = array(_CODES[width], merged).tobytes()
+                self.count = -width
                 return len(new)
         if total <= max_entries and all(len(m) <= max_value for m in new) and \
-                (type(data) is not IntRun or all(len(m) <= max_value for m in self)):
-            if type(data) is IntRun:
+                (not intset or all(len(m) <= max_value for m in self)):
+            if intset:
                 self.data = packed.encode_many(chain(self, new))
             else:
                 assert type(data) is bytes
@@ -205,16 +221,17 @@ class SetValue:
             if data.index is not None:
                 data.index.remove(member)
             return True
-        if type(data) is IntRun:
-            i = _int_index(data, member)
+        assert type(data) is bytes
+        if self.count < 0:
+            width = -self.count
+            i = _int_index(data, width, member)
             if i < 0:
                 return False
-            self.data = IntRun(data[:8 * i] + data[8 * i + 8:])
+            self.data = data[:width * i] + data[width * i + width:]
             return True
         pos = self._find(member)
         if pos < 0:
             return False
-        assert type(data) is bytes
         self.data = data[:pos] + data[packed.skip(data, pos):]
         self.count -= 1
         return True
@@ -302,7 +319,7 @@ def limits_of(value: SetValue) -> Limits:
     copy keeps the encoding, as Redis's COPY and RENAME do (as colls.hash_limits)."""
     data = value.data
     cap = (1 << 31) - 1
-    if type(data) is IntRun:
+    if value.count < 0:
         return (cap, cap, cap)
     if type(data) is Table:
         return (0, 0, 0)
