@@ -41,6 +41,8 @@ def test_value_matches_a_sorted_model(monkeypatch: pytest.MonkeyPatch, entries: 
         lo, hi = sorted((rnd.randrange(len(order) + 1), rnd.randrange(len(order) + 1)))
         assert zv.span(lo, hi) == order[lo:hi]
         assert zv.span(lo, hi, True) == order[lo:hi][::-1]
+        assert zv.members_at(lo, hi) == [m for m, _ in order[lo:hi]]
+        assert zv.members_at(lo, hi, True) == [m for m, _ in order[lo:hi][::-1]]
         value = float(rnd.randrange(-6, 6))
         scores = [s for _, s in order]
         assert zv.bound(value, False, False) == bisect.bisect_left(scores, value)
@@ -108,6 +110,7 @@ def test_packed_run_with_long_and_empty_members() -> None:
         assert zv.pairs() == sorted(model.items(), key=lambda p: (p[1], p[0]))
         for m in members:
             assert zv.score(m) == model.get(m)
+        assert zv.members_at(0, len(model)) == [m for m, _ in zv.pairs()]
 
 
 def test_members_hidden_inside_other_members_or_scores_are_not_members() -> None:

@@ -261,6 +261,23 @@ def _unpack(run: bytes, pos: int = 0, count: int = -1) -> list[Pair]:
     return out
 
 
+def _members(run: bytes, pos: int, count: int) -> list[bytes]:
+    """`count` members from offset `pos` on, their scores not decoded."""
+    out: list[bytes] = []
+    end = len(run)
+    while pos < end and count > 0:
+        n = run[pos]
+        if n + 1 < packed.SMALL:  # the common short member: read in place
+            out.append(run[pos + 1:pos + 1 + n])
+            pos += n + 10
+        else:
+            member, at = packed.read(run, pos)
+            out.append(member)
+            pos = at + 8
+        count -= 1
+    return out
+
+
 def _pack(pairs: Iterable[Pair]) -> bytes:
     return b"".join([_encode(m, s) for m, s in pairs])
 
@@ -424,6 +441,20 @@ class ZsetValue:
             k += 1
             pos = nxt
         return k
+
+    def members_at(self, lo: int, hi: int, reverse: bool = False) -> list[bytes]:
+        """`span`'s members without their scores."""
+        data = self.data
+        if lo >= hi:
+            return []
+        if type(data) is Table:
+            return [m for m, _ in self.span(lo, hi, reverse)]
+        assert type(data) is bytes
+        pos = 0
+        for _ in range(lo):
+            pos = _pair_end(data, pos)
+        members = _members(data, pos, hi - lo)
+        return members[::-1] if reverse else members
 
     def scan_index(self) -> SortedKeyList:
         """The members of a big set in SCAN order, built on first use (Rule 5)."""

@@ -26,7 +26,7 @@ from topicsrv.engine.keyspace.zsetrange import (
     rank_span,
     score_span,
 )
-from topicsrv.engine.keyspace.zsetvalue import Pair, ZsetValue
+from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 from topicsrv.resp.commands.base import SYNTAX, CommandContext, Err, committed, key_name, parse_int
 from topicsrv.resp.commands.zsets import LEX_RANGE, SCORE_RANGE, ks_of, read, scored, zcmd
 
@@ -43,26 +43,25 @@ def _int(raw: bytes) -> int:
 
 
 def _span(zv: ZsetValue, kind: str, lo: Any, hi: Any, reverse: bool, offset: int,
-          limit: int) -> list[Pair]:
-    """The pairs of the range in reply order (Rules 2-3)."""
+          limit: int) -> tuple[int, int]:
+    """The positions [start, stop) of the range (Rules 2-3), in reply order when `reverse`
+    is false, from stop - 1 down to start when it is true; (0, 0) when empty."""
     n = len(zv)
     if kind == RANK:
         start, stop = rank_span(lo, hi, n)
-        if not reverse:
-            return zv.span(start, stop)
-        return zv.span(n - stop, n - start, True)
+        return (start, stop) if not reverse else (n - stop, n - start)
     start, stop = score_span(zv, lo, hi) if kind == SCORE else lex_span(zv, lo, hi)
     if offset < 0 or (offset > 0 and offset >= n):
-        return []
+        return 0, 0
     if reverse:
         stop -= offset
         if limit >= 0:
             start = max(start, stop - limit)
-        return zv.span(start, stop, True)
+        return start, stop
     start += offset
     if limit >= 0:
         stop = min(stop, start + limit)
-    return zv.span(start, stop)
+    return start, stop
 
 
 def zrange_generic(ctx: CommandContext, args: list[bytes], at: int, store: bool,
@@ -112,7 +111,10 @@ def zrange_generic(ctx: CommandContext, args: list[bytes], at: int, store: bool,
         if lo is None or hi is None:
             raise Err(LEX_RANGE)
     zv = read(ctx, args[at])
-    pairs = [] if zv is None else _span(zv, kind, lo, hi, reverse, offset, limit)
+    start, stop = (0, 0) if zv is None else _span(zv, kind, lo, hi, reverse, offset, limit)
+    if zv is not None and not store and not withscores:  # members only: no score decoded
+        return zv.members_at(start, stop, reverse)
+    pairs = [] if zv is None else zv.span(start, stop, reverse)
     if store:
         n, token = ops.store(ks_of(ctx), key_name(args[0]), pairs)
         return committed(token, n)
