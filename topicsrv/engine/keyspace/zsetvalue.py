@@ -197,6 +197,14 @@ def _pair_end(run: bytes, pos: int) -> int:
     return packed.skip(run, pos) + 8
 
 
+def _offset(run: bytes, k: int) -> int:
+    """The offset of pair `k` (a walk of the k pairs before it)."""
+    pos = 0
+    for _ in range(k):
+        pos = packed.skip(run, pos) + 8
+    return pos
+
+
 def _member_at(run: bytes, pos: int) -> bytes:
     return packed.read(run, pos)[0]
 
@@ -408,10 +416,7 @@ class ZsetValue:
                 out.append(next(walk))
             return out
         assert type(data) is bytes
-        pos = 0
-        for _ in range(lo):
-            pos = _pair_end(data, pos)
-        pairs = _unpack(data, pos, hi - lo)
+        pairs = _unpack(data, _offset(data, lo), hi - lo)
         return pairs[::-1] if reverse else pairs
 
     def bound(self, value: float | bytes, right: bool, lex: bool) -> int:
@@ -445,15 +450,10 @@ class ZsetValue:
     def members_at(self, lo: int, hi: int, reverse: bool = False) -> list[bytes]:
         """`span`'s members without their scores."""
         data = self.data
-        if lo >= hi:
-            return []
-        if type(data) is Table:
+        if type(data) is Table or lo >= hi:
             return [m for m, _ in self.span(lo, hi, reverse)]
         assert type(data) is bytes
-        pos = 0
-        for _ in range(lo):
-            pos = _pair_end(data, pos)
-        members = _members(data, pos, hi - lo)
+        members = _members(data, _offset(data, lo), hi - lo)
         return members[::-1] if reverse else members
 
     def scan_index(self) -> SortedKeyList:
