@@ -57,6 +57,12 @@ class Journal(Protocol):
         """XSETID moved `topic.last_id` (engine/log/xids.py); gated like a group change."""
         ...
 
+    def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],
+                       seqs: Iterable[int]) -> None:
+        """XREADGROUP/XACK/XCLAIM/XAUTOCLAIM moved a group's delivery progress: replicas
+        follow it (engine/groups/groupops.py Rule 3); nothing is written to the WAL."""
+        ...
+
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> CommitToken | None:
         """Append events to the queue's leases log (engine/queues/leases.py); gated iff the queue's
         `leases_durable` is set (and its class writes a WAL)."""
@@ -153,6 +159,10 @@ class NullJournal:
         return None
 
     def stream_id_set(self, topic: Topic) -> None:
+        return None
+
+    def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],
+                       seqs: Iterable[int]) -> None:
         return None
 
     def leases_logged(self, topic: Topic, events: list[list[Any]]) -> None:

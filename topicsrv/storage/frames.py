@@ -51,6 +51,7 @@ T_GROUP_CHUNK: Final = 21  # a commit group's frames, a copy per owning shard in
 # an empty frame asking replicas for an acknowledgement
 T_REPL_GROUP: Final = 40
 T_REPL_PING: Final = 41
+T_GROUPPROG: Final = 42  # a group's delivery progress (engine/groups/groupops.py Rule 3)
 # segment frame types
 T_REC: Final = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST: Final = 17  # binary: a LOST slot (seq, ts)

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from topicsrv.engine import restore
+from topicsrv.engine.groups import groupops
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.log import idempotency as idem
 from topicsrv.engine.log.segments import LIVE
@@ -85,6 +86,9 @@ class Applier:
             return  # a topic this replica does not have in that incarnation (dropped since)
         if ftype == frames.T_DROP:
             self.engine.delete_topic(name)  # journals the drop itself
+            return
+        if ftype == frames.T_GROUPPROG:  # never in a WAL, the replica's neither (groupops Rule 3)
+            groupops.apply_progress(topic, d["op"])
             return
         if ftype == frames.T_IDMP and "add" in d:  # waits for its APPEND, as in recovery
             self.idmp_pending[(name, int(d["add"]["seq"]))] = d["add"]

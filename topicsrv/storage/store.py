@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ import trio
 
 from topicsrv.engine import restore
 from topicsrv.engine.config import SEQ_MAX
+from topicsrv.engine.groups import groupops
 from topicsrv.engine.journal import NullJournal
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.log import xids as xmod
@@ -376,6 +378,15 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         """XSETID: a T_XSETID frame, written at once and fsync-gated like a group change
         (config-like state, even for classes that log no records)."""
         return self._control(topic, frames.T_XSETID, {"last_id": list(topic.last_id)}, True)
+
+    def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],
+                       seqs: Iterable[int]) -> None:
+        """For replicas only (engine/groups/groupops.py Rule 3): built only when one listens."""
+        tee = self.shards[0].tee if self.shards else None
+        if tee is not None:
+            tee.body(frames.T_GROUPPROG, codec.encode_json({
+                "name": topic.name, "epoch": topic.epoch,
+                "op": groupops.progress(group, consumers, seqs)}))
 
     def idempotent(self, topic: Topic, op: dict[str, Any]) -> Token | None:
         """A T_IDMP frame. An add rides with its records (only classes that log them; it is

@@ -98,6 +98,9 @@ def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
                 if not res.records and res.tombstone is None:
                     res = None  # the new records were deleted (XDEL) or were that NODE's:
                     # nothing for this reader, so a BLOCK waits on (as Redis and XREAD)
+            ctx.engine.journal.group_progress(  # replicas follow (groupops.py Rule 3)
+                topic, group, (consumer,),
+                [c.delivery.seq for c in claimed] + (list(res.seqs) if res is not None else []))
             if res is None and not claimed:
                 continue
             if res is not None:
@@ -109,6 +112,7 @@ def _serve(ctx: CommandContext, ra: ReadArgs) -> list[tuple[bytes, Any]]:
                 out.append((key, _render_claim(topic, claimed, res)))
         else:
             hist = eg.read_history(topic, group, consumer, history_after(topic, raw), count, now)
+            ctx.engine.journal.group_progress(topic, group, (consumer,), [d.seq for d, _ in hist])
             out.append((key, [Raw(b) if b is not None else [delivery_id(d, topic), NULL_ARRAY] for d, b in hist]))
     return out
 
@@ -202,8 +206,10 @@ def xack(ctx: CommandContext, args: list[bytes]) -> Any:
     group = eg.find(topic, text(args[1]))
     if group is None:
         return 0
-    seqs = [ids.record_seq(a, topic) for a in args[2:]]
-    return eg.ack(group, [s for s in seqs if s > 0])
+    seqs = [s for s in (ids.record_seq(a, topic) for a in args[2:]) if s > 0]
+    done = eg.ack(group, seqs)
+    ctx.engine.journal.group_progress(topic, group, (), seqs)  # groupops.py Rule 3
+    return done
 
 
 @command("xpending", -3, ["readonly"], 1, 1, 1,

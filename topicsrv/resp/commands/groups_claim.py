@@ -70,9 +70,11 @@ def xclaim(ctx: CommandContext, args: list[bytes]) -> Any:
             last = (sid.ms, pos)
         else:
             raise Err(f"ERR Unrecognized XCLAIM option '{text(a.peek())}'")
-    got = eg.claim(topic, group, text(args[2]), min_idle, [s for s in seqs if s > 0], now,
+    wanted = [s for s in seqs if s > 0]
+    got = eg.claim(topic, group, text(args[2]), min_idle, wanted, now,
                    delivery_time=delivery_time, retrycount=retrycount, force=force,
                    justid=justid, last=last)
+    ctx.engine.journal.group_progress(topic, group, (text(args[2]),), wanted)  # groupops Rule 3
     return [_claimed(c, topic) for c in got]
 
 
@@ -100,6 +102,8 @@ def xautoclaim(ctx: CommandContext, args: list[bytes]) -> Any:
     start, _ = pel_range(group, args[4], b"+", topic)
     nxt, claimed, deleted = eg.autoclaim(topic, group, text(args[2]), min_idle, start, count,
                                          ctx.engine.now(), justid=justid)
+    ctx.engine.journal.group_progress(  # replicas follow (groupops.py Rule 3)
+        topic, group, (text(args[2]),), [c.delivery.seq for c in claimed] + [d.seq for d in deleted])
     return [
         b"0-0" if nxt is None else delivery_id(nxt, topic),
         [_claimed(c, topic) for c in claimed],

@@ -1,0 +1,184 @@
+"""Real processes: a replica follows its primary's journal (issue 37; docs/replication.md).
+
+Every kind of data replicates (strings, TTLs, lists, hashes, sets, sorted sets, streams and
+their groups, topics written over HTTP, MULTI and scripts); a replica refuses writes
+(READONLY, HTTP 409) and serves reads; it resumes from the backlog after a clean stop (a
+partial resync, counted by the primary) and takes a full sync once it fell out of it or
+after a kill -9; REPLICAOF NO ONE promotes it and the old primary follows it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import redis
+
+from tests.integration.replhelp import caught_up, dump, wait_until
+
+
+def _writes(r: redis.Redis, tag: str, n: int = 50) -> None:
+    for i in range(n):
+        r.set(f"{tag}:s{i}", i)
+        r.xadd(f"{tag}:stream", {"i": i})
+    r.set(f"{tag}:ttl", "v", ex=100)
+    r.rpush(f"{tag}:list", *range(20))
+    r.lpop(f"{tag}:list")
+    r.hset(f"{tag}:hash", mapping={"a": 1, "b": 2})
+    r.hdel(f"{tag}:hash", "a")
+    r.sadd(f"{tag}:set", "x", "y", "z")
+    r.srem(f"{tag}:set", "y")
+    r.zadd(f"{tag}:zset", {"m1": 1.5, "m2": 2.5})
+    r.zincrby(f"{tag}:zset", 3, "m1")
+    with r.pipeline(transaction=True) as p:
+        p.set(f"{tag}:tx", "1")
+        p.xadd(f"{tag}:stream", {"i": "tx"})
+        p.lpush(f"{tag}:list", "tx")
+        p.execute()
+    r.eval("redis.call('set', KEYS[1], 'lua'); redis.call('incr', KEYS[2]); return 1", 2,
+           f"{tag}:lua", f"{tag}:count")
+    first = r.xrange(f"{tag}:stream", count=1)[0][0]
+    r.xdel(f"{tag}:stream", first)
+    r.delete(f"{tag}:s0")
+    r.xgroup_create(f"{tag}:stream", "g", id="0")
+    r.xreadgroup("g", "c1", {f"{tag}:stream": ">"}, count=5)
+    got = r.xreadgroup("g", "c2", {f"{tag}:stream": ">"}, count=3)
+    r.xack(f"{tag}:stream", "g", got[0][1][0][0])
+
+
+def _http(url: str, method: str, body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def test_replica_follows_everything(server_factory: Any) -> None:
+    primary = server_factory()
+    P = redis.Redis(port=primary.resp_port, socket_timeout=10)
+    _writes(P, "before")  # what the full sync brings
+    assert _http(primary.http_url + "/v0/topics/events", "PUT", {})[0] in (200, 201)
+    assert _http(primary.http_url + "/v0/topics/events", "POST",
+                 {"records": [{"data": {"n": 1}}, {"data": {"n": 2}, "tag": "t"}]})[0] in (200, 201)
+    replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    _writes(P, "after")  # what the stream brings
+    assert P.execute_command("WAIT", 1, 5000) == 1
+    caught_up(P, R)
+    assert dump(R) == dump(P)
+    assert _http(replica.http_url + "/v0/topics/events/diff", "POST", {"from_seq": 0})[1]["records"] == \
+        _http(primary.http_url + "/v0/topics/events/diff", "POST", {"from_seq": 0})[1]["records"]
+
+    # a replica serves reads and refuses writes, over both fronts
+    assert R.get("after:s1") == b"1"
+    for cmd in (("SET", "k", "v"), ("XADD", "after:stream", "*", "f", "v"), ("LPUSH", "l", "x"),
+                ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "after:stream", ">")):
+        try:
+            R.execute_command(*cmd)
+            raise AssertionError(f"{cmd} was accepted by a replica")
+        except redis.ReadOnlyError as e:
+            assert str(e) == "You can't write against a read only replica."
+    status, body = _http(replica.http_url + "/v0/topics/events", "POST", {"records": [{"data": {}}]})
+    assert status == 409 and body["error"]["code"] == "read_only_replica"
+    assert body["error"]["detail"]["primary"] == f"127.0.0.1:{primary.resp_port}"
+    assert R.publish("chan", "hello") == 0  # pub/sub is not data: it works on a replica
+
+    # what Sentinel and clients read
+    role = R.execute_command("ROLE")
+    assert role[0] == b"slave" and role[2] == primary.resp_port and role[3] == b"connected"
+    prole = P.execute_command("ROLE")
+    assert prole[0] == b"master" and prole[2][0][1] == str(replica.resp_port).encode()
+    info = P.info("replication")
+    assert info["connected_slaves"] == 1 and info["slave0"]["port"] == replica.resp_port
+    assert info["slave0"]["state"] == "online"
+    rinfo = R.info("replication")
+    assert rinfo["role"] == "slave" and rinfo["master_link_status"] == "up"
+    assert "master_link_down_since_seconds" not in rinfo
+    assert rinfo["slave_repl_offset"] == info["master_repl_offset"]
+    assert R.execute_command("REPLICAOF", "127.0.0.1", str(primary.resp_port)) == \
+        b"OK Already connected to specified master"
+
+    # expiry is the primary's: its delete reaches the replica
+    P.set("short", "v", px=200)
+    caught_up(P, R)
+    time.sleep(0.3)
+    assert R.get("short") is None  # hidden at once, deleted by the primary's expiry
+    P.get("short")
+    caught_up(P, R)
+    assert dump(R) == dump(P)
+
+
+def test_partial_and_full_resync(server_factory: Any) -> None:
+    primary = server_factory("--repl-backlog-size", "64kb")
+    P = redis.Redis(port=primary.resp_port, socket_timeout=10)
+    replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    _writes(P, "a")
+    caught_up(P, R)
+    full0 = P.info("stats")["sync_full"]
+
+    # stopped cleanly for a while, within the backlog: a partial resync
+    replica.stop(signal.SIGTERM)
+    _writes(P, "b", 20)
+    replica.start()  # on new ports (the harness binds port 0)
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    caught_up(P, R)
+    stats = P.info("stats")
+    assert stats["sync_partial_ok"] >= 1 and stats["sync_full"] == full0
+    assert dump(R) == dump(P)
+
+    # stopped past what the backlog keeps: a full sync, under writes
+    replica.stop(signal.SIGTERM)
+    for i in range(300):
+        P.set(f"big:{i}", "x" * 500)
+    replica.start()
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    _writes(P, "c", 20)
+    caught_up(P, R)
+    assert P.info("stats")["sync_full"] == full0 + 1
+    assert dump(R) == dump(P)
+
+    # kill -9: the replica's disk may be past what it knows; it takes a full sync
+    replica.kill()
+    _writes(P, "d", 10)
+    replica.start()
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    caught_up(P, R)
+    assert P.info("stats")["sync_full"] == full0 + 2
+    assert dump(R) == dump(P)
+
+
+def test_promotion_and_the_old_primary_follows(server_factory: Any) -> None:
+    primary = server_factory()
+    P = redis.Redis(port=primary.resp_port, socket_timeout=10)
+    replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    _writes(P, "a", 20)
+    caught_up(P, R)
+    assert R.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    assert R.info("replication")["role"] == "master"
+    R.set("promoted", "1")
+    assert P.execute_command("REPLICAOF", "127.0.0.1", str(replica.resp_port)) == b"OK"
+    caught_up(R, P)
+    assert P.get("promoted") == b"1"
+    try:
+        P.set("x", "y")
+        raise AssertionError("the demoted primary accepted a write")
+    except redis.ReadOnlyError:
+        pass
+    assert dump(P) == dump(R)
+    # the role survives a restart (replication.json, CONFIG REWRITE)
+    assert P.execute_command("CONFIG", "REWRITE") == b"OK"
+    primary.stop()
+    primary.start()
+    P = redis.Redis(port=primary.resp_port, socket_timeout=10)
+    wait_until(lambda: P.info("replication")["role"] == "slave", 30, "the role after a restart")
+    caught_up(R, P)
+    assert dump(P) == dump(R)
