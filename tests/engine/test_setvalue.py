@@ -56,3 +56,25 @@ def test_intsets_widen_as_redis_and_answer_like_a_sorted_model() -> None:
     sv = SetValue.of([b"1", b"2", b"70000"])
     assert sv.nbytes == 12 and sv.add(b"x") and sv.encoding == "hashtable"
     assert sorted(sv) == sorted([b"1", b"2", b"70000", b"x"])
+
+
+def test_a_big_sets_random_pool_keeps_one_entry_per_member_and_is_rarely_rebuilt() -> None:
+    rnd = random.Random(11)
+    limits = (4, 4, 64)
+    sv = SetValue.of([b"m%d" % i for i in range(1000)], limits)
+    table = sv.table
+    assert table is not None
+    sv.pick()
+    builds = 0
+    pool = table.pool
+    for _ in range(3000):  # a work queue on a set: adds and pops interleaved
+        if rnd.random() < 0.5:
+            sv.add(b"m%d" % rnd.randrange(1500), limits)
+        else:
+            sv.remove(sv.pick())
+        builds += table.pool is not pool
+        pool = table.pool
+        assert pool is not None
+        live = [m for m in pool if m in table]
+        assert sorted(live) == sorted(table)  # every member once: draws stay uniform
+    assert builds <= 3  # about once per set-size of removals (O(1) amortized), not per add

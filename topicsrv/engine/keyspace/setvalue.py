@@ -22,10 +22,12 @@ Rule 4 (memory: 100,000 small sets cost at most twice redis-server's): a small s
 object (three slots) and ONE plain immutable bytes run of its exact size (no subclass: that
 would add a GC header to each); what only a big set needs
 (byte count, SSCAN index, random pool) lives on its Table.
-Rule 5 (random members of a Table, SPOP/SRANDMEMBER): drawn uniformly from `pool`, a tuple of
-the members built on demand and dropped by any add; a removed member drawn is drawn again
-(rejection), and the pool is rebuilt once it is over twice the set's size, so a run of pops
-is O(1) each, amortized.
+Rule 5 (random members of a Table, SPOP/SRANDMEMBER): drawn uniformly from `pool`, a list
+of the members built on demand in which every member of the set has exactly ONE entry: an
+add appends a new member, or revives the stale entry of one removed since the build (`gone`:
+the removed members whose entries are stale); a stale entry drawn is drawn again
+(rejection), and the pool is rebuilt once it is over twice the set's size. So SPOP and
+SRANDMEMBER of `count` members cost O(count) amortized, however adds and pops interleave.
 Rule 6 (the checkpoint in pieces, snapshot.py Rule 3): a Table's copy remembers its
 source's iteration order (`Table.order`), since a Python set copied may iterate in another
 order: a piece resumed on the copy skips exactly the members already written.
@@ -56,13 +58,14 @@ _random = random.Random()
 class Table(set[bytes]):
     """A big set's members, with what only a big set needs (Rules 4-5)."""
 
-    __slots__ = ("nbytes", "index", "pool", "order")
+    __slots__ = ("nbytes", "index", "pool", "gone", "order")
 
     def __init__(self, members: Iterable[bytes] = ()) -> None:
         super().__init__(members)
         self.nbytes = sum(len(m) for m in self)
         self.index: SortedKeyList | None = None
-        self.pool: tuple[bytes, ...] | None = None
+        self.pool: list[bytes] | None = None  # Rule 5
+        self.gone: set[bytes] = set()
         self.order: tuple[bytes, ...] | None = None  # a copy's members in its source's order
 
 
@@ -169,14 +172,18 @@ class SetValue:
         data = self.data
         if type(data) is Table:
             before = len(data)
+            pool, gone = data.pool, data.gone
             for m in members:
                 if m not in data:
                     data.add(m)
                     data.nbytes += len(m)
                     if data.index is not None:
                         data.index.add(m)
-            if len(data) != before:
-                data.pool = None
+                    if pool is not None:  # Rule 5: one entry per member
+                        if m in gone:
+                            gone.discard(m)
+                        else:
+                            pool.append(m)
             return len(data) - before
         new = [m for m in dict.fromkeys(members) if m not in self]
         if not new:
@@ -220,6 +227,8 @@ class SetValue:
             data.nbytes -= len(member)
             if data.index is not None:
                 data.index.remove(member)
+            if data.pool is not None:
+                data.gone.add(member)  # its entry is stale (Rule 5)
             return True
         assert type(data) is bytes
         if self.count < 0:
@@ -241,10 +250,11 @@ class SetValue:
 
     # ---- random members (Rule 5) ----------------------------------------------------------
 
-    def _pool(self, table: Table) -> tuple[bytes, ...]:
+    def _pool(self, table: Table) -> list[bytes]:
         pool = table.pool
         if pool is None or len(pool) > 2 * len(table) + 16:
-            pool = table.pool = tuple(table)
+            pool = table.pool = list(table)
+            table.gone = set()
         return pool
 
     def pick(self) -> bytes:
