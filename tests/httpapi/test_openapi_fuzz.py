@@ -44,7 +44,8 @@ SEED = int(os.environ.get("TOPICSRV_FUZZ_SEED", "20240917"))
 STATEFUL_EXAMPLES = int(os.environ.get("TOPICSRV_FUZZ_STATEFUL", "30"))
 WAIT_MS = 20
 STREAM_S = 0.25
-STREAMS = ("watch_topic", "watch_many", "work", "status_stream")
+STREAMS = ("watch_topic", "watch_many", "work", "status_stream", "subscribe_patterns",
+           "subscribe_channel")
 CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conformance",
           "response_headers_conformance", "response_schema_conformance",
           "negative_data_rejection", "unsupported_method", "allow_header_conformance",

@@ -229,7 +229,16 @@ def schemas() -> dict[str, Schema]:
                                   "items": obj({"file": {"type": "string"},
                                                 "problem": {"type": "string"},
                                                 "repair": {"type": "string"}})},
-                      "performance": ref("Performance")}),
+                      "role": {"enum": ["master", "replica"],
+                               "description": "replication role (docs/replication.md)"},
+                      "primary": {"type": "string", "description": "a replica's primary, its "
+                                  "RESP host:port"},
+                      "master_link_status": {"enum": ["up", "down"],
+                                             "description": "a replica's link to its primary"},
+                      "repl_offset": {"type": "integer", "description": "the replication "
+                                      "offset a replica applied"},
+                      "performance": ref("Performance")},
+                     ("ready", "build", "keyspace_durability", "damaged", "role", "performance")),
         # the status page's data (http/status.py): its inner shape is documented in
         # http-api.md and may grow, so only the top-level parts are fixed here
         "StatusSnapshot": {"type": "object",

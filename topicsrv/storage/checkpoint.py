@@ -122,7 +122,9 @@ class Checkpoints:
             cut = tee.offset if tee is not None else 0  # same step as the snapshot and the rotation
             self.saves.in_progress = True
             # keyspacesave.py Rule 1: the keyspace as it is now, read in parts from here on
-            snap_ks = None if self.keyspace_class == "memory" else keyspacesave.begin(self.engine.keyspace)
+            # a `memory` keyspace is written only for a full sync (storage/replsync.py Rule 5)
+            snap_ks = None if self.keyspace_class == "memory" and capture is None \
+                else keyspacesave.begin(self.engine.keyspace)
             router_specs = routerlog.specs(self.engine)
             try:
                 await self._finish(snap, gen, router_specs, snap_ks, final)
@@ -270,7 +272,7 @@ class Checkpoints:
         ck = {"version": 1, "wal_gen": gen, "written_at": time.time(), "topics": entries, "epochs": epochs,
               "routers": router_specs or []}
         if ks_file:  # keyspacelog.py Rule 3: the file first, then its name
-            ck["keyspace"] = ks_file
+            ck["keyspace" if self.keyspace_class != "memory" else "keyspace_for_replicas"] = ks_file
         self.ops.write_file(self.data_dir / images.CHECKPOINT, codec.encode_json(ck))
         keyspacelog.remove_old(self.data_dir, self.ops, ks_file)
         self.entries = done

@@ -13,6 +13,10 @@ Rule 3 (paths): a name sent by a primary is refused unless it stays inside the d
 Rule 4 (no reserved seqs): a topic's `ceiling` (the seqs its primary reserved ahead:
 storage/walread.py) is its head in the replica's copy: the replica hands out no seq of its
 own, it takes the primary's, and recovery would otherwise skip to the ceiling as after a crash.
+Rule 5 (a `memory` keyspace): a primary whose keyspace writes nothing to disk still writes its
+snapshot for a full sync, named `keyspace_for_replicas` so its own restart never loads it
+(its keys live as long as its process); the replica's copy names it `keyspace`, and the
+replica's first checkpoint drops it again if its own keyspace is `memory` too.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ def read_files(data_dir: Path, cold_dir: Path | None) -> Files:
     ck = json.loads((data_dir / images.CHECKPOINT).read_bytes())
     for entry in ck.get("topics", []):  # Rule 4
         entry["ceiling"] = int(entry.get("next_seq", 0)) - 1
+    if "keyspace_for_replicas" in ck:  # Rule 5
+        ck["keyspace"] = ck.pop("keyspace_for_replicas")
     ck_raw = json.dumps(ck).encode()
     out: Files = []
     ks = ck.get("keyspace")
