@@ -74,6 +74,60 @@ def _client(port: int) -> redis.Redis:
     return redis.Redis(port=port, socket_timeout=5)
 
 
+def _round(rnd: int, sentinel: Sentinel, nodes: dict[int, Any], ports: list[int],
+           writer: Writer) -> None:
+    """One failover: kill the primary, check the promotion, the writes and the rejoin."""
+    old = sentinel.discover_master("mymaster")[1]
+    others = [p for p in ports if p != old]
+    start = writer.n
+    wait_until(lambda: len(writer.acked_keys) > 0 and writer.n > start + 20, 30,
+               "writes before the kill")
+    nodes[old].kill()
+    t0 = time.monotonic()
+
+    def promoted() -> bool:
+        try:
+            return sentinel.discover_master("mymaster")[1] != old
+        except redis.RedisError:
+            return False
+
+    wait_until(promoted, 40, f"round {rnd}: Sentinel to promote a replica")
+    new = sentinel.discover_master("mymaster")[1]
+    assert new in others
+    follower = [p for p in others if p != new][0]
+    wait_until(lambda: _client(new).info("replication")["role"] == "master", 20,
+               "the promoted replica's role")
+    N = _client(new)
+    wait_until(lambda: _client(follower).info("replication").get("master_port") == new
+               and _client(follower).info("replication")["master_link_status"] == "up",
+               40, f"round {rnd}: the other replica to follow the new primary")
+    failover_s = time.monotonic() - t0
+    # the same client objects go on writing
+    after = len(writer.acked_keys)
+    wait_until(lambda: len(writer.acked_keys) > after + 10, 30,
+               f"round {rnd}: acknowledged writes on the new primary")
+    # every write a replica acknowledged is on the new primary (the lists are read
+    # before the new primary is: the writer goes on meanwhile)
+    acked, acked_ids = list(writer.acked_keys), list(writer.acked_ids)
+    missing = [k for k in acked if N.exists(k) == 0]
+    assert not missing, (rnd, len(missing), missing[:5])
+    have = {xid for xid, _ in N.xrange("events")}
+    assert not [x for x in acked_ids if x not in have]
+    # the old primary comes back; Sentinel turns it into a replica of the new one
+    nodes[old].start()
+    back = _client(old)
+    wait_until(lambda: back.info("replication")["role"] == "slave"
+               and back.info("replication").get("master_port") == new, 60,
+               f"round {rnd}: the old primary to rejoin as a replica")
+    try:
+        back.set("x", "y")
+        raise AssertionError("the old primary accepted a write after rejoining")
+    except redis.ReadOnlyError:
+        pass
+    print(f"round {rnd}: killed {old}, promoted {new} in {failover_s:.1f}s, "
+          f"{len(acked)} acknowledged writes checked")
+
+
 def test_sentinel_failover_rounds(server_factory: Any, tmp_path: Path) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed and scripts/ensure-tools.sh could not install "
@@ -94,55 +148,7 @@ def test_sentinel_failover_rounds(server_factory: Any, tmp_path: Path) -> None:
         writer = Writer(sentinel)
         writer.start()
         for rnd in range(ROUNDS):
-            old = sentinel.discover_master("mymaster")[1]
-            others = [p for p in ports if p != old]
-            start = writer.n
-            wait_until(lambda: len(writer.acked_keys) > 0 and writer.n > start + 20, 30,
-                       "writes before the kill")
-            nodes[old].kill()
-            t0 = time.monotonic()
-
-            def promoted() -> bool:
-                try:
-                    return sentinel.discover_master("mymaster")[1] != old
-                except redis.RedisError:
-                    return False
-
-            wait_until(promoted, 40, f"round {rnd}: Sentinel to promote a replica")
-            new = sentinel.discover_master("mymaster")[1]
-            assert new in others
-            follower = [p for p in others if p != new][0]
-            wait_until(lambda: _client(new).info("replication")["role"] == "master", 20,
-                       "the promoted replica's role")
-            N = _client(new)
-            wait_until(lambda: _client(follower).info("replication").get("master_port") == new
-                       and _client(follower).info("replication")["master_link_status"] == "up",
-                       40, f"round {rnd}: the other replica to follow the new primary")
-            failover_s = time.monotonic() - t0
-            # the same client objects go on writing
-            after = len(writer.acked_keys)
-            wait_until(lambda: len(writer.acked_keys) > after + 10, 30,
-                       f"round {rnd}: acknowledged writes on the new primary")
-            # every write a replica acknowledged is on the new primary (the lists are read
-            # before the new primary is: the writer goes on meanwhile)
-            acked, acked_ids = list(writer.acked_keys), list(writer.acked_ids)
-            missing = [k for k in acked if N.exists(k) == 0]
-            assert not missing, (rnd, len(missing), missing[:5])
-            have = {xid for xid, _ in N.xrange("events")}
-            assert not [x for x in acked_ids if x not in have]
-            # the old primary comes back; Sentinel turns it into a replica of the new one
-            nodes[old].start()
-            O = _client(old)
-            wait_until(lambda: O.info("replication")["role"] == "slave"
-                       and O.info("replication").get("master_port") == new, 60,
-                       f"round {rnd}: the old primary to rejoin as a replica")
-            try:
-                O.set("x", "y")
-                raise AssertionError("the old primary accepted a write after rejoining")
-            except redis.ReadOnlyError:
-                pass
-            print(f"round {rnd}: killed {old}, promoted {new} in {failover_s:.1f}s, "
-                  f"{len(acked)} acknowledged writes checked")
+            _round(rnd, sentinel, nodes, ports, writer)
         writer.stop.set()
         writer.join(10)
         current = sentinel.discover_master("mymaster")[1]

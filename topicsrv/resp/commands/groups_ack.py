@@ -204,7 +204,7 @@ def xack(ctx: CommandContext, args: list[bytes]) -> Any:
         ids.parse_id(a, 0)
     topic = stream(ctx, args[0])
     group = eg.find(topic, text(args[1]))
-    if group is None:
+    if topic is None or group is None:
         return 0
     seqs = [s for s in (ids.record_seq(a, topic) for a in args[2:]) if s > 0]
     done = eg.ack(group, seqs)
