@@ -245,12 +245,12 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
         drop(ks, name)
 
 
-_SECOND: list[int] = [0]
+_SECOND: Final[list[Any]] = [0]  # Any: the compiled module keeps the boxed int, unboxed not
 
 
-def _shared(second: int) -> int:
+def _shared(second: int) -> Any:
     """One int object per second for every value stamped in it (Rule 4): a compiled caller
-    hands a new boxed int to each call, and a Python-class value (a set, a hash) keeps it."""
+    would box a new int for each value, and a Python-class value (a set) keeps it."""
     if _SECOND[0] != second:
         _SECOND[0] = second
     return _SECOND[0]
