@@ -141,6 +141,7 @@ class ServerContext:
         if self.routers is None:
             self.routers = Routers(self.engine, share=self.config.forward_share,
                                    notifier=self.notifier)
+            self.routers.acting = self.repl.acting
         return self.routers
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 
 import trio
 
@@ -46,6 +47,7 @@ log = logging.getLogger("topicsrv.routers")
 BACKOFF_MIN_S = 0.010
 BACKOFF_MAX_S = 1.0
 BATCH = 1000
+PAUSED_S = 0.5  # how often a replica's paused worker looks whether it was promoted
 SHARE = 0.1  # Rule 6: the loop's share forwarding may take while clients write
 CONTENDED_S = 0.1  # Rule 6: "while clients write" = a write seen in the last 100 ms
 
@@ -103,6 +105,7 @@ class Routers:
         self._dest_events: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         self.steps = 0
+        self.acting: Callable[[], bool] = lambda: True  # False on a replica (repl/state.py Rule 1)
         engine.topic_listeners.append(self.changed)  # engine/core.py Rule 4
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -190,6 +193,9 @@ class Routers:
                 await self.pacer.step_start()
                 if engine.routers.get(name) is not router:
                     break
+                if not self.acting():  # a replica: forwarding is its primary's (repl/state.py)
+                    await trio.sleep(PAUSED_S)
+                    continue
                 t0 = time.perf_counter()
                 try:
                     step = routers.forward(engine, router, self.batch)
