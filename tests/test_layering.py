@@ -146,7 +146,7 @@ LAYERS: dict[str, int] = {
     "engine": 1,
     "storage": 2, "bus": 2,
     "notify": 3, "activity": 3, "memory": 3, "admission": 3, "tls": 3, "context": 3,
-    "tasks": 3, "lifecycle": 3, "scripting": 3, "lazyfree": 3,
+    "tasks": 3, "lifecycle": 3, "scripting": 3, "lazyfree": 3, "repl": 3,
     "http": 4, "resp": 4, "spark": 4,
     "server": 5,
     "cli": 6, "__main__": 7, "__init__": 7,

@@ -22,7 +22,7 @@ from topicsrv.admission import is_loopback, size_maxclients
 from topicsrv.clock import Clock
 from topicsrv.context import ServerConfig, ServerContext, make_context
 from topicsrv.errors import StartupError
-from topicsrv.repl.replica import Link
+from topicsrv.tasks.replica import Link
 
 if TYPE_CHECKING:
     from topicsrv.storage.store import Storage

@@ -25,7 +25,7 @@ def test_json_and_resp_carry_the_same_fields_and_values() -> None:
 
 
 def test_reasons_come_from_one_table() -> None:
-    assert set(REASONS) == {"cap", "ttl", "mixed", "recreated", "lost", "source_trim"}
+    assert set(REASONS) == {"cap", "ttl", "mixed", "recreated", "lost", "source_trim", "failover"}
     with pytest.raises(ValueError, match="unknown tombstone reason"):
         make("bogus")
 

@@ -161,10 +161,21 @@ def test_promotion_and_the_old_primary_follows(server_factory: Any) -> None:
     replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
     R = redis.Redis(port=replica.resp_port, socket_timeout=10)
     _writes(P, "a", 20)
+    head = len(P.xrange("a:stream")) + 1  # 21 XADDs, one XDEL: the head seq is 21
     caught_up(P, R)
     assert R.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
     assert R.info("replication")["role"] == "master"
     R.set("promoted", "1")
+    # a promotion leaves a failover gap: a reader crossing it is told, no seq is reused
+    new_id = R.xadd("a:stream", {"after": "promotion"})
+    assert int(new_id.split(b"-")[1]) == head + 65536 + 1
+    got = R.xread({"a:stream": f"0-{head}"})[0][1]
+    assert got[0][1][b"$type"] == b"tombstone" and got[0][1][b"reason"] == b"failover"
+    assert got[-1][0] == new_id
+    status, body = _http(replica.http_url + "/v0/topics/a:stream/diff", "POST",
+                         {"from_seq": head})
+    assert body["tombstone"]["reason"] == "failover"
+    assert (body["tombstone"]["gap_from"], body["tombstone"]["gap_to"]) == (head + 1, head + 65536)
     assert P.execute_command("REPLICAOF", "127.0.0.1", str(replica.resp_port)) == b"OK"
     caught_up(R, P)
     assert P.get("promoted") == b"1"

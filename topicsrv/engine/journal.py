@@ -57,6 +57,11 @@ class Journal(Protocol):
         """XSETID moved `topic.last_id` (engine/log/xids.py); gated like a group change."""
         ...
 
+    def failover_gap(self, topic: Topic, first: int, count: int) -> None:
+        """A promotion opened a failover gap in `topic` (engine/log/failover.py): journaled
+        for every class (and fed to replicas), never waited on."""
+        ...
+
     def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],
                        seqs: Iterable[int]) -> None:
         """XREADGROUP/XACK/XCLAIM/XAUTOCLAIM moved a group's delivery progress: replicas
@@ -159,6 +164,9 @@ class NullJournal:
         return None
 
     def stream_id_set(self, topic: Topic) -> None:
+        return None
+
+    def failover_gap(self, topic: Topic, first: int, count: int) -> None:
         return None
 
     def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],

@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from topicsrv.engine.config import TopicConfig
+from topicsrv.engine.log import failover
 from topicsrv.engine.log import xids as xmod
 from topicsrv.engine.log.segments import (
     DELETED,
@@ -224,3 +225,15 @@ def drop_segment(topic: Topic, base: int) -> None:
 def install(engine: Engine, topic: Topic) -> None:
     engine.topics[topic.name] = topic
     engine.epochs[topic.name] = max(engine.epochs.get(topic.name, 0), topic.epoch)
+
+
+def open_failover_gap(topic: Topic, first: int, count: int) -> None:
+    """Seqs [first, first + count) are LOST and remembered as a failover gap
+    (engine/log/failover.py Rule 1); idempotent."""
+    if count <= 0:
+        return
+    if topic.next_seq < first + count:
+        fill_lost(topic, first + count, topic.last_ts)
+    gaps: list[list[int]] = topic.ext.setdefault(failover.KEY, [])
+    if [first, first + count - 1] not in gaps:
+        gaps.append([first, first + count - 1])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -166,9 +167,11 @@ class Primary:
     def acked_at(self, target: int) -> int:
         return sum(1 for link in self.links if link.ack >= target)
 
-    async def wait(self, n: int, timeout_ms: int) -> int:
+    def wait(self, n: int, timeout_ms: int) -> AckWait:
         """Rule 4: WAIT."""
-        target = self.offset
+        return AckWait(self, n, timeout_ms, self.offset)
+
+    async def wait_acked(self, n: int, timeout_ms: int, target: int) -> int:
         if self.acked_at(target) >= n:
             return self.acked_at(target)
         if self.backlog is not None:
@@ -177,3 +180,26 @@ class Primary:
             while self.acked_at(target) < n:
                 await self.acked.wait()
         return self.acked_at(target)
+
+
+class AckWait:
+    """WAIT's wait for `n` acknowledgements of `target` (Rule 4), not started until awaited;
+    `nowait()` is its answer without waiting, which EXEC takes instead (dispatch.py Rule 7:
+    Redis's WAIT inside a transaction counts the acknowledgements it has and never blocks)."""
+
+    __slots__ = ("primary", "n", "timeout_ms", "target")
+
+    def __init__(self, primary: Primary, n: int, timeout_ms: int, target: int) -> None:
+        self.primary = primary
+        self.n = n
+        self.timeout_ms = timeout_ms
+        self.target = target
+
+    def __await__(self) -> Generator[Any, None, int]:
+        return self.primary.wait_acked(self.n, self.timeout_ms, self.target).__await__()
+
+    def nowait(self) -> int:
+        return self.primary.acked_at(self.target)
+
+    def close(self) -> None:
+        """Nothing started: nothing to close (dispatch closes a blocking command's wait)."""

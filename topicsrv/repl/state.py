@@ -2,7 +2,7 @@
 
 Rule 1 (role): `master` is None on a primary, (host, port) on a replica. A replica refuses
 writes from clients (READONLY, dispatch.py; HTTP 409 `read_only_replica`); only its link
-(repl/replica.py) changes its data. The primary alone runs what its clock decides (key and
+(tasks/replica.py) changes its data. The primary alone runs what its clock decides (key and
 field expiry, lease timeouts, router forwarding): those tasks ask `acting()` first.
 Rule 2 (ids): `replid` names a history of offsets: a new random one at every start of a
 primary and at every promotion (`REPLICAOF NO ONE`), where the old one becomes `replid2`,
@@ -52,7 +52,7 @@ class ReplState:
     backlog_size: int = 1 << 20
     min_replicas_to_write: int = 0
     min_replicas_max_lag: int = 10
-    # a replica's link, as INFO shows it (repl/replica.py keeps these current)
+    # a replica's link, as INFO shows it (tasks/replica.py keeps these current)
     link_up: bool = False
     link_down_since: float = field(default_factory=time.monotonic)
     last_io: float = field(default_factory=time.monotonic)

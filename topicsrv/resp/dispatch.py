@@ -29,7 +29,7 @@ of Rule 1 and Rule 6 is queued (`+QUEUED`) instead of run, and one refused by th
 `no_multi`, as SHUTDOWN: Redis's "Command not allowed inside a transaction") aborts the
 transaction; inside EXEC (`nowait`) a blocking command that would wait is closed unstarted
 and answers the null array, its timeout reply (Redis runs blocking commands in MULTI as
-non-blocking).
+non-blocking); a wait that offers `nowait()` (WAIT) answers that instead.
 Rule 9 (busy script, topicsrv/scripting/runner.py Rule 2): while a script runs past
 busy-reply-threshold, every command not flagged `allow_busy` answers the BUSY text, but the
 script's own (`client.script`).
@@ -286,11 +286,12 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
         result = internal_error(front, f"command {spec.name}")
     else:
         if spec.is_async or is_awaitable(result):
-            if nowait and "blocking" in spec.flags:
+            if nowait and ("blocking" in spec.flags or hasattr(result, "nowait")):
+                now = getattr(result, "nowait", None)  # WAIT's count (repl/primary.py AckWait)
                 close = getattr(result, "close", None)  # a coroutine, or a waiting Block
                 if close is not None:
                     close()
-                result = NULL_ARRAY
+                result = NULL_ARRAY if now is None else now()
             else:
                 guarded = getattr(result, "guarded", None)
                 if guarded is not None:  # a Block counts its call when it ends (resp/blocked.py)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from topicsrv.engine import groups, restore
+from topicsrv.engine.log import failover
 from topicsrv.engine.log.segments import SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.log.topic import Topic
 from topicsrv.engine.queues import leases
@@ -190,6 +191,8 @@ class Checkpoints:
                 meta["groups"] = snap_groups
             if topic.type == "queue" and leases.EXT_KEY in topic.ext:
                 meta["queue"] = leases.snapshot(topic.ext[leases.EXT_KEY])
+            if failover.KEY in topic.ext:  # engine/log/failover.py Rule 2
+                meta["failover"] = [list(g) for g in topic.ext[failover.KEY]]
             # a dest's cursor in the same step as its slots: they always match (routerlog Rule 4)
             meta.update(routerlog.entry_fields(topic))
             segs: list[tuple[Any, int]] = []

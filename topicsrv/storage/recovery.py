@@ -34,7 +34,7 @@ from typing import Any
 from topicsrv.engine import groups, restore
 from topicsrv.engine.config import SEQ_MAX
 from topicsrv.engine.groups import groupops
-from topicsrv.engine.log import deletes
+from topicsrv.engine.log import deletes, failover
 from topicsrv.engine.log import idempotency as idem
 from topicsrv.engine.log import xids as xmod
 from topicsrv.engine.log.segments import DELETED, LIVE, LOST, SEGMENT_RECORDS
@@ -164,6 +164,8 @@ class Builder:
             leases.restore(topic, ck.get("queue"))
         if ck.get("hops"):  # hop counts of a router source's copies above its cursors
             topic.ext["hops"] = {int(seq): int(hop) for seq, hop in ck["hops"]}
+        if ck.get("failover"):  # the gaps promotions left (engine/log/failover.py Rule 2)
+            topic.ext[failover.KEY] = [[int(a), int(b)] for a, b in ck["failover"]]
         if ck.get("ghops"):  # and of its gaps (engine/routing/gaphops.py)
             topic.ext[gaphops.KEY] = [[int(a), int(b), int(h)] for a, b, h in ck["ghops"]]
         for _, kind, part in parts:
@@ -323,6 +325,8 @@ def redo(topic: Topic, ftype: int, d: dict[str, Any], now: int) -> bool:
             if ev[0] == "A":  # an ack: its jobs' delete first (engine/queues/leases.py Rule 1)
                 deletes.delete_seqs(topic, now, ev[2])
             leases.apply(qs, ev)
+    elif ftype == frames.T_LOSTRANGE and d.get("failover"):  # engine/log/failover.py Rule 2
+        restore.open_failover_gap(topic, int(d["first"]), int(d["count"]))
     elif ftype == frames.T_LOSTRANGE and not d.get("void"):
         if topic.next_seq < int(d["first"]):  # a dest whose copies before it are gone
             restore.fill_lost(topic, int(d["first"]), topic.last_ts)

@@ -1,4 +1,4 @@
-"""A replica applies its primary's frames live (repl/replica.py feeds them; sans-IO).
+"""A replica applies its primary's frames live (tasks/replica.py feeds them; sans-IO).
 
 Each frame means in memory what recovery makes of it (storage/recovery.py `_apply`), applied
 to the live topic or keyspace, and is then written to the replica's own WAL as the same frame

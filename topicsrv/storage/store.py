@@ -379,6 +379,15 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         (config-like state, even for classes that log no records)."""
         return self._control(topic, frames.T_XSETID, {"last_id": list(topic.last_id)}, True)
 
+    def failover_gap(self, topic: Topic, first: int, count: int) -> None:
+        """A T_LOSTRANGE marked `failover`, for every class: the gap outlives a crash of the
+        new primary, and its replicas open the same gap (engine/log/failover.py Rule 2)."""
+        obj = {"first": first, "count": count, "failover": True}
+        if policy_of(topic.config).wal:
+            self._control(topic, frames.T_LOSTRANGE, obj, False)
+        else:
+            self._tee_only(topic, frames.T_LOSTRANGE, obj)
+
     def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],
                        seqs: Iterable[int]) -> None:
         """For replicas only (engine/groups/groupops.py Rule 3): built only when one listens."""
@@ -526,7 +535,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
             sh.close()
 
     async def stop_for_resync(self) -> None:
-        """A replica is about to replace its files with its primary's (repl/replica.py Rule 2):
+        """A replica is about to replace its files with its primary's (tasks/replica.py Rule 2):
         every write is refused from now on, what is queued is written, the files are closed;
         no checkpoint (the process restarts on the primary's)."""
         self.closed = True

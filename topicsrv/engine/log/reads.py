@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Final
 
-from topicsrv.engine.log import xids
+from topicsrv.engine.log import failover, xids
 from topicsrv.engine.log.blobs import Blobs
 from topicsrv.engine.log.columns import Packed
 from topicsrv.engine.log.records import KIND_FIELDS, KIND_JSON, blob_to_json, blob_to_resp
@@ -156,7 +156,7 @@ def read(
                 if stop < len(seg2):
                     break
             end = min(end, head + 1)
-            reason = "lost" if gap == LOST else "source_trim"
+            reason = failover.reason_at(topic, seg.base + j) if gap == LOST else "source_trim"
             tomb = tombstone(topic, from_seq + 1, end - 1, reason, end - (seg.base + j), end)
             s = end
             continue

@@ -48,6 +48,8 @@ REASONS: dict[str, Reason] = {r.name: r for r in (
     Reason("mixed", True, "both cap eviction and TTL expiry contributed to the gap"),
     Reason("recreated", False, "the topic was deleted and created again since the cursor"),
     Reason("lost", False, "a crash lost acknowledged records of a non-fsync topic"),
+    Reason("failover", False, "a replica was promoted: records the old primary held and had "
+                              "not shipped may be lost (engine/log/failover.py)"),
     Reason("source_trim", False,
            "a router's source evicted (or lost) records before they were forwarded here"),
 )}

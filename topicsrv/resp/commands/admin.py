@@ -209,15 +209,16 @@ def object_help(ctx: CommandContext, args: list[bytes]) -> Any:
       "sent in the context of the current connection", "numreplicas:integer timeout:integer",
       since="3.0.0", group="generic")
 def wait(ctx: CommandContext, args: list[bytes]) -> Any:
-    replicas = parse_int(args[0])
-    timeout = _timeout(args[1])
-    if ctx.server.repl.master is not None:
+    if ctx.server.repl.master is not None:  # before the arguments are parsed, as Redis
         raise Err("ERR WAIT cannot be used with replica instances. Please also note that since "
                   "Redis 4.0 if a replica is configured to be writable (which is not the "
                   "default) writes to replicas are just local and are not propagated.")
+    replicas = parse_int(args[0])
+    timeout = _timeout(args[1])
     primary = ctx.server.primary
-    if replicas <= 0 or ctx.client.tx is not None and ctx.client.tx.multi:
-        return primary.acked_at(primary.offset)  # inside MULTI: never blocks, as Redis
+    if replicas <= 0:
+        return primary.acked_at(primary.offset)
+    # an AckWait: inside EXEC it answers its count at once (dispatch.py Rule 7), as Redis
     return primary.wait(replicas, int(timeout * 1000))  # repl/primary.py Rule 4
 
 

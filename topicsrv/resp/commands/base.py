@@ -228,6 +228,18 @@ def parse_int(value: bytes, error: str = NOT_INT) -> int:
     return n
 
 
+def parse_int_config(value: str) -> int:
+    """A CONFIG SET value of one of Redis 7.0's int settings (0 .. INT_MAX: `timeout`,
+    `replica-priority`, `min-replicas-*`), with config.c's texts (CONFIG SET wraps them)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError("argument couldn't be parsed into an integer") from None
+    if not 0 <= n <= 2147483647:
+        raise ValueError("argument must be between 0 and 2147483647 inclusive")
+    return n
+
+
 Handler = Callable[[CommandContext, list[bytes]], Any | Awaitable[Any]]
 
 

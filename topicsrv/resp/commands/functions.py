@@ -34,7 +34,7 @@ from topicsrv.resp.commands.scripts import (
     EVAL_FLAGS,
     kill,
     new_run,
-    refuse_over_memory,
+    refuse_flagged,
     run_script,
     split_keys,
     work,
@@ -144,7 +144,7 @@ def _fcall(ctx: CommandContext, args: list[bytes], read_only: bool, name: str) -
     fn = libs.find(args[0].decode("latin-1"))
     if fn is None:
         raise Err("ERR Function not found")
-    refuse_over_memory(ctx, fn.flags)
+    refuse_flagged(ctx, fn.flags)
     keys, argv = split_keys(args[1:], "ERR Bad number of keys provided")
     run = new_run(ctx, fn.name, True, read_only, fn.flags)
     return run_script(ctx, run, [name.encode(), *args], work(ctx, name, libs.state, run, fn.callback, keys, argv, True))

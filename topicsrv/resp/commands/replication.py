@@ -24,6 +24,9 @@ from typing import Any
 
 import trio
 
+from topicsrv.engine import restore
+from topicsrv.engine.log import failover
+from topicsrv.memory import parse_size
 from topicsrv.repl import wire
 from topicsrv.repl.state import new_id
 from topicsrv.resp.commands.base import (
@@ -35,6 +38,7 @@ from topicsrv.resp.commands.base import (
     Simple,
     command,
     parse_int,
+    parse_int_config,
 )
 from topicsrv.storage import replsync
 
@@ -50,7 +54,7 @@ def _cmd(name: str, arity: int, flags: list[str], summary: str, syntax: str = ""
 
 
 def changed(ctx: CommandContext) -> None:
-    """Wake the link task: the role or the primary changed (repl/replica.py)."""
+    """Wake the link task: the role or the primary changed (tasks/replica.py)."""
     state = ctx.server.repl
     if state.link_scope is not None:
         state.link_scope.cancel()
@@ -89,6 +93,12 @@ def become_primary(ctx: CommandContext) -> None:
     state.resume = None
     server.engine.keyspace.passive = False
     server.primary.attach(server.storage)
+    engine = server.engine
+    for topic in list(engine.topics.values()):  # engine/log/failover.py Rule 1
+        first = topic.next_seq
+        restore.open_failover_gap(topic, first, failover.MARGIN)
+        engine.journal.failover_gap(topic, first, failover.MARGIN)
+        engine.notify(topic.name)
     log.info("promoted to primary (REPLICAOF NO ONE) at offset %d; new replid %s",
              state.offset, state.replid)
     changed(ctx)
@@ -103,11 +113,15 @@ def _replicaof(ctx: CommandContext, args: list[bytes]) -> Any:
             become_primary(ctx)
             _save(ctx)
         return Simple("OK")
-    port = parse_int(args[1])
-    if not 0 < port < 65536:
+    try:  # Redis: getRangeLongFromObjectOrReply(0, 65535, "Invalid master port")
+        port = parse_int(args[1])
+    except Err:
+        port = -1
+    if not 0 <= port < 65536:
         raise Err("ERR Invalid master port")
     host = args[0].decode("utf-8", "replace")
-    if state.master == (host, port):
+    if state.master is not None and state.master[0].lower() == host.lower() and \
+            state.master[1] == port:  # Redis: strcasecmp on the host
         return Simple("OK Already connected to specified master")
     become_replica(ctx, host, port)
     _save(ctx)
@@ -256,6 +270,8 @@ def replication_section(ctx: CommandContext) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     if state.master is None:
         out += [("role", "master"), ("connected_slaves", len(primary.links))]
+        if state.min_replicas_to_write:
+            out.append(("min_slaves_good_slaves", primary.good()))
         for i, link in enumerate(primary.links):
             out.append((f"slave{i}", f"ip={link.ip},port={link.port},state=online,"
                                      f"offset={link.ack},lag={link.lag()}"))
@@ -275,11 +291,10 @@ def replication_section(ctx: CommandContext) -> list[tuple[str, Any]]:
                 ("connected_slaves", len(primary.links))]
         offset = state.offset
     backlog = primary.backlog
-    if state.master is None and state.min_replicas_to_write:
-        out.append(("min_slaves_good_slaves", primary.good()))
     out += [("master_failover_state", "no-failover"), ("master_replid", state.replid),
             ("master_replid2", state.replid2), ("master_repl_offset", offset),
-            ("second_repl_offset", state.second_offset),
+            # Redis shows the first byte the previous replid does not cover (shiftReplicationId)
+            ("second_repl_offset", state.second_offset + 1 if state.second_offset >= 0 else -1),
             ("repl_backlog_active", 1 if backlog is not None else 0),
             ("repl_backlog_size", state.backlog_size),
             ("repl_backlog_first_byte_offset", backlog.first + 1 if backlog is not None else 0),
@@ -293,11 +308,14 @@ def _yes_no(value: str) -> bool:
     return value.lower() == "yes"
 
 
-def _count(value: str) -> int:
-    n = int(value)
-    if n < 0:
-        raise ValueError("argument must be a positive number")
-    return n
+def _memory(value: str) -> int:
+    """repl-backlog-size: a memory value (`1mb`), 1 .. LLONG_MAX, as Redis 7.0."""
+    size = parse_size(value)
+    if size is None:
+        raise ValueError("argument must be a memory value")
+    if not 1 <= size < 1 << 63:
+        raise ValueError("argument must be between 1 and 9223372036854775807 inclusive")
+    return size
 
 
 def _set(attr: str) -> Any:
@@ -320,8 +338,7 @@ def settings(ctx: CommandContext) -> dict[str, str]:
         "replicaof": f"{state.master[0]} {state.master[1]}" if state.master else "",
         "slaveof": f"{state.master[0]} {state.master[1]}" if state.master else "",
         "replica-priority": str(state.priority), "slave-priority": str(state.priority),
-        "replica-announced": "yes" if state.announce else "no",
-        "slave-announced": "yes" if state.announce else "no",
+        "replica-announced": "yes" if state.announce else "no",  # no slave- alias in Redis 7.0
         "replica-read-only": "yes", "slave-read-only": "yes",
         "min-replicas-to-write": str(state.min_replicas_to_write),
         "min-slaves-to-write": str(state.min_replicas_to_write),
@@ -333,13 +350,13 @@ def settings(ctx: CommandContext) -> dict[str, str]:
 
 
 SETTERS: dict[str, tuple[Any, Any]] = {
-    **{n: (_count, _set("priority")) for n in ("replica-priority", "slave-priority")},
-    **{n: (_yes_no, _set("announce")) for n in ("replica-announced", "slave-announced")},
-    **{n: (_count, _set("min_replicas_to_write"))
+    **{n: (parse_int_config, _set("priority")) for n in ("replica-priority", "slave-priority")},
+    "replica-announced": (_yes_no, _set("announce")),
+    **{n: (parse_int_config, _set("min_replicas_to_write"))
        for n in ("min-replicas-to-write", "min-slaves-to-write")},
-    **{n: (_count, _set("min_replicas_max_lag"))
+    **{n: (parse_int_config, _set("min_replicas_max_lag"))
        for n in ("min-replicas-max-lag", "min-slaves-max-lag")},
-    "repl-backlog-size": (_count, _set_backlog),
+    "repl-backlog-size": (_memory, _set_backlog),
     "masteruser": (str, _set("masteruser")),
     "masterauth": (str, _set("masterauth")),
 }

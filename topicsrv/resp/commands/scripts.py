@@ -26,7 +26,9 @@ Rule 6 (script flags: a `#!lua flags=...` shebang, or a function's flags): witho
 an EVAL runs in Redis's compatibility mode (EVAL_RO is read-only, its writes over maxmemory
 are refused one by one); with one, `no-writes` makes the script read-only (and EVAL_RO
 refuses a script without it), and a script that may write and lacks `allow-oom` is refused
-before it runs when the server is over maxmemory; `allow-oom` lets its writes pass. A
+before it runs when the server is over maxmemory; `allow-oom` lets its writes pass. A script
+that may write is refused before it runs on a replica (READONLY) and short of good replicas
+(NOREPLICAS), as a write command. A
 script's writes over maxmemory are refused only until its first write (it cannot stop half
 way), as Redis's scriptVerifyOOM.
 """
@@ -55,6 +57,7 @@ from topicsrv.resp.commands.base import (
     lookup,
     parse_int,
 )
+from topicsrv.resp.commands.replication import write_refusal
 from topicsrv.resp.commands.server import SETTERS, parse_count
 from topicsrv.resp.dispatch import count_call, count_rejected, execute
 from topicsrv.resp.encoder import encode
@@ -185,14 +188,19 @@ def make_acl_check(ctx: CommandContext) -> Callable[[list[bytes]], bool | None]:
     return check
 
 
-def refuse_over_memory(ctx: CommandContext, flags: Collection[str] | None) -> None:
-    """A script with flags (shebang, function) that may write and lacks `allow-oom` is a
-    `denyoom` command: over maxmemory it is refused before it runs (Rule 6)."""
-    if flags is None or "no-writes" in flags or "allow-oom" in flags:
+def refuse_flagged(ctx: CommandContext, flags: Collection[str] | None) -> None:
+    """A script with flags (shebang, function) that may write is a `write` command, and
+    without `allow-oom` a `denyoom` one: refused before it runs over maxmemory (Rule 6), then
+    on a replica (READONLY) or short of min-replicas-to-write (NOREPLICAS), in the order of
+    Redis's processCommand (dispatch.py Rules 6 and 11)."""
+    if flags is None or "no-writes" in flags:
         return
     memory = ctx.server.memory
-    if memory.limit and memory.over():
+    if "allow-oom" not in flags and memory.limit and memory.over():
         raise Refused(OOM_TEXT)
+    refusal = write_refusal(ctx)
+    if refusal is not None:
+        raise Refused(refusal)
 
 
 def new_run(ctx: CommandContext, name: str, function: bool, read_only: bool,
@@ -296,7 +304,7 @@ def _eval(ctx: CommandContext, args: list[bytes], by_sha: bool, read_only: bool,
         sha = _load(state, args[0])
         f = state.scripts[sha]
     flags = state.flags[sha]
-    refuse_over_memory(ctx, flags)
+    refuse_flagged(ctx, flags)
     keys, argv = split_keys(args[1:])
     run = new_run(ctx, sha, False, read_only, flags)
     return run_script(ctx, run, [name.encode(), *args],

@@ -30,6 +30,7 @@ from topicsrv.resp.commands.base import (
     Simple,
     command,
     container,
+    parse_int_config,
     wrong_args,
 )
 from topicsrv.resp.commands.getkeys import key_specs, spec_reply
@@ -263,16 +264,6 @@ def _remember(name: str) -> Callable[[CommandContext, Any], None]:
     return apply
 
 
-def _parse_timeout(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError("argument couldn't be parsed into an integer") from None
-    if not 0 <= n <= 2147483647:
-        raise ValueError("argument must be between 0 and 2147483647 inclusive")
-    return n
-
-
 def _set_notify(ctx: CommandContext, flags: int) -> None:
     ctx.server.bus.keyspace.flags = flags
 
@@ -313,7 +304,7 @@ SETTERS: dict[str, tuple[Callable[[str], Any], Callable[[CommandContext, Any], N
     "maxmemory": (_parse_memory, _set_maxmemory),
     "stream-node-max-bytes": (_parse_memory, _remember("stream-node-max-bytes")),
     "stream-node-max-entries": (parse_count, _remember("stream-node-max-entries")),
-    "timeout": (_parse_timeout, _remember("timeout")),  # idle clients closed: resp/server.py
+    "timeout": (parse_int_config, _remember("timeout")),  # idle clients closed: resp/server.py
     "notify-keyspace-events": (parse_flags, _set_notify),  # topicsrv/bus/keyspace.py
     "client-output-buffer-limit": (_parse_buffer_limits, _set_buffer_limits),  # pubsub only
     **{name: (_parse_int_setting, _set_encoding(name)) for name in ENCODING_SETTINGS},

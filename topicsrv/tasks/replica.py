@@ -26,7 +26,7 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -36,7 +36,21 @@ from topicsrv.storage import frames, replsync
 from topicsrv.storage.replapply import Applier
 
 if TYPE_CHECKING:
-    from topicsrv.context import ServerContext
+    from topicsrv.engine import Engine
+    from topicsrv.repl.primary import Primary
+    from topicsrv.repl.state import ReplState
+    from topicsrv.storage.store import Storage
+
+
+class Host(Protocol):
+    """What the link needs of the server (topicsrv/context.py's ServerContext, which imports
+    this package: named by shape, not by import)."""
+
+    engine: Engine
+    storage: Storage | None
+    repl: ReplState
+    primary: Primary
+    addresses: dict[str, tuple[str, int]]
 
 log = logging.getLogger("topicsrv.repl")
 
@@ -117,7 +131,7 @@ async def _reply(stream: trio.abc.Stream, reader: Reader, *cmd: Any) -> bytes:
 
 
 class Link:
-    def __init__(self, ctx: ServerContext) -> None:
+    def __init__(self, ctx: Host) -> None:
         self.ctx = ctx
         self.applier = Applier(ctx.engine, ctx.storage)
 
