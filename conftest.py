@@ -271,7 +271,9 @@ class RedisProcess:
         self.workdir = workdir
 
 
-def start_redis() -> RedisProcess:
+def start_redis(*extra: str) -> RedisProcess:
+    """A redis-server on a free loopback port, persistence off; `extra`: more options
+    (`"--replicaof", "127.0.0.1", "6379"`)."""
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.skip("redis-server is not installed and scripts/ensure-tools.sh could not install it "
@@ -280,7 +282,7 @@ def start_redis() -> RedisProcess:
     workdir = Path(tempfile.mkdtemp(prefix="redis-ref-"))
     proc = subprocess.Popen(
         [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir), "--protected-mode", "yes"],
+         "--dir", str(workdir), "--protected-mode", "yes", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 10
