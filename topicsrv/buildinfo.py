@@ -83,8 +83,8 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.keyspace.zsetvalue",  # a sorted set's packed run and big form
     "topicsrv.engine.keyspace.zsetrange",  # score and lex bounds, positions of a range
     "topicsrv.engine.keyspace.zsets",  # the sorted-set operations
-    "topicsrv.engine.keyspace.sets",  # the set operations (setvalue.py stays Python: Rule 1's
-    # encodings are bytes and set subclasses, which a compiled class would make bigger)
+    "topicsrv.engine.keyspace.setvalue",  # a set's intset, packed run or Table
+    "topicsrv.engine.keyspace.sets",  # the set operations
     "topicsrv.resp.commands.zsets",  # ZADD / ZSCORE / ZPOPMIN / ... commands
     "topicsrv.resp.commands.zsets_range",  # ZRANGE / ZRANGEBYSCORE / ...
     "topicsrv.resp.commands.sets",  # SADD / SISMEMBER / ... commands

@@ -5,8 +5,8 @@ intset), a packed run of members while small (Redis 7.2's listpack), a Python se
 Rule 1 (encodings): `data` is a run of native integers, ascending, for an intset (`count` is
 then minus their width: 2, 4 or 8 bytes each, the narrowest that holds every member, widened
 by an add and never narrowed, as Redis's int16/int32/int64 intsets), packed.py's run
-(insertion order; `count` its members) for a small set of any members, or a `Table` (a set)
-for a big one. OBJECT ENCODING answers `intset` for the first and `hashtable` for the
+(insertion order; `count` its members) for a small set of any members, or a `Table` (a set,
+settable.py: Python, as this module is compiled) for a big one. OBJECT ENCODING answers `intset` for the first and `hashtable` for the
 other two, as redis-server 7.0, which has no listpack sets (docs/decisions.md, "Sets").
 Rule 2 (conversion, as Redis's setTypeAdd): an add converts an intset when the member is not
 an integer's canonical form (values.parse_i64) or the set then holds more than
@@ -46,27 +46,14 @@ from sortedcontainers import SortedKeyList
 
 from topicsrv.engine.keyspace import packed
 from topicsrv.engine.keyspace.scanorder import field_hash
+from topicsrv.engine.keyspace.settable import Table
 from topicsrv.engine.keyspace.values import parse_i64
 
 INTSET: Final = "intset"
 HASHTABLE: Final = "hashtable"
 DEFAULT_LIMITS: Final = (512, 128, 64)  # set-max-intset-entries, -listpack-entries, -value
 Limits = tuple[int, int, int]
-_random = random.Random()
-
-
-class Table(set[bytes]):
-    """A big set's members, with what only a big set needs (Rules 4-5)."""
-
-    __slots__ = ("nbytes", "index", "pool", "gone", "order")
-
-    def __init__(self, members: Iterable[bytes] = ()) -> None:
-        super().__init__(members)
-        self.nbytes = sum(len(m) for m in self)
-        self.index: SortedKeyList | None = None
-        self.pool: list[bytes] | None = None  # Rule 5
-        self.gone: set[bytes] = set()
-        self.order: tuple[bytes, ...] | None = None  # a copy's members in its source's order
+_random: Final = random.Random()
 
 
 _CODES: Final = {2: "h", 4: "i", 8: "q"}  # an intset's width -> its array code (C short,
