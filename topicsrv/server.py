@@ -133,6 +133,7 @@ async def run(
             ctx.engine, config.data_dir, shards=config.wal_shards, cold_dir=config.cold_dir,
             checkpoint_interval_s=config.checkpoint_interval_s,
             keyspace_class=config.keyspace_durability)
+        storage.replica = ctx.repl.master is not None  # tasks/replica.py
         storage.refuse_until_recovered()
     try:
         async with trio.open_nursery() as nursery:

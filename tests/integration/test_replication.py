@@ -193,3 +193,61 @@ def test_promotion_and_the_old_primary_follows(server_factory: Any) -> None:
     wait_until(lambda: P.info("replication")["role"] == "slave", 30, "the role after a restart")
     caught_up(R, P)
     assert dump(P) == dump(R)
+
+
+def _queue_state(url: str, name: str) -> Any:
+    status, body = _http(f"{url}/v0/topics/{name}", "GET")
+    assert status == 200, body
+    queue = {k: v for k, v in body["queue"].items() if k != "oldest_ready_age_ms"}  # a clock
+    return queue, body["head_seq"], body["count"]
+
+
+def _queue_round(url: str, name: str) -> None:
+    """Produce six jobs, claim four: ack one, nack one, extend one, keep one in flight."""
+    status, _ = _http(f"{url}/v0/topics/{name}", "POST",
+                      {"records": [{"data": {"job": i}} for i in range(6)]})
+    assert status in (200, 201)
+    status, claim = _http(f"{url}/v0/topics/{name}/claim", "POST", {"node": "w1", "max": 4})
+    assert status == 200 and len(claim["jobs"]) == 4
+    jobs = claim["jobs"]
+    assert _http(f"{url}/v0/topics/{name}/ack", "POST", {
+        "node": "w1", "seqs": [jobs[0]["$seq"]], "lease_ids": [jobs[0]["lease_id"]]})[0] == 200
+    assert _http(f"{url}/v0/topics/{name}/nack", "POST",
+                 {"node": "w1", "seqs": [jobs[1]["$seq"]]})[0] == 200
+    assert _http(f"{url}/v0/topics/{name}/extend", "POST",
+                 {"node": "w1", "seqs": [jobs[2]["$seq"]], "lease_ms": 120000})[0] == 200
+
+
+def test_queues_and_leases_replicate(server_factory: Any) -> None:
+    """Claims, acks, nacks and extends reach a replica, through a full sync (leases that are
+    not durable included: they are alive in the primary) and through the stream; after a
+    promotion the new primary hands out exactly the jobs nobody holds, with their counts."""
+    primary = server_factory()
+    P = redis.Redis(port=primary.resp_port, socket_timeout=10)
+    url = primary.http_url
+    queues = {"jobs": {"type": "queue", "durable": True, "lease_ms": 60000, "max_deliveries": 5},
+              "fast": {"type": "queue", "durability": "memory", "lease_ms": 60000}}
+    for name, cfg in queues.items():
+        assert _http(f"{url}/v0/topics/{name}", "PUT", cfg)[0] in (200, 201)
+        _queue_round(url, name)  # before the replica: the full sync carries it
+    replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    assert P.execute_command("WAIT", 1, 10000) == 1
+    for name in queues:
+        _queue_round(url, name)  # the stream carries it
+    assert P.execute_command("WAIT", 1, 5000) == 1
+    caught_up(P, R)
+    for name in queues:
+        assert (name, _queue_state(replica.http_url, name)) == (name, _queue_state(url, name))
+    # a claim is a write: refused on the replica
+    status, body = _http(f"{replica.http_url}/v0/topics/jobs/claim", "POST", {"node": "w2"})
+    assert status == 409 and body["error"]["code"] == "read_only_replica"
+    # promoted, it hands out exactly what the old primary would: the same jobs, the same
+    # delivery counts (the old primary, not demoted here, is asked the same claim)
+    assert R.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    for name in queues:
+        got = [_http(f"{u}/v0/topics/{name}/claim", "POST", {"node": "w2", "max": 20})[1]["jobs"]
+               for u in (replica.http_url, url)]
+        assert [(j["$seq"], j["data"], j["delivery"]) for j in got[0]] == \
+            [(j["$seq"], j["data"], j["delivery"]) for j in got[1]]
+        assert len(got[0]) == 6 and any(j["delivery"] > 1 for j in got[0])  # nacked, redelivered

@@ -110,8 +110,10 @@ class Primary:
             return self.backlog.since(off) is not None
         return False
 
-    def link(self, client: Any, ip: str, port: int, off: int) -> Link:
-        """Rule 2: from now on `client` receives every frame fed."""
+    def link(self, client: Any, ip: str, port: int, off: int, reply: bytes) -> Link:
+        """Rule 2: `reply` (PSYNC's, with the backlog up to now) goes into the client's output
+        at once, and every frame fed from now on after it: the handler answers nothing itself,
+        since a frame fed between its return and its reply's turn would come first."""
         backlog = self.backlog
         assert backlog is not None
         link = Link(client, ip, port, ack=off)
@@ -130,6 +132,8 @@ class Primary:
             session.out += data
             session.wake()
 
+        session.out += reply
+        session.wake()
         link_send = send
         backlog.listeners.append(link_send)
         link.send = link_send  # type: ignore[attr-defined]

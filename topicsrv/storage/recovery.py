@@ -89,6 +89,9 @@ class Builder:
         self.on_remove: Callable[[Topic, int, dict[str, Any], Callable[[], None]], None] | None = None
         # (id(topic), first seq) -> an idempotency key waiting for its APPEND (T_IDMP)
         self.idmp_pending: dict[tuple[int, int], dict[str, Any]] = {}
+        # a replica's leases are its primary's, alive in the primary's process: they are not
+        # released at its start as this process's own non-durable leases are (tasks/replica.py)
+        self.keep_leases = False
 
     @property
     def records(self) -> int:
@@ -206,7 +209,7 @@ class Builder:
                        gap_flag=DELETED if silent else LOST, lost_total=ck.get("lost_total", 0))
         st.ceil_durable = st.ceil_head = topic.next_seq - 1
         topic.ext[EXT_KEY] = st
-        if img.type == "queue" and not cfg.leases_durable:
+        if img.type == "queue" and not cfg.leases_durable and not self.keep_leases:
             # non-durable leases end with the process: their jobs are claimable at once
             # (seeds 10.6; docs/decisions.md), delivery counts are kept
             leases.release_all(leases.state_of(topic), self.now)
@@ -340,9 +343,11 @@ def redo(topic: Topic, ftype: int, d: dict[str, Any], now: int) -> bool:
 
 
 def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now: int,
-            repair: bool = True, progress: Progress | None = None) -> Recovered:
+            repair: bool = True, progress: Progress | None = None,
+            keep_leases: bool = False) -> Recovered:
     """Rebuild every topic; memory-class topics come back as placeholders + pending images.
-    `progress` is updated as it goes (storage/progress.py)."""
+    `progress` is updated as it goes (storage/progress.py). `keep_leases`: a replica's
+    (`Builder.keep_leases`)."""
     t0 = time.monotonic()
     progress = progress or Progress()
     progress.phase = "reading_wal"
@@ -362,6 +367,7 @@ def recover(data_dir: Path, cold_dir: Path | None, shards: int, ops: OsOps, now:
                                 if img.policy.recovery != "after_ready")
     progress.phase = "replaying"
     b = Builder(data_dir, cold_dir, ops, shards, now, repair, progress)
+    b.keep_leases = keep_leases
     from topicsrv.storage.rederive import Rederiver  # it builds on this module
 
     rd = Rederiver(b, images, dropped, ck, now)

@@ -107,6 +107,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         self.entries: dict[str, tuple[dict[str, Any], int]] = {}
         self.ckpt_gen = 0  # wal_gen of the last checkpoint.json written
         self.damaged: dict[str, str] = {}  # Rule 5: file name -> what is wrong with it
+        self.replica = False  # opened as a replica: its queues' leases are its primary's
 
     # ---- opening and recovery ---------------------------------------------------------------
 
@@ -119,7 +120,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         now = self.engine.now()
         rec = await trio.to_thread.run_sync(
             recovery.recover, self.data_dir, self.cold_dir, self.nshards, self.ops, now, True,
-            self.progress)
+            self.progress, self.replica)
         self.entries = {name: (e, int(e.get("replay_from", rec.ckpt_gen))) for name, e in rec.entries.items()}
         self.ckpt_gen = rec.ckpt_gen
         for topic in rec.topics:
@@ -176,6 +177,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         done = 0
         rec = self.recovered
         b = recovery.Builder(self.data_dir, self.cold_dir, self.ops, self.nshards, self.engine.now(), True)
+        b.keep_leases = self.replica
         for img in self.pending:
             placeholder = self.engine.topics.get(img.name)
             if placeholder is None or placeholder.epoch != img.epoch or placeholder.appended_total:

@@ -34,7 +34,6 @@ from topicsrv.resp.commands.base import (
     SYNTAX,
     CommandContext,
     Err,
-    Raw,
     Simple,
     command,
     parse_int,
@@ -224,11 +223,11 @@ async def psync(ctx: CommandContext, args: list[bytes]) -> Any:
     backlog = primary.attach(storage)
     if primary.can_resume(replid, off):
         data = backlog.since(off) or b""
-        primary.link(client, ip, port, off)
+        primary.link(client, ip, port, off, b"+CONTINUE %s\r\n%s" % (server.repl.replid.encode(), data))
         primary.partial_syncs += 1
         log.info("replica %s:%d resumes at offset %d (%d bytes from the backlog)", ip, port, off,
                  len(data))
-        return Raw(b"+CONTINUE %s\r\n%s" % (server.repl.replid.encode(), data))
+        return NO_REPLY  # repl/primary.py `link` sent it
     if storage is None:
         raise Err("ERR a primary started with --no-storage cannot feed a full sync")
     if replid != "?":
@@ -241,12 +240,12 @@ async def psync(ctx: CommandContext, args: list[bytes]) -> Any:
     if rest is None:
         raise Err("ERR the backlog lost the checkpoint's cut while it was written; retry "
                   "(raise repl-backlog-size)")
-    primary.link(client, ip, port, cut)
+    primary.link(client, ip, port, cut, b"+FULLRESYNC %s %d\r\n$%d\r\n%s%s" % (
+        server.repl.replid.encode(), cut, len(payload), payload, rest))
     primary.full_syncs += 1
     log.info("replica %s:%d: full sync of %d files, %d bytes, at offset %d", ip, port, len(files),
              len(payload), cut)
-    return Raw(b"+FULLRESYNC %s %d\r\n$%d\r\n%s%s" % (
-        server.repl.replid.encode(), cut, len(payload), payload, rest))
+    return NO_REPLY  # repl/primary.py `link` sent it
 
 
 @command("config|rewrite", 2, ["admin", "noscript", "loading", "stale"], 0, 0, 0, "server",
