@@ -105,6 +105,16 @@ def test_replica_follows_everything(server_factory: Any) -> None:
     assert R.execute_command("REPLICAOF", "127.0.0.1", str(primary.resp_port)) == \
         b"OK Already connected to specified master"
 
+    # function libraries follow their changes (the whole set)
+    lib = ("#!lua name=replib\nredis.register_function{function_name='hello', callback="
+           "function() return 'hi' end, flags={'no-writes'}}")
+    P.function_load(lib)
+    assert P.execute_command("WAIT", 1, 5000) == 1
+    assert R.fcall_ro("hello", 0) == b"hi"
+    P.function_delete("replib")
+    caught_up(P, R)
+    assert R.function_list() == []
+
     # expiry is the primary's: its delete reaches the replica
     P.set("short", "v", px=200)
     caught_up(P, R)

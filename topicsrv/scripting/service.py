@@ -25,6 +25,9 @@ script past the threshold counts as a request in flight for a graceful stop (lif
 Rule 1) until its group is written, so SIGTERM lets it run for the shutdown grace: one that
 ends within it is kept whole (its client may see the connection close before the reply, as
 with redis-server); storage drops the group of one that has not (Storage.close).
+Rule 7 (replicas): every change of the library set (FUNCTION LOAD, DELETE, FLUSH, RESTORE)
+is fed whole to the replication backlog (a T_FUNCTIONS frame, topicsrv/repl/); a replica
+replaces its set with it (`replace_all`, called by its link: tasks/replica.py) and stores it.
 """
 
 from __future__ import annotations
@@ -34,10 +37,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from topicsrv.scripting.functions import Libraries
 from topicsrv.scripting.lua import MEMORY_LIMIT, LuaState, Run, ScriptError
 from topicsrv.scripting.runner import Runner
 from topicsrv.storage import functions as stored
+from topicsrv.storage.frames import T_FUNCTIONS
 
 if TYPE_CHECKING:
     from topicsrv.context import ServerContext
@@ -81,12 +87,26 @@ class Scripting:
 
     def persist(self) -> None:
         """Store the libraries (storage/functions.py), unless the set is the one already on
-        disk: a FUNCTION LOAD REPLACE of the same code costs no fsynced rewrite (Rule 5)."""
+        disk: a FUNCTION LOAD REPLACE of the same code costs no fsynced rewrite (Rule 5).
+        Replicas receive the whole set (Rule 7)."""
+        codes = [lib.code for lib in self.libraries.libraries.values()]
+        backlog = self.server.primary.backlog if self.server.repl.master is None else None
+        if backlog is not None:
+            backlog.body(T_FUNCTIONS, orjson.dumps([c.decode("latin-1") for c in codes]))
         if self.server.config.storage:
-            codes = [lib.code for lib in self.libraries.libraries.values()]
             if codes != self.stored:
                 stored.save(self.server.config.data_dir, codes)
                 self.stored = codes
+
+    def replace_all(self, codes: list[bytes]) -> None:
+        """Rule 7: a replica takes its primary's set whole (and stores it)."""
+        self.libraries.flush()
+        for code in codes:
+            try:
+                self.libraries.load(code, replace=True)
+            except ScriptError as e:  # it loaded on the primary: this build differs
+                log.error("a function library from the primary was not loaded: %s", e.text)
+        self.persist()
 
     def _busy(self, text: str | None) -> None:
         drain = self.server.drain

@@ -52,6 +52,7 @@ T_GROUP_CHUNK: Final = 21  # a commit group's frames, a copy per owning shard in
 T_REPL_GROUP: Final = 40
 T_REPL_PING: Final = 41
 T_GROUPPROG: Final = 42  # a group's delivery progress (engine/groups/groupops.py Rule 3)
+T_FUNCTIONS: Final = 43  # the FUNCTION libraries, whole: orjson list of their code (latin-1)
 # segment frame types
 T_REC: Final = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST: Final = 17  # binary: a LOST slot (seq, ts)

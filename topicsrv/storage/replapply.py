@@ -22,6 +22,7 @@ yet).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ class Applier:
         self.storage = storage
         self.idmp_pending: dict[tuple[str, int], dict[str, Any]] = {}
         self.frames = 0
+        self.on_functions: Callable[[list[bytes]], None] | None = None  # the scripting service
 
     def apply(self, items: list[frames.Frame]) -> None:
         """Rule 1: every frame of `items`, in order, in this one step."""
@@ -69,6 +71,10 @@ class Applier:
                     self._one(fr.ftype, fr.body, touched)
             finally:
                 journal.end_group()
+            return
+        if ftype == frames.T_FUNCTIONS:  # the whole library set (scripting/service.py Rule 7)
+            if self.on_functions is not None:
+                self.on_functions([c.encode("latin-1") for c in codec.decode_json(body)])
             return
         if ftype == frames.T_KEYSPACE:
             self.engine.keyspace.commit(ks_ops.decode(bytes(body)))
