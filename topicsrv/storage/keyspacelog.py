@@ -9,7 +9,7 @@ frames of shard 0 share one frame (wal.py Rule 9: a frame's body is the concaten
 operations, applied in order as one), so a P1 SET costs no frame of its own.
 Rule 3 (bounded replay): a checkpoint writes the whole keyspace, as it was at the WAL cut
 (checkpoint.py Rule 1), to `keyspace-<gen>.bin` (a file header, then T_KEYSPACE frames of a
-few thousand keys and elements each, replayed in order), in parts while the server serves
+few hundred keys and elements each, replayed in order), in parts while the server serves
 (storage/keyspacesave.py), before checkpoint.json names it; recovery loads that file, then
 replays the keyspace frames of the WAL generations from the cut. Older files are unlinked
 once the new checkpoint is durable.

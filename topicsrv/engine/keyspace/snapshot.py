@@ -35,7 +35,7 @@ from topicsrv.engine.keyspace.scanorder import scan_hash
 if TYPE_CHECKING:
     from topicsrv.engine.keyspace.space import Keyspace
 
-PART_UNITS: Final = 1024  # keys and elements per part (Rule 3)
+PART_UNITS: Final = 256  # keys and elements per part (Rule 3): about a ms of work at most
 _IN_PLACE: Final = frozenset(("L", "H", "h", "x", "Z", "S"))
 _DONE: Final = 1 << 64  # the cursor once every key is read
 
