@@ -24,6 +24,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -37,6 +38,30 @@ def connect(url: str) -> redis.Redis:
     for name in _RAW_COMMANDS:
         client.response_callbacks.pop(name, None)
     return client
+
+
+def read_from_url(url: str, read_from: str) -> str:
+    """The server a read plans on and reads from (option readFrom): `url` itself for
+    `primary`; else one of the replicas its server's ROLE lists (the first, so every task of a
+    query reads the same copy: its offsets, tombstones and head are that copy's), or `url`
+    when it is itself a replica; `replicaPreferred` falls back to `url` when there is none,
+    `replica` raises ValueError."""
+    if read_from == "primary":
+        return url
+    role = connect(url).execute_command("ROLE")
+    kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
+    if kind == "slave":
+        return url
+    replicas = role[2] if len(role) > 2 else []
+    if not replicas:
+        if read_from == "replicaPreferred":
+            return url
+        raise ValueError(f"option readFrom=replica: {url} has no replica (ROLE lists none)")
+    host, port = (x.decode() if isinstance(x, bytes) else str(x) for x in replicas[0][:2])
+    parts = urlsplit(url)
+    auth = parts.netloc.rpartition("@")[0]
+    return urlunsplit((parts.scheme, f"{auth}@{host}:{port}" if auth else f"{host}:{port}",
+                       parts.path, parts.query, parts.fragment))
 
 
 def position(seq: int) -> str:

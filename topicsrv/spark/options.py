@@ -98,6 +98,16 @@ def resolve(spec: OffsetSpec, default: str, topic: str, info: TopicInfo) -> int:
     return int(kind)
 
 
+READ_FROM = ("primary", "replica", "replicaPreferred")
+
+
+def _read_from(value: str) -> str:
+    for name in READ_FROM:
+        if value.lower() == name.lower():
+            return name
+    raise ValueError(f"option readFrom must be primary, replica or replicaPreferred, not {value!r}")
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     url: str
@@ -110,6 +120,7 @@ class ReadOptions:
     max_per_trigger: int | None
     fail_on_data_loss: bool
     include_tombstones: bool
+    read_from: str = "primary"  # primary | replica | replicaPreferred (client.read_from_url)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> ReadOptions:
@@ -135,6 +146,7 @@ class ReadOptions:
             max_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1),
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             include_tombstones=_bool(options, "includeTombstones", False),
+            read_from=_read_from(_get(options, "readFrom", "primary") or "primary"),
         )
 
 

@@ -7,6 +7,8 @@ Rule 2: bad options fail when the reader/writer is created, with the option's na
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -16,11 +18,18 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from topicsrv.spark.client import read_from_url
 from topicsrv.spark.options import ReadOptions, WriteOptions
 from topicsrv.spark.reader import TopicsBatchReader
 from topicsrv.spark.rows import SCHEMA_DDL
 from topicsrv.spark.stream import TopicsStreamReader
 from topicsrv.spark.writer import TopicsStreamWriter, TopicsWriter
+
+
+def _resolved(opts: ReadOptions) -> ReadOptions:
+    """Option readFrom picks the server once, on the driver: every task plans and reads on
+    the same copy, so its offsets, head and tombstones are one server's (client.py)."""
+    return replace(opts, url=read_from_url(opts.url, opts.read_from))
 
 
 class TopicsDataSource(DataSource):
@@ -34,10 +43,10 @@ class TopicsDataSource(DataSource):
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TopicsBatchReader(ReadOptions.parse(self.options, streaming=False))
+        return TopicsBatchReader(_resolved(ReadOptions.parse(self.options, streaming=False)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return TopicsStreamReader(ReadOptions.parse(self.options, streaming=True))
+        return TopicsStreamReader(_resolved(ReadOptions.parse(self.options, streaming=True)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
