@@ -232,6 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="refuse writes (-NOREPLICAS) unless N replicas acknowledged within "
                             "--min-replicas-max-lag seconds (default 0: off)")
     serve.add_argument("--min-replicas-max-lag", type=int, default=10, metavar="SECONDS")
+    serve.add_argument("--min-replicas-to-ack", type=int, default=0, metavar="N",
+                       help="synchronous replication: a RESP write is acknowledged only once N "
+                            "replicas hold it (-NOREPLICAS past --min-replicas-max-lag seconds; "
+                            "docs/replication.md)")
     serve.add_argument("--no-storage", action="store_true",
                        help="keep everything in memory only: nothing is written, nothing survives a restart")
     check = sub.add_parser("check", help="verify a data dir (fsck): every frame and index",
@@ -342,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             replica_priority=max(0, args.replica_priority),
             min_replicas_to_write=max(0, args.min_replicas_to_write),
             min_replicas_max_lag=max(0, args.min_replicas_max_lag),
+            min_replicas_to_ack=max(0, args.min_replicas_to_ack),
         )
         try:
             trio.run(run, config)

@@ -105,6 +105,7 @@ class ServerConfig:
     replica_priority: int = 100
     min_replicas_to_write: int = 0
     min_replicas_max_lag: int = 10
+    min_replicas_to_ack: int = 0  # synchronous replication (repl/primary.py Rule 6)
 
 
 @dataclass(slots=True)
@@ -160,7 +161,8 @@ def make_context(config: ServerConfig, clock: Clock | None = None) -> ServerCont
                      masterauth=config.masterauth, priority=config.replica_priority,
                      backlog_size=config.repl_backlog_size,
                      min_replicas_to_write=config.min_replicas_to_write,
-                     min_replicas_max_lag=config.min_replicas_max_lag)
+                     min_replicas_max_lag=config.min_replicas_max_lag,
+                     min_replicas_to_ack=config.min_replicas_to_ack)
     return ServerContext(config=config, engine=engine, notifier=notifier, admission=admission,
                          memory=MemoryGuard(config.max_memory), claims=Claims(engine, notifier),
                          tls=server_context(config.tls_cert, config.tls_key,

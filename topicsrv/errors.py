@@ -36,6 +36,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "not_ready": 503,
     "shutting_down": 503,
     "too_many_clients": 503,
+    "no_replicas": 503,
     "busy": 503,
     "insufficient_storage": 507,
     "insufficient_memory": 507,

@@ -261,3 +261,38 @@ def test_queues_and_leases_replicate(server_factory: Any) -> None:
         assert [(j["$seq"], j["data"], j["delivery"]) for j in got[0]] == \
             [(j["$seq"], j["data"], j["delivery"]) for j in got[1]]
         assert len(got[0]) == 6 and any(j["delivery"] > 1 for j in got[0])  # nacked, redelivered
+
+
+def test_synchronous_replication(server_factory: Any) -> None:
+    """--min-replicas-to-ack 1: a write's reply waits until a replica holds it; with the
+    replica stopped it answers NOREPLICAS once --min-replicas-max-lag passed (the write
+    stands on the primary and reaches the replica when it comes back)."""
+    primary = server_factory("--min-replicas-to-ack", "1", "--min-replicas-max-lag", "1")
+    P = redis.Redis(port=primary.resp_port, socket_timeout=10)
+    replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    wait_until(lambda: P.info("replication")["connected_slaves"] == 1, 30, "the replica")
+    for i in range(20):
+        assert P.set(f"k{i}", i) is True
+        assert R.get(f"k{i}") == str(i).encode()  # acknowledged: already on the replica
+    with P.pipeline(transaction=True) as p:
+        p.set("tx", "1")
+        p.xadd("s", {"a": 1})
+        assert p.execute()[0] is True
+    assert R.get("tx") == b"1" and R.xlen("s") == 1
+    assert P.get("k1") == b"1"  # reads do not wait
+    assert P.config_get("min-replicas-to-ack") == {"min-replicas-to-ack": "1"}
+    replica.proc.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        try:
+            P.set("late", "v")
+            raise AssertionError("a write was acknowledged with its replica stopped")
+        except redis.ResponseError as e:
+            assert str(e).startswith("NOREPLICAS Not enough good replicas acknowledged"), e
+        assert time.monotonic() - t0 >= 0.9
+        assert P.get("late") == b"v"
+    finally:
+        replica.proc.send_signal(signal.SIGCONT)
+    caught_up(P, R)
+    assert R.get("late") == b"v"

@@ -19,6 +19,11 @@ acknowledged the offset the backlog had when it was called (every write of the c
 before it), asking them first with a T_REPL_PING frame.
 Rule 5 (min-replicas-to-write): with `min_replicas_to_write` N > 0, a write is refused with
 -NOREPLICAS unless N links acknowledged within `min_replicas_max_lag` seconds.
+Rule 6 (min-replicas-to-ack, synchronous replication): with N > 0, the reply of every RESP
+command that fed the backlog (a write, EXEC, a script that wrote) waits, like an fsync-class
+commit, until N links acknowledged the offset after it (dispatch.py Rule 11): an acknowledged
+write is on N replicas. Past min-replicas-max-lag seconds the reply is -NOREPLICAS (the write
+stands on the primary, and reaches the replicas when they come back).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from topicsrv.errors import TopicsError
 from topicsrv.repl.backlog import Backlog
 
 if TYPE_CHECKING:
@@ -207,3 +213,24 @@ class AckWait:
 
     def close(self) -> None:
         """Nothing started: nothing to close (dispatch closes a blocking command's wait)."""
+
+
+class AckToken:
+    """Rule 6: a commit token (engine/journal.py CommitToken) that completes once `n` replicas
+    acknowledged `target`; NOREPLICAS after min-replicas-max-lag seconds (the write stands)."""
+
+    __slots__ = ("primary", "n", "target")
+
+    def __init__(self, primary: Primary, n: int, target: int) -> None:
+        self.primary = primary
+        self.n = n
+        self.target = target
+
+    async def wait(self) -> float:
+        limit = max(1, self.primary.state.min_replicas_max_lag)
+        got = await self.primary.wait_acked(self.n, limit * 1000, self.target)
+        if got < self.n:
+            raise TopicsError("no_replicas", f"Not enough good replicas acknowledged the write "
+                              f"({got} of {self.n} within {limit}s; it is on the primary)",
+                              resp_prefix="NOREPLICAS")
+        return 0.0

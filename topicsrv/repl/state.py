@@ -52,6 +52,7 @@ class ReplState:
     backlog_size: int = 1 << 20
     min_replicas_to_write: int = 0
     min_replicas_max_lag: int = 10
+    min_replicas_to_ack: int = 0  # synchronous replication (repl/primary.py Rule 6)
     # a replica's link, as INFO shows it (tasks/replica.py keeps these current)
     link_up: bool = False
     link_down_since: float = field(default_factory=time.monotonic)

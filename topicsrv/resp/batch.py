@@ -156,7 +156,7 @@ def plain_client(ctx: CommandContext) -> bool:
     repl = server.repl
     return client.authenticated and client.user == acl.DEFAULT and client.pubsub is None and \
         not server.bus.keyspace.flags and server.busy is None and repl.master is None and \
-        not repl.min_replicas_to_write
+        not repl.min_replicas_to_write and not repl.min_replicas_to_ack
 
 
 def over_memory(ctx: CommandContext, run: list[list[bytes]]) -> bool:

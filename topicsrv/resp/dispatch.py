@@ -49,7 +49,9 @@ a rejected call; an unknown command or subcommand and a command queued by MULTI 
 Rule 11 (replication, resp/commands/replication.py): on a replica a command flagged `write`
 answers `-READONLY` (a script's own included, as on redis-server), and on a primary short of
 `min-replicas-to-write` good replicas `-NOREPLICAS`, after the BUSY check; inside MULTI the
-refusal aborts the transaction, as Redis's.
+refusal aborts the transaction, as Redis's. With `--min-replicas-to-ack N` the reply of a
+command that fed the replication backlog waits for N replicas' acknowledgements
+(repl/primary.py Rule 6).
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ from time import perf_counter
 from types import GeneratorType
 from typing import Any, Final
 
+from topicsrv.engine.journal import all_of
 from topicsrv.errors import TopicsError
 from topicsrv.memory import oom_error
+from topicsrv.repl.primary import AckToken
 from topicsrv.resp import acl
 from topicsrv.resp.commands.base import (
     NO_REPLY,
@@ -70,13 +74,14 @@ from topicsrv.resp.commands.base import (
     CommandContext,
     Err,
     Front,
+    Pending,
     Refused,
     lookup,
     quote_bytes,
     unknown_subcommand,
     wrong_args,
 )
-from topicsrv.resp.multi import NOT_QUEUED, QUEUED, Tx
+from topicsrv.resp.multi import NOT_QUEUED, QUEUED, ExecReply, Tx
 
 log: Final = logging.getLogger("topicsrv.resp")
 
@@ -271,6 +276,8 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
             tx.end()
             client.tx = None
     t0 = perf_counter()
+    sync_acks = ctx.server.repl.min_replicas_to_ack
+    fed = ctx.server.primary.offset if sync_acks else 0
     try:
         result = handler(ctx, argv[used:])
     except Refused as e:
@@ -302,5 +309,26 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     dt = perf_counter() - t0
     ctx.server.metrics.resp_latency.observe(spec.name, dt)
     count_call(front, spec.name, dt, 1, 1 if isinstance(result, Err) else 0)
+    if sync_acks and not nowait and not client.script and ctx.server.primary.offset > fed \
+            and ctx.server.repl.master is None:  # Rule 11: synchronous replication
+        result = _after_acks(ctx, result, sync_acks)
     return result
+
+
+def _after_acks(ctx: CommandContext, reply: Any, n: int) -> Any:
+    """Rule 11: `reply` goes out once n replicas acknowledged everything fed so far (EXEC's:
+    each element waits, as each waits for its own commit)."""
+    primary = ctx.server.primary
+    ack = AckToken(primary, n, primary.offset)
+
+    def one(r: Any) -> Any:
+        if isinstance(r, Err):
+            return r
+        if isinstance(r, Pending):
+            return Pending(all_of([r.token, ack]), r.reply)
+        return Pending(ack, r)
+
+    if type(reply) is ExecReply:
+        return ExecReply([one(r) for r in reply])
+    return one(reply)
 

@@ -343,6 +343,7 @@ def settings(ctx: CommandContext) -> dict[str, str]:
         "min-slaves-to-write": str(state.min_replicas_to_write),
         "min-replicas-max-lag": str(state.min_replicas_max_lag),
         "min-slaves-max-lag": str(state.min_replicas_max_lag),
+        "min-replicas-to-ack": str(state.min_replicas_to_ack),  # topicsrv's (primary.py Rule 6)
         "repl-backlog-size": str(state.backlog_size),
         "masteruser": state.masteruser or "", "masterauth": state.masterauth or "",
     }
@@ -355,6 +356,7 @@ SETTERS: dict[str, tuple[Any, Any]] = {
        for n in ("min-replicas-to-write", "min-slaves-to-write")},
     **{n: (parse_int_config, _set("min_replicas_max_lag"))
        for n in ("min-replicas-max-lag", "min-slaves-max-lag")},
+    "min-replicas-to-ack": (parse_int_config, _set("min_replicas_to_ack")),
     "repl-backlog-size": (_memory, _set_backlog),
     "masteruser": (str, _set("masteruser")),
     "masterauth": (str, _set("masterauth")),
