@@ -16,7 +16,8 @@ memory per record; then the engine's in-process memory figure (bench/engine_memo
 3, fresh, for memory per string key (bench/stringbench.py); a fresh pair for thousands of
 blocked clients (bench/blockbench.py, issue 40); lists and hashes, each step on fresh servers
 (bench/collphase.py, issue 35); sets and sorted sets and RQ, the same way (bench/zsetphase.py,
-issue 36).
+issue 36); XADD and SET P16 on a primary with one replica beside one node, and the replica's
+lag, in alternating rounds of fresh servers (bench/replbench.py, issue 37).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from bench import (
     micro,
     pubbench,
     queuebench,
+    replbench,
     respbench,
     routerbench,
     scriptbench,
@@ -54,7 +56,7 @@ from bench.respbench import Measure
 from bench.sizes import SIZES
 
 PHASES = ["micro", "writes", "pubsub", "servers", "routers", "memory", "spark", "blocked", "colls",
-          "zsets"]
+          "zsets", "repl"]
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 
 
@@ -532,6 +534,15 @@ class Run:
         self.rows += rows
         self.extra.update(extra)
 
+    def repl(self) -> None:
+        """Replication against redis-server replicas (issue 37, bench/replbench.py): XADD and
+        SET P16 on a primary with one replica, their single-node ratios as targets, and the
+        replica's lag in bytes and ms during the XADD load."""
+        rounds = {"full": 3, "quick": 3, "tiny": 1}[self.mode]
+        rows, extra = replbench.Phase(self.procs, self.sizes, self.log, rounds).run()
+        self.rows += rows
+        self.extra.update(extra)
+
 
 def storage_bench(mode: str) -> dict[str, Any]:
     """fsync-class ack latency from bench/storage_bench.py (storage helper's `latency()`):
@@ -575,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
                             ("servers", run.servers),
                             ("routers", run.routers), ("memory", run.memory),
                             ("spark", run.spark), ("blocked", run.blocked),
-                            ("colls", run.colls), ("zsets", run.zsets)):
+                            ("colls", run.colls), ("zsets", run.zsets), ("repl", run.repl)):
             if name in args.skip or (args.only and name not in args.only):
                 continue
             try:

@@ -2,11 +2,15 @@
 
     .venv/bin/pip install py-spy          # not a project dependency: install it ad hoc
     .venv/bin/python -m bench.profile xadd-p16 [--seconds 10] [--top 40] [--svg out.svg]
+    .venv/bin/python -m bench.profile xadd-p16 --replica      # the primary, one replica following
 
 Rule 1: the server is started fresh (bench.procs) and stopped by pid; py-spy attaches to its
 pid for `--seconds` while the workload runs in this process (redis-benchmark / HTTP client).
 Rule 2: the report is py-spy's collapsed stacks folded into self time and inclusive time per
 function, so it prints as plain text; `--svg` also writes py-spy's flame graph.
+Rule 3: `--replica` starts a second fresh topicsrv with `--replicaof` the profiled one and
+waits until it is level (bench/replbench.py `wait_level`) before the workload; the profile
+is still the primary's (`--profile-replica`: the replica's instead).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import threading
 from functools import partial
 from pathlib import Path
 
-from bench import collbench, httpbench, queuebench, respbench, zsetbench
+from bench import collbench, httpbench, queuebench, replbench, respbench, zsetbench
 from bench.procs import Proc, Procs
 
 
@@ -93,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--native", action="store_true",
                         help="also sample C frames (the compiled hot path, CPython, libc)")
     parser.add_argument("--svg", type=Path, help="also write a flame graph here")
+    parser.add_argument("--replica", action="store_true",
+                        help="one replica follows the server (Rule 3); the primary is profiled")
+    parser.add_argument("--profile-replica", action="store_true",
+                        help="with --replica: profile the replica instead")
     args = parser.parse_args(argv)
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
@@ -101,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     procs = Procs()
     try:
         top: Proc = procs.start_topicsrv()
+        sampled = top
+        if args.replica or args.profile_replica:
+            replica = procs.start_topicsrv(extra=("--replicaof", f"127.0.0.1:{top.resp_port}"))
+            replbench.wait_level(top.resp_port or 0, replica.resp_port or 0)
+            sampled = replica if args.profile_replica else top
         if args.workload in ("xrange-p16", "xread-p16", "group"):
             respbench.load_stream(top.resp_port or 0, "r", 100_000)
         if args.workload.startswith("fsync"):  # a `DURABILITY fsync` topic (ack once on disk)
@@ -116,13 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         worker.start()
         with tempfile.TemporaryDirectory() as tmp:
             raw = Path(tmp) / "raw.txt"
-            subprocess.run([spy, "record", "--pid", str(top.pid), "--duration", str(args.seconds),
+            subprocess.run([spy, "record", "--pid", str(sampled.pid), "--duration", str(args.seconds),
                             "--format", "raw", "--output", str(raw),
                             *(["--native"] if args.native else ["--nonblocking"])],
                            check=True, capture_output=True)
             print(fold(raw.read_text(), args.top))
             if args.svg:
-                subprocess.run([spy, "record", "--pid", str(top.pid), "--duration",
+                subprocess.run([spy, "record", "--pid", str(sampled.pid), "--duration",
                                 str(args.seconds), "--output", str(args.svg), "--nonblocking"],
                                check=True, capture_output=True)
     finally:

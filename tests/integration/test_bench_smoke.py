@@ -114,13 +114,26 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
                   "SimpleWorker burst, in-process (no target)"):
         assert isinstance(rows[label]["redis"], float), rows[label]
         assert isinstance(rows[label]["topicsrv"], float), rows[label]
+    # The replication rows (issue 37) ran on both servers: XADD and SET P16 on one node and on
+    # a primary with one replica (whose target is the single-node ratio), and lag samples
+    # were taken during the replicated XADD load (bench/replbench.py).
+    for label in ("XADD s * f v, P16", "SET key:__rand_int__ <100 B>, P16"):
+        single, repl = rows[f"{label}, single node"], rows[f"{label}, primary + 1 replica"]
+        for row in (single, repl):
+            assert isinstance(row["redis"], float) and isinstance(row["topicsrv"], float), row
+        assert repl["target"] == single["ratio"]
+    for label in ("bytes behind (primary offset - replica offset), max",
+                  "ms behind (marker key, primary OK -> replica GET), max"):
+        assert isinstance(rows[label]["redis"], float), rows[label]
+        assert isinstance(rows[label]["topicsrv"], float), rows[label]
     # Every server the harness started (four pairs, one topicsrv for routers, one redis-server
     # with an AOF for the logged queue rows, the lists-and-hashes phase's five fresh pairs:
-    # bench/collphase.py, and the sets phase's five: bench/zsetphase.py) was stopped by pid
-    # and is gone.
+    # bench/collphase.py, the sets phase's five: bench/zsetphase.py, and the replication
+    # phase's single pair and two primary + replica pairs: bench/replbench.py) was stopped by
+    # pid and is gone.
     started = doc["processes"]
     names = sorted(name for name, _ in started)
-    assert names == ["redis-server"] * 15 + ["topicsrv"] * 15
+    assert names == ["redis-server"] * 18 + ["topicsrv"] * 18
     for _, pid in started:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie_of_other(pid), pid
 
