@@ -15,13 +15,6 @@ Rule 3 (no full collection): a part's changes live only while it is encoded; the
 is paused while a part is built, so none of them survives a young collection into the old
 generation. Otherwise a checkpoint of ten million elements promoted millions of them and
 set off a full collection of the whole heap (hundreds of ms on 1M keys: bench/ckptbench.py).
-Rule 4 (the loop stays interactive): after REST_AFTER of parts the writer sleeps as long as
-they took, so the checkpoint takes at most about half of the loop thread. Run back to back,
-its parts made the loop thread a CPU hog for the whole save, and on a loaded 2-core machine
-the kernel then preempted it mid-part: a part of 3 ms of CPU took 161 ms of wall time
-(getrusage: 2 involuntary switches, no page fault), and that was another client's PING
-(docs/performance.md, issue 35). Resting, it is woken like any mostly idle thread; the save
-takes about twice as long.
 """
 
 from __future__ import annotations
@@ -43,7 +36,6 @@ if TYPE_CHECKING:
     from topicsrv.engine.keyspace import Keyspace
 
 FLUSH_BYTES = 4 << 20  # bytes gathered before a worker thread writes them (Rule 1)
-REST_AFTER = 0.002  # seconds of parts after which the loop rests as long (Rule 4)
 
 
 class Saves:
@@ -82,22 +74,13 @@ async def write(snap: Snapshot, data_dir: Path, fs: OsOps, gen: int, saves: Save
         buf = [frames.file_header(frames.WAL_MAGIC, keyspacelog.SHARD, gen)]
         size = 0
         parts = 0
-        busy = 0.0  # seconds of parts since the loop last rested (Rule 4)
-        while True:
-            t0 = time.perf_counter()
-            body = _next_frame(snap, units)
-            busy += time.perf_counter() - t0
-            if body is None:
-                break
+        while (body := _next_frame(snap, units)) is not None:
             buf.append(body)
             size += len(body)
             parts += 1
             if size >= FLUSH_BYTES:
                 await trio.to_thread.run_sync(fs.writev, fd, buf)
                 buf, size = [], 0
-            elif busy >= REST_AFTER:
-                await trio.sleep(busy)
-                busy = 0.0
             else:
                 await trio.lowlevel.checkpoint()
         snap.ks.saving = None
