@@ -112,7 +112,12 @@ def remove_span(ks: Keyspace, name: str, zv: ZsetValue, lo: int, hi: int) -> tup
 
 def pop(ks: Keyspace, name: str, count: int, top: bool) -> tuple[list[Pair], Token]:
     """ZPOPMIN/ZPOPMAX: up to `count` members from the low (top: high) end, in pop order."""
-    zv = get(ks, name)
+    return pop_from(ks, name, get(ks, name), count, top)
+
+
+def pop_from(ks: Keyspace, name: str, zv: ZsetValue | None, count: int,
+             top: bool) -> tuple[list[Pair], Token]:
+    """`pop` of `zv`, the value the caller just looked up at `name` (one lookup a ZPOPMIN)."""
     if zv is None or count <= 0:
         return [], None
     n = len(zv)

@@ -276,18 +276,14 @@ def _zpop(ctx: CommandContext, args: list[bytes], top: bool) -> Any:
         count = parse_int(args[1], POSITIVE)
         if count < 0:
             raise Err(POSITIVE)
-    zv = read_write(ctx, args[0])
+    name = key_name(args[0])
+    zv = ops.get(ks_of(ctx), name)  # a lookup for a write: not counted (lookupKeyWrite)
     if zv is None or count == 0:
         return []
-    pairs, token = ops.pop(ks_of(ctx), key_name(args[0]), 1 if count < 0 else count, top)
+    pairs, token = ops.pop_from(ks_of(ctx), name, zv, 1 if count < 0 else count, top)
     if ctx.resp3 and count >= 0:
         return committed(token, [[m, s] for m, s in pairs])
     return committed(token, [x for m, s in pairs for x in (m, s)])
-
-
-def read_write(ctx: CommandContext, key: bytes) -> ZsetValue | None:
-    """A lookup for a write (not counted: Redis's lookupKeyWrite)."""
-    return ops.get(ks_of(ctx), key_name(key))
 
 
 @zcmd("zpopmin", -2, ["write", "fast"], "Remove and return members with the lowest scores in a "
