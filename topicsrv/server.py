@@ -89,6 +89,20 @@ def _replication_role(ctx: ServerContext) -> None:
         state.save()  # without `clean`: from now on the disk moves past what it says
 
 
+def _link(ctx: ServerContext) -> Link:
+    """The replica's link task; the function libraries it receives go to the scripting
+    service (scripting/service.py Rule 7), made on first use (lupa loads then)."""
+    link = Link(ctx)
+
+    def functions(codes: list[bytes]) -> None:
+        from topicsrv.scripting.service import scripting_of
+
+        scripting_of(ctx).replace_all(codes)
+
+    link.applier.on_functions = functions
+    return link
+
+
 def _replica_stopped(ctx: ServerContext, storage: Storage) -> None:
     """A replica stopped cleanly: its disk holds exactly what it applied (state.py Rule 3)."""
     state = ctx.repl
@@ -155,7 +169,7 @@ async def run(
             # routers forward once recovery has re-derived their dests (storage calls forward)
             await nursery.start(ctx.routers_service().run)
             nursery.start_soon(expire_keys, ctx.engine)  # a replica's keyspace is passive
-            nursery.start_soon(Link(ctx).run)  # follows a primary while this is a replica
+            nursery.start_soon(_link(ctx).run)  # follows a primary while this is a replica
             nursery.start_soon(ctx.lazyfree.run)  # topicsrv/lazyfree.py
             ctx.ready = True
             # the startup line comes once recovered, so a script may write right after it; it

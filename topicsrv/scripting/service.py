@@ -27,7 +27,7 @@ ends within it is kept whole (its client may see the connection close before the
 with redis-server); storage drops the group of one that has not (Storage.close).
 Rule 7 (replicas): every change of the library set (FUNCTION LOAD, DELETE, FLUSH, RESTORE)
 is fed whole to the replication backlog (a T_FUNCTIONS frame, topicsrv/repl/); a replica
-replaces its set with it (`replace_all`, called by its link: tasks/replica.py) and stores it.
+replaces its set with it (`replace_all`, which server.py hands its link) and stores it.
 """
 
 from __future__ import annotations

@@ -133,8 +133,7 @@ async def _reply(stream: trio.abc.Stream, reader: Reader, *cmd: Any) -> bytes:
 class Link:
     def __init__(self, ctx: Host) -> None:
         self.ctx = ctx
-        self.applier = Applier(ctx.engine, ctx.storage)
-        self.applier.on_functions = self._functions
+        self.applier = Applier(ctx.engine, ctx.storage)  # server.py gives it on_functions
 
     async def run(self) -> None:
         """Rule 4: as long as this server is a replica, keep a link to its primary. A role
@@ -159,11 +158,6 @@ class Link:
             state.link_scope = None
             if scope.cancelled_caught:
                 self._down("the primary changed")
-
-    def _functions(self, codes: list[bytes]) -> None:
-        from topicsrv.scripting.service import scripting_of  # lupa loads on first use
-
-        scripting_of(self.ctx).replace_all(codes)  # type: ignore[arg-type]
 
     def _down(self, why: str) -> None:
         state = self.ctx.repl
