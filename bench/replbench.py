@@ -188,6 +188,7 @@ class Phase:
         self.single = _empty()
         self.repl = _empty()
         self.lag = {w: Lag() for w in WHO}
+        self.sync: list[float] = []  # topicsrv SET P16 ops/s with --min-replicas-to-ack 1
 
     def run(self) -> tuple[list[Row], dict[str, Any]]:
         error = ""
@@ -259,6 +260,16 @@ class Phase:
                 took = wait_level(p.resp_port, r.resp_port)
                 if row == "xadd":
                     self.lag[who].catch_up_s.append(took)
+        # synchronous replication (topicsrv only: redis-server has WAIT, no such mode)
+        assert tp.resp_port is not None
+        admin = redis.Redis(port=tp.resp_port)
+        admin.config_set("min-replicas-to-ack", 1)
+        try:
+            self.log(f"repl round {rnd + 1}: set P16 on topicsrv, --min-replicas-to-ack 1")
+            m, _ = self._measure(tp, "set", [tp, tr])
+            self.sync.append(m.ops_per_s)
+        finally:
+            admin.config_set("min-replicas-to-ack", 0)
 
     def _rows(self, error: str) -> list[Row]:
         n = self.rounds
@@ -288,6 +299,13 @@ class Phase:
                           + ", ".join(f"{x:.2f}" for x in self.repl.ratios(row))
                           + f"; {cost}; busy (last round): redis {self.repl.busy[f'{row} redis']};"
                           f" topicsrv {self.repl.busy[f'{row} topicsrv']}"))]
+        if not error and len(self.sync) >= n:
+            red_r, _ = self.repl.cells("set")
+            rows.append(Row(
+                sec, "SET P16, primary + 1 replica, topicsrv --min-replicas-to-ack 1 (each "
+                "reply after the replica's ACK) vs redis-server asynchronous", "ops/s", red_r,
+                statistics.median(self.sync), ref_note="reported (redis-server has no "
+                "synchronous mode); rounds: " + ", ".join(f"{x:.0f}" for x in self.sync)))
         rows += self._lag_rows(sec, error)
         return rows
 
