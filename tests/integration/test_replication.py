@@ -8,15 +8,14 @@ after a kill -9; REPLICAOF NO ONE promotes it and the old primary follows it."""
 
 from __future__ import annotations
 
-import json
 import signal
 import time
-import urllib.error
-import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 
+from conftest import JsonClient
 from tests.integration.replhelp import caught_up, dump, wait_until
 
 
@@ -50,14 +49,9 @@ def _writes(r: redis.Redis, tag: str, n: int = 50) -> None:
 
 
 def _http(url: str, method: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+    """(status, JSON body) of one request to a server's `http_url` + path."""
+    parts = urlsplit(url)
+    return JsonClient(parts.port or 80).call(method, parts.path, body)
 
 
 def test_replica_follows_everything(server_factory: Any) -> None:
