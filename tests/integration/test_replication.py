@@ -290,3 +290,31 @@ def test_synchronous_replication(server_factory: Any) -> None:
         replica.proc.send_signal(signal.SIGCONT)
     caught_up(P, R)
     assert R.get("late") == b"v"
+
+
+def test_routers_come_with_a_full_sync_and_pause_on_a_replica(server_factory: Any) -> None:
+    """docs/replication.md, "Not yet": a router and its copies reach a replica through a full
+    sync; the replica's worker does not forward (its dest is the primary's business), and a
+    promotion resumes it."""
+    primary = server_factory()
+    P = redis.Redis(port=primary.resp_port, socket_timeout=10)
+    url = primary.http_url
+    assert _http(f"{url}/v0/routers/copy", "PUT", {"source": "src", "dest": "dst"})[0] in (200, 201)
+    assert _http(f"{url}/v0/topics/src", "POST",
+                 {"records": [{"data": {"n": i}} for i in range(5)]})[0] in (200, 201)
+    wait_until(lambda: _http(f"{url}/v0/topics/dst", "GET")[1]["count"] == 5, 20, "the copies")
+    replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    assert P.execute_command("WAIT", 1, 10000) == 1
+    caught_up(P, R)
+    rurl = replica.http_url
+    assert _http(f"{rurl}/v0/routers/copy", "GET")[0] == 200
+    assert _http(f"{rurl}/v0/topics/dst", "GET")[1]["count"] == 5
+    assert _http(f"{url}/v0/topics/src", "POST", {"records": [{"data": {"n": 5}}]})[0] in (200, 201)
+    caught_up(P, R)
+    assert _http(f"{rurl}/v0/topics/src", "GET")[1]["count"] == 6
+    time.sleep(1.0)  # a worker that forwarded on the replica would have done it by now
+    assert _http(f"{rurl}/v0/topics/dst", "GET")[1]["count"] == 5
+    assert R.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
+    wait_until(lambda: _http(f"{rurl}/v0/topics/dst", "GET")[1]["count"] >= 6, 20,
+               "the promoted replica's router to resume")
