@@ -318,3 +318,39 @@ def test_routers_come_with_a_full_sync_and_pause_on_a_replica(server_factory: An
     assert R.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
     wait_until(lambda: _http(f"{rurl}/v0/topics/dst", "GET")[1]["count"] >= 6, 20,
                "the promoted replica's router to resume")
+
+
+def test_the_read_only_user_cannot_touch_replication(server_factory: Any) -> None:
+    """A reader (--read-token) cannot make the server follow another (an attacker's) nor
+    take its journal: REPLICAOF, SLAVEOF, PSYNC, SYNC, REPLCONF and CONFIG REWRITE are @admin."""
+    srv = server_factory("--requirepass", "admin-secret", "--token", "http-secret",
+                         "--read-token", "read-secret")
+    reader = redis.Redis(port=srv.resp_port, username="reader", password="read-secret")
+    for cmd in (("REPLICAOF", "127.0.0.1", "1"), ("SLAVEOF", "127.0.0.1", "1"),
+                ("PSYNC", "?", "-1"), ("SYNC",), ("REPLCONF", "capa", "topicsrv"),
+                ("CONFIG", "REWRITE")):
+        try:
+            reader.execute_command(*cmd)
+            raise AssertionError(f"the reader ran {cmd}")
+        except redis.exceptions.NoPermissionError:
+            pass
+    assert reader.execute_command("ROLE")[0] == b"master"
+    admin = redis.Redis(port=srv.resp_port, password="admin-secret")
+    assert admin.info("replication")["role"] == "master"
+
+
+def test_a_replica_authenticates_with_masterauth(server_factory: Any) -> None:
+    primary = server_factory("--requirepass", "s3cret")
+    P = redis.Redis(port=primary.resp_port, password="s3cret", socket_timeout=10)
+    P.set("k", "v")
+    without = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
+    W = redis.Redis(port=without.resp_port, socket_timeout=10)
+    time.sleep(1.5)
+    info = W.info("replication")
+    assert info["master_link_status"] == "down" and info["master_link_down_since_seconds"] >= 0
+    assert "NOAUTH" in without.log_path.read_text() or "Authentication" in without.log_path.read_text()
+    replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}",
+                             env={"TOPICS_MASTERAUTH": "s3cret"})
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    caught_up(P, R)
+    assert R.get("k") == b"v"

@@ -134,6 +134,8 @@ class Link:
     def __init__(self, ctx: Host) -> None:
         self.ctx = ctx
         self.applier = Applier(ctx.engine, ctx.storage)  # server.py gives it on_functions
+        self.last_why = ""  # the last failure logged, and when (`_down`)
+        self.last_logged = 0.0
 
     async def run(self) -> None:
         """Rule 4: as long as this server is a replica, keep a link to its primary. A role
@@ -160,12 +162,18 @@ class Link:
                 self._down("the primary changed")
 
     def _down(self, why: str) -> None:
+        """Rule 4: a link that goes down is a WARNING; a retry that fails the same way is
+        logged once a minute, not every second."""
         state = self.ctx.repl
+        now = time.monotonic()
         if state.link_up:
-            state.link_down_since = time.monotonic()
+            state.link_down_since = now
             log.warning("replication link to %s down: %s", state.master, why)
-        else:
-            log.info("replication link to %s: %s", state.master, why)
+        elif why != self.last_why or now - self.last_logged >= 60:
+            log.warning("replication link to %s: %s (retrying every %gs)", state.master, why,
+                        RETRY_S)
+            self.last_logged = now
+        self.last_why = why
         state.link_up = False
         state.state = "connect"
 
