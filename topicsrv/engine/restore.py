@@ -24,6 +24,7 @@ from topicsrv.engine.log.segments import (
     EVICTED,
     LIVE,
     LOST,
+    MIXED,
     SEGMENT_RECORDS,
     TRIMMED,
     Run,
@@ -148,6 +149,82 @@ def put_slot(
     if since is not None and (seq >= since or seg.xids is not None):
         xmod.push(topic, seg, xid if xid is not None or seq >= since else (ts, seq))
     topic.next_seq = seq + 1
+    topic.last_ts = ts
+
+
+def put_live(
+    topic: Topic, first: int, ts: int, items: list[tuple[bytes, int, str | None, str | None]],
+    xids: list[tuple[int, int]] | None = None,
+) -> None:
+    """`put_slot` of LIVE records at seqs first, first + 1, ... that share `ts` (one APPEND
+    frame a replica applies), stored as Topic.append stores a write: one Segment.extend per
+    segment the run touches. Same slots, counts, tag index, IDs and ts clamping as `put_slot`
+    record by record, which it falls back to where a slot would not be a plain LIVE append
+    (an overlap with what is held, seqs below `front`, an ID-mapped topic without IDs)."""
+    if not items:
+        return
+    if first > topic.next_seq:
+        fill_lost(topic, first, ts)
+    since = topic.xid_since
+    if (first < topic.next_seq or first < topic.front
+            or (since is not None and (xids is None or first < since))):
+        for i, (blob, size, node, tag) in enumerate(items):
+            put_slot(topic, first + i, ts, blob, size, node, tag, LIVE,
+                     None if xids is None else xids[i])
+        return
+    clamped = ts < topic.last_ts
+    if clamped:
+        ts = topic.last_ts
+    if xids is not None:
+        xmod.enable(topic, first)
+        top = max(xids)
+        if top > topic.last_id:
+            topic.last_id = top
+    last = topic.segs[-1] if topic.segs else None
+    seg = last if isinstance(last, Segment) else None
+    tags_index = topic.tags
+    intern = sys.intern
+    n = len(items)
+    seq = first
+    i = 0
+    count = total = 0
+    while i < n:  # one Segment.extend per segment the run touches, as Topic.append
+        seg = topic.tail_for(seg, seq)
+        j = min(n, i + seg.end - seq)
+        chunk: list[bytes] = []
+        sizes: list[int] = []
+        nodes: list[str | None] = []
+        tags: list[str | None] = []
+        kind = items[i][0][0]
+        part = 0
+        labelled = tagged = False
+        for blob, size, node, tag in items[i:j]:
+            if blob[0] != kind:
+                kind = MIXED
+            chunk.append(blob)
+            sizes.append(size)
+            part += size
+            if node is not None:
+                node = intern(node)
+                labelled = True
+            nodes.append(node)
+            if tag is not None:
+                tags_index.add(tag, seq)
+                tagged = True
+            tags.append(tag)
+            seq += 1
+        seg.extend(chunk, ts, sizes, part, kind, nodes if labelled else None,
+                   tags if tagged else None)
+        if clamped:  # the blobs' IDs keep the ts they were written with (segments Rule 7)
+            seg.ids_exact = False
+        if xids is not None:
+            xmod.push_many(seg, xids[i:j])
+        count += j - i
+        total += part
+        i = j
+    topic.count += count
+    topic.bytes += total
+    topic.next_seq = seq
     topic.last_ts = ts
 
 

@@ -30,7 +30,6 @@ from topicsrv.engine import restore
 from topicsrv.engine.groups import groupops
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.log import idempotency as idem
-from topicsrv.engine.log.segments import LIVE
 from topicsrv.storage import codec, frames, recovery
 
 if TYPE_CHECKING:
@@ -132,11 +131,7 @@ class Applier:
         if first + n <= topic.next_seq:
             return  # Rule 2
         xids = codec.append_xids(body, pos, n, rc)
-        blobs: list[bytes] = []
-        for i, (blob, size, node, tag) in enumerate(codec.append_items(body, pos, n)):
-            restore.put_slot(topic, first + i, ts, blob, size, node, tag, LIVE,
-                             None if xids is None else xids[i])
-            blobs.append(blob)
+        restore.put_live(topic, first, ts, list(codec.append_items(body, pos, n)), xids)
         add = self.idmp_pending.pop((name, first), None)
         if add is not None:  # its key, sent just before (engine/log/idempotency.py Rule 6)
             pid, iid, hit = idem.hit_from_json(add)

@@ -365,11 +365,7 @@ class Topic:
         n = len(records)
         i = 0
         while i < n:  # one chunk per segment the write touches (Segment.extend)
-            if seg is None or seg.full:
-                if seg is not None:
-                    self.seal(seg)  # segments Rule 5: only the tail takes appends
-                seg = Segment(seq)
-                segs.append(seg)
+            seg = self.tail_for(seg, seq)
             j = min(n, i + seg.end - seq)
             chunk: list[bytes] = []
             sizes: list[int] = []
@@ -421,6 +417,17 @@ class Topic:
         return first, ts, blobs
 
     # ---- sealed segments (Rule 8) ------------------------------------------------------
+
+    def tail_for(self, seg: Segment | None, seq: int) -> Segment:
+        """The segment an append at `seq` goes into: `seg` (the tail) while it has room, else a
+        new tail; a full `seg` is sealed (segments Rule 5: only the tail takes appends)."""
+        if seg is not None and not seg.full:
+            return seg
+        if seg is not None:
+            self.seal(seg)
+        seg = Segment(seq)
+        self.segs.append(seg)
+        return seg
 
     def seal(self, seg: Segment) -> None:
         """Seal `seg`, the full tail; the segment sealed before it goes bare unless read."""
