@@ -88,6 +88,9 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.commands.zsets",  # ZADD / ZSCORE / ZPOPMIN / ... commands
     "topicsrv.resp.commands.zsets_range",  # ZRANGE / ZRANGEBYSCORE / ...
     "topicsrv.resp.commands.sets",  # SADD / SISMEMBER / ... commands
+    "topicsrv.storage.replapply",  # a replica applies its primary's frames (every XADD / SET)
+    "topicsrv.engine.restore",  # put_live: a replica's APPEND frames; recovery's slots
+    "topicsrv.repl.backlog",  # a primary feeds every WAL frame to its replicas' output
 )
 
 _stale: list[str] = []
