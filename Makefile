@@ -43,7 +43,7 @@ $(EXT_STAMP): $(RUN_STAMP) $(HOT_SRC)
 setup: $(STAMP) $(EXT_STAMP)
 
 run: $(RUN_STAMP) $(EXT_STAMP)
-	$(PY) -m topicsrv serve --data-dir $(DATA_DIR) --bind 127.0.0.1 --http-port $(HTTP_PORT) --resp-port $(RESP_PORT)
+	$(PY) -m topicsrv serve --data-dir $(DATA_DIR) --bind 127.0.0.1 --http-port $(HTTP_PORT) --resp-port $(RESP_PORT) $(ARGS)
 
 lint: setup
 	$(PY) -m ruff check topicsrv tests compat bench spark
