@@ -23,19 +23,15 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from topicsrv.engine import restore
-from topicsrv.engine.config import SEQ_MAX
-from topicsrv.engine.groups import groupops
 from topicsrv.engine.journal import NullJournal
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.log import xids as xmod
-from topicsrv.engine.log.segments import DELETED, LOST
 from topicsrv.engine.log.topic import Topic
 from topicsrv.engine.queues import queues
 from topicsrv.errors import StartupError, TopicsError
@@ -52,11 +48,12 @@ from topicsrv.storage import (
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import DISK, policy_of
 from topicsrv.storage.progress import Progress
+from topicsrv.storage.replstore import ReplJournal
 from topicsrv.storage.segtasks import SegTasks
 from topicsrv.storage.startup import Startup
-from topicsrv.storage.state import HEADROOM, TState, near_ceiling, state_of
-from topicsrv.storage.wal import Batch, Shard, Token, storage_error
-from topicsrv.storage.walread import RESERVE_MAX
+from topicsrv.storage.state import TState, near_ceiling, state_of
+from topicsrv.storage.wal import Shard, Token, storage_error
+from topicsrv.storage.writerhooks import WriterHooks
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
@@ -64,7 +61,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("topicsrv.storage")
 
-class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
+class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks, ReplJournal,
+              WriterHooks):
     def __init__(
         self,
         engine: Engine,
@@ -237,18 +235,12 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
             if near:
                 sh.want_ceiling(topic)
             if sh.tee is not None:  # a class without a WAL still replicates (repl/backlog.py)
-                xids = None if topic.xid_since is None else \
-                    [xmod.xid_of(topic, s) for s in range(first_seq, last + 1)]
-                sh.tee.body(frames.T_APPEND, codec.encode_append_of(
-                    topic.name, topic.epoch, first_seq, ts, blobs, records, xids))
+                sh.tee.body(frames.T_APPEND, _append_body(topic, first_seq, ts, blobs, records))
             return None
         if pol.readable == "durable":
             topic.hide_from(first_seq)  # readable once durable (Topic Rule 6)
         rc = routerlog.rc_of(topic)
-        xids = None
-        if topic.xid_since is not None:  # an ID-mapped topic: the IDs ride along (codec)
-            xids = [xmod.xid_of(topic, s) for s in range(first_seq, last + 1)]
-        body = codec.encode_append_of(topic.name, topic.epoch, first_seq, ts, blobs, records, xids)
+        body = _append_body(topic, first_seq, ts, blobs, records)
         if rc is None:
             frame = frames.encode(frames.T_APPEND, body)
         else:  # a router's dest: recovery merges the re-derived copies up to `rc` first
@@ -267,7 +259,7 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> Token | None:
         """One keyspace operation under the keyspace's class (keyspacelog.py Rules 1-2)."""
         if self.keyspace_class == "memory":
-            tee = self.shards[keyspacelog.SHARD].tee
+            tee = self.tee
             if tee is not None:  # replicated all the same (repl/backlog.py)
                 tee.body(frames.T_KEYSPACE, ks_ops.encode(op))
             return None
@@ -282,13 +274,6 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
             obj["rc"] = rc  # a router's dest: the frame's place among the re-derived copies
         commit = sh.enqueue(frames.encode(ftype, codec.encode_json(obj)))
         return commit.token(False) if gated else None
-
-    def _tee_only(self, topic: Topic, ftype: int, obj: dict[str, Any]) -> Token | None:
-        """A change of a class that writes no WAL: the frame it would be, for the replicas only."""
-        tee = self.shards[0].tee if self.shards else None
-        if tee is not None:
-            tee.body(ftype, codec.encode_json({"name": topic.name, "epoch": topic.epoch, **obj}))
-        return None
 
     def deleted(self, topic: Topic, selector: dict[str, Any], bound: int, wait: bool = True) -> Token | None:
         pol = policy_of(topic.config)
@@ -313,64 +298,6 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
             obj["oc"] = oc
         return self._control(topic, frames.T_TRIM, obj, pol.trims_gated)
 
-    # ---- a replica's copy of its primary's frames (storage/replapply.py) ---------------------
-
-    def replicated_append(self, topic: Topic, body: bytes, first: int, n: int) -> None:
-        """The primary's APPEND, written to this replica's WAL as `appended` writes its own."""
-        st, sh = self._shard(topic)
-        pol = policy_of(topic.config)
-        last = first + n - 1
-        near = near_ceiling(st, last)
-        if pol.wal:
-            if pol.readable == "durable":
-                topic.hide_from(first)  # readable once durable here too (Topic Rule 6)
-            sh.enqueue(frames.encode(frames.T_APPEND, body), (topic, topic.epoch, first, n, None))
-        if near and (pol.ceiling or not pol.wal):
-            sh.want_ceiling(topic)
-
-    def replicated(self, topic: Topic, ftype: int, body: bytes, d: dict[str, Any]) -> None:
-        """The primary's control frame, written as this replica's own journal would write it:
-        config-like frames always, the others where the class keeps a WAL."""
-        config_like = ftype in (frames.T_GROUPOP, frames.T_GROUPS, frames.T_XSETID) or \
-            (ftype == frames.T_IDMP and "cfg" in d)
-        if not config_like and not policy_of(topic.config).wal:
-            return
-        _, sh = self._shard(topic)
-        sh.enqueue(frames.encode(ftype, body))
-        if ftype == frames.T_DELETE:
-            self.flip_topics[id(topic)] = topic
-            self.flip_wake.set()
-        elif ftype == frames.T_LEASES:
-            seqs = [s for ev in d["ev"] if ev[0] == "A" for s in ev[2]]
-            if seqs:
-                self.flip_later(topic, seqs)
-
-    # ---- writer callbacks --------------------------------------------------------------------
-
-    def _ceilings(self, sh: Shard) -> list[tuple[bytes, Any]]:
-        out: list[tuple[bytes, Any]] = []
-        for topic in sh.ceil_topics.values():
-            if not self._current(topic) or not policy_of(topic.config).ceiling:
-                continue
-            st = state_of(topic, self.nshards)
-            head = topic.next_seq - 1
-            if not near_ceiling(st, head):
-                continue
-            # the reservation follows the write rate, within [HEADROOM, RESERVE_MAX] (a bound
-            # recovery relies on after WAL damage: walread.Cut), and never passes SEQ_MAX
-            new = min(SEQ_MAX, head + min(max(HEADROOM, head - st.ceil_head), RESERVE_MAX))
-            if new <= st.ceil_durable:
-                continue
-            body = codec.encode_json({"name": topic.name, "epoch": topic.epoch, "ceiling": new})
-
-            def done(st: TState = st, new: int = new, head: int = head) -> None:
-                st.ceil_durable = max(st.ceil_durable, new)
-                st.ceil_head = head
-
-            out.append((frames.encode(frames.T_CEIL, body), done))
-        sh.ceil_topics.clear()
-        return out
-
     def groups_changed(self, topic: Topic, change: dict[str, Any]) -> Token | None:
         """Consumer-group definitions are config-like: written at once and fsync-gated. The
         frame carries the change only (engine/groups/groupops.py), never the group's pending list."""
@@ -380,24 +307,6 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         """XSETID: a T_XSETID frame, written at once and fsync-gated like a group change
         (config-like state, even for classes that log no records)."""
         return self._control(topic, frames.T_XSETID, {"last_id": list(topic.last_id)}, True)
-
-    def failover_gap(self, topic: Topic, first: int, count: int) -> None:
-        """A T_LOSTRANGE marked `failover`, for every class: the gap outlives a crash of the
-        new primary, and its replicas open the same gap (engine/log/failover.py Rule 2)."""
-        obj = {"first": first, "count": count, "failover": True}
-        if policy_of(topic.config).wal:
-            self._control(topic, frames.T_LOSTRANGE, obj, False)
-        else:
-            self._tee_only(topic, frames.T_LOSTRANGE, obj)
-
-    def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],
-                       seqs: Iterable[int]) -> None:
-        """For replicas only (engine/groups/groupops.py Rule 3): built only when one listens."""
-        tee = self.shards[0].tee if self.shards else None
-        if tee is not None:
-            tee.body(frames.T_GROUPPROG, codec.encode_json({
-                "name": topic.name, "epoch": topic.epoch,
-                "op": groupops.progress(group, consumers, seqs)}))
 
     def idempotent(self, topic: Topic, op: dict[str, Any]) -> Token | None:
         """A T_IDMP frame. An add rides with its records (only classes that log them; it is
@@ -439,52 +348,6 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         if not sh.batch.frames:
             return None
         return sh.batch.commit.token(False)
-
-    def _wake(self, name: str) -> None:
-        for listener in self.engine.all_listeners():
-            listener(name)
-
-    def _reveal(self, topic: Topic, upto: int) -> None:
-        # a topic whose class stopped hiding records meanwhile has nothing left to hide;
-        # router copies appended behind a hidden write are revealed with it (routerlog.py)
-        upto = routerlog.reveal_upto(topic, upto)
-        if topic.reveal(upto if policy_of(topic.config).readable == "durable" else topic.next_seq):
-            self.engine.notify(topic.name)  # held while a script runs (engine/core.py Rule 3)
-
-    def _durable(self, batch: Batch) -> None:
-        """A batch is durable: its hidden (fsync-class) records become readable."""
-        for topic, epoch, first, count, _rc in batch.ranges:
-            if routerlog.release(topic, first + count):
-                self._wake(topic.name)
-            if topic.visible_next is not None and topic.epoch == epoch and self._current(topic):
-                self._reveal(topic, first + count)
-
-    def _failed(self, batch: Batch) -> None:
-        """A batch could not be made durable. Records readers could already see (disk and
-        memory classes, acknowledged on enqueue) become LOST: a reader crossing them gets a
-        `lost` tombstone. Hidden fsync-class records were never readable nor acknowledged
-        (their writers get 507), so their seqs are skipped silently. Seqs are never reused."""
-        for topic, epoch, first, count, rc in batch.ranges:
-            if routerlog.release(topic, first + count):
-                self._wake(topic.name)
-            if topic.epoch != epoch or not self._current(topic):
-                continue
-            hidden = topic.visible_next is not None and first >= topic.visible_next
-            n = restore.mark_lost(topic, first, count, DELETED if hidden else LOST)
-            sh = self.shards[state_of(topic, self.nshards).shard]
-            lost: dict[str, Any] = {"name": topic.name, "epoch": epoch, "first": first, "count": count,
-                                    "silent": hidden}
-            if rc is not None:
-                lost["rc"] = rc
-            sh.retry.append(frames.encode(frames.T_LOSTRANGE, codec.encode_json(lost)))
-            if hidden:
-                log.error("topic %s: seqs %d..%d could not be made durable; their writes failed "
-                          "(507) and the seqs are skipped", topic.name, first, first + count - 1)
-                self._reveal(topic, first + count)
-                continue
-            log.error("topic %s: seqs %d..%d could not be made durable; %d records marked lost",
-                      topic.name, first, first + count - 1, n)
-            self.engine.notify(topic.name)
 
     # ---- background tasks ----------------------------------------------------------------------
 
@@ -536,17 +399,6 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
         for sh in self.shards:
             sh.close()
 
-    async def stop_for_resync(self) -> None:
-        """A replica is about to replace its files with its primary's (tasks/replica.py Rule 2):
-        every write is refused from now on, what is queued is written, the files are closed;
-        no checkpoint (the process restarts on the primary's)."""
-        self.closed = True
-        async with self.ckpt_lock, self.seg_lock:
-            for sh in self.shards:
-                await sh.drain()
-            for sh in self.shards:
-                sh.close()
-
     # ---- introspection -------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -562,6 +414,14 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks):
             "writable": all(sh.unwritable is None for sh in self.shards),
         }
 
+
+
+def _append_body(topic: Topic, first_seq: int, ts: int, blobs: list[bytes],
+                 records: list[PreparedRecord]) -> bytes:
+    """An APPEND frame's body; an ID-mapped topic's IDs ride along (codec)."""
+    xids = None if topic.xid_since is None else \
+        [xmod.xid_of(topic, s) for s in range(first_seq, first_seq + len(blobs))]
+    return codec.encode_append_of(topic.name, topic.epoch, first_seq, ts, blobs, records, xids)
 
 
 class _NotReady(NullJournal):
