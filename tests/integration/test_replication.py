@@ -159,11 +159,15 @@ def test_partial_and_full_resync(server_factory: Any) -> None:
     assert dump(R) == dump(P)
 
 
-def test_promotion_and_the_old_primary_follows(server_factory: Any) -> None:
+def _primary_and_replica(server_factory: Any) -> tuple[Any, redis.Redis, Any, redis.Redis]:
     primary = server_factory()
     P = redis.Redis(port=primary.resp_port, socket_timeout=10)
     replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
-    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    return primary, P, replica, redis.Redis(port=replica.resp_port, socket_timeout=10)
+
+
+def test_promotion_and_the_old_primary_follows(server_factory: Any) -> None:
+    primary, P, replica, R = _primary_and_replica(server_factory)
     _writes(P, "a", 20)
     head = len(P.xrange("a:stream")) + 1  # 21 XADDs, one XDEL: the head seq is 21
     caught_up(P, R)
@@ -293,32 +297,109 @@ def test_synchronous_replication(server_factory: Any) -> None:
     assert R.get("late") == b"v"
 
 
-def test_routers_come_with_a_full_sync_and_pause_on_a_replica(server_factory: Any) -> None:
-    """docs/replication.md, "Not yet": a router and its copies reach a replica through a full
-    sync; the replica's worker does not forward (its dest is the primary's business), and a
-    promotion resumes it."""
+def _post(url: str, topic: str, records: list[dict[str, Any]]) -> None:
+    assert _http(f"{url}/v0/topics/{topic}", "POST", {"records": records})[0] in (200, 201)
+
+
+def _records(url: str, topic: str) -> Any:
+    status, body = _http(f"{url}/v0/topics/{topic}/diff", "POST", {"from_seq": 0, "limit": 10_000})
+    assert status == 200, body
+    return body["records"]
+
+
+def _router(url: str, name: str) -> tuple[int, Any]:
+    status, body = _http(f"{url}/v0/routers/{name}", "GET")
+    if status != 200:
+        return status, None
+    # the counters (forwarded, skipped) are this process's, as a restart's would be
+    return status, {k: body[k] for k in ("source", "dest", "filter", "cursor", "source_epoch",
+                                         "hop_cap", "created_ts")}
+
+
+def _same_routed(pu: str, ru: str, topics: tuple[str, ...], names: tuple[str, ...]) -> None:
+    for t in topics:
+        assert _records(ru, t) == _records(pu, t), t
+    for n in names:
+        assert _router(ru, n) == _router(pu, n), n
+
+
+def test_routers_replicate_live(server_factory: Any) -> None:
+    """A router made, changed or deleted after the full sync reaches the replica, its copies
+    land at the primary's seqs, IDs and timestamps (the replica runs the primary's steps:
+    engine/routing/routerrepl.py), a direct write to a dest keeps its place, and all of it
+    survives the replica's restart (its own recovery re-derives the copies) and a promotion."""
     primary = server_factory()
     P = redis.Redis(port=primary.resp_port, socket_timeout=10)
     url = primary.http_url
     assert _http(f"{url}/v0/routers/copy", "PUT", {"source": "src", "dest": "dst"})[0] in (200, 201)
-    assert _http(f"{url}/v0/topics/src", "POST",
-                 {"records": [{"data": {"n": i}} for i in range(5)]})[0] in (200, 201)
+    _post(url, "src", [{"data": {"n": i}} for i in range(5)])
     wait_until(lambda: _http(f"{url}/v0/topics/dst", "GET")[1]["count"] == 5, 20, "the copies")
     replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
     R = redis.Redis(port=replica.resp_port, socket_timeout=10)
     assert P.execute_command("WAIT", 1, 10000) == 1
     caught_up(P, R)
     rurl = replica.http_url
-    assert _http(f"{rurl}/v0/routers/copy", "GET")[0] == 200
-    assert _http(f"{rurl}/v0/topics/dst", "GET")[1]["count"] == 5
-    assert _http(f"{url}/v0/topics/src", "POST", {"records": [{"data": {"n": 5}}]})[0] in (200, 201)
+
+    # after the sync: a new filtered router, copies through both, a direct write to a dest
+    assert _http(f"{url}/v0/routers/tagged", "PUT",
+                 {"source": "src", "dest": "dst2", "filter": ["tag", "Eq", "t"]})[0] in (200, 201)
+    for i in range(4):
+        _post(url, "src", [{"data": {"n": 10 * i + k}, **({"tag": "t"} if k % 3 == 0 else {})}
+                           for k in range(6)])
+        _post(url, "dst", [{"data": {"direct": i}}])
+    wait_until(lambda: _http(f"{url}/v0/topics/dst", "GET")[1]["count"] == 5 + 24 + 4 and
+               _http(f"{url}/v0/topics/dst2", "GET")[1]["count"] == 8, 20, "the copies")
+    assert P.execute_command("WAIT", 1, 10000) == 1
     caught_up(P, R)
-    assert _http(f"{rurl}/v0/topics/src", "GET")[1]["count"] == 6
-    time.sleep(1.0)  # a worker that forwarded on the replica would have done it by now
-    assert _http(f"{rurl}/v0/topics/dst", "GET")[1]["count"] == 5
+    _same_routed(url, rurl, ("src", "dst", "dst2"), ("copy", "tagged"))
+    time.sleep(0.6)  # a paused worker looks every 0.5 s: it must not forward on its own
+    _same_routed(url, rurl, ("src", "dst", "dst2"), ("copy", "tagged"))
+
+    # changed and deleted on the primary
+    assert _http(f"{url}/v0/routers/tagged", "PUT",
+                 {"source": "src", "dest": "dst2", "filter": ["tag", "Glob", "t*"]})[0] == 200
+    assert _http(f"{url}/v0/routers/copy", "DELETE")[0] in (200, 204)
+    _post(url, "src", [{"data": {"m": i}, "tag": "tx" if i % 2 else "u"} for i in range(6)])
+    wait_until(lambda: _http(f"{url}/v0/topics/dst2", "GET")[1]["count"] == 11, 20, "the copies")
+    caught_up(P, R)
+    _same_routed(url, rurl, ("src", "dst", "dst2"), ("copy", "tagged"))
+    assert _router(rurl, "copy")[0] == 404
+
+    # the replica's own restart: its recovery re-derives dst2's copies from its own src
+    replica.stop(signal.SIGTERM)
+    _post(url, "src", [{"data": {"late": 1}, "tag": "t"}])
+    replica.start()
+    R = redis.Redis(port=replica.resp_port, socket_timeout=10)
+    rurl = replica.http_url
+    caught_up(P, R)
+    wait_until(lambda: _http(f"{rurl}/v0/topics/dst2", "GET")[1]["count"] == 12, 20, "the copy")
+    _same_routed(url, rurl, ("src", "dst", "dst2"), ("tagged",))
+    assert P.info("stats")["sync_partial_ok"] >= 1
+
+    # promoted, the replica forwards on its own from where its primary's steps left it
     assert R.execute_command("REPLICAOF", "NO", "ONE") == b"OK"
-    wait_until(lambda: _http(f"{rurl}/v0/topics/dst", "GET")[1]["count"] >= 6, 20,
-               "the promoted replica's router to resume")
+    _post(rurl, "src", [{"data": {"after": 1}, "tag": "t"}, {"data": {"after": 2}}])
+    wait_until(lambda: _http(f"{rurl}/v0/topics/dst2", "GET")[1]["count"] == 13, 20,
+               "the promoted replica's router")
+    assert _records(rurl, "dst2")[:12] == _records(url, "dst2")  # then the failover gap
+    newest = R.xrevrange("dst2", count=1)[0][1]
+    assert b'"after":1' in b"".join(newest.values()), newest
+
+
+def test_a_lost_link_resumes_from_the_backlog(server_factory: Any) -> None:
+    """A replica whose link drops (the primary closes it) resumes with a partial resync."""
+    _, P, _, R = _primary_and_replica(server_factory)
+    _writes(P, "a", 10)
+    caught_up(P, R)
+    full0, partial0 = P.info("stats")["sync_full"], P.info("stats")["sync_partial_ok"]
+    pid = R.info("server")["process_id"]
+    assert P.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+    _writes(P, "b", 10)
+    caught_up(P, R)
+    stats = P.info("stats")
+    assert (stats["sync_full"], stats["sync_partial_ok"]) == (full0, partial0 + 1)
+    assert R.info("server")["process_id"] == pid
+    assert dump(R) == dump(P)
 
 
 def test_the_read_only_user_cannot_touch_replication(server_factory: Any) -> None:

@@ -8,7 +8,8 @@ whole (507) instead of half-applying it.
 Rule 3 (routers): a router's copies are derived, never logged as records: `derived` and
 `derived_gap` tell storage that seqs were taken (it writes no frame for WAL classes; the
 copies are re-derived from the source on recovery). Router definitions are logged on the
-dest (`router_logged`), like a topic create.
+dest (`router_logged`), like a topic create. `forwarded` tells storage where a forwarding step
+ended, for replicas only (they run the same step: engine/routing/routerrepl.py Rule 2).
 Rule 4 (commit groups): `begin_group` .. `end_group` bracket one synchronous step whose
 journal calls must survive a crash all or none (a MULTI/EXEC, a string write replacing a
 topic); groups nest (the outermost decides). A journal without storage ignores them.
@@ -101,6 +102,11 @@ class Journal(Protocol):
     def router_logged(self, dest: Topic, op: dict[str, Any]) -> CommitToken | None:
         """A router definition changed: `{"op": "put", "spec": {...}, "cursor": c,
         "source_epoch": e}` or `{"op": "del", "name": n}`; logged on its dest."""
+        ...
+
+    def forwarded(self, router: Any, dest: Topic, now: int) -> None:
+        """A forwarding step of `router` moved its cursor at clock `now` (Rule 3): nothing is
+        written; a primary's replicas hear it."""
         ...
 
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> CommitToken | None:
@@ -196,6 +202,9 @@ class NullJournal:
         return None
 
     def router_logged(self, dest: Topic, op: dict[str, Any]) -> None:
+        return None
+
+    def forwarded(self, router: Any, dest: Topic, now: int) -> None:
         return None
 
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> None:

@@ -53,6 +53,9 @@ T_REPL_GROUP: Final = 40
 T_REPL_PING: Final = 41
 T_GROUPPROG: Final = 42  # a group's delivery progress (engine/groups/groupops.py Rule 3)
 T_FUNCTIONS: Final = 43  # the FUNCTION libraries, whole: orjson list of their code (latin-1)
+# a router's forwarding step (engine/routing/routerrepl.py Rule 2): {name: dest, epoch, router,
+# to: the cursor it ended at, ts: its clock, next: the dest's next seq after it}
+T_FORWARD: Final = 44
 # segment frame types
 T_REC: Final = 16  # binary (codec.encode_slot): one record slot
 T_SLOT_LOST: Final = 17  # binary: a LOST slot (seq, ts)

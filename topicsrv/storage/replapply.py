@@ -13,10 +13,12 @@ Rule 2 (idempotent): a frame the replica already holds changes nothing (an APPEN
 so a resumed stream that overlaps what a checkpoint brought is harmless.
 Rule 3 (the primary decides): nothing here reads the replica's clock to decide (records keep
 the primary's ts; expiry, lease timeouts and forwarding arrive as their effects).
-Rule 4: T_CEIL and T_SEGDROP never arrive (repl/backlog.py Rule 2); router definitions
-(T_ROUTER) are not applied: forwarding runs on the primary only, and its copies reach a
-replica as the dest's records once routers replicate (docs/replication.md says what does not
-yet).
+Rule 4: T_CEIL and T_SEGDROP never arrive (repl/backlog.py Rule 2).
+Rule 5 (routers): a router definition (T_ROUTER) is installed or removed as on the primary,
+and a primary's forwarding step (T_FORWARD) is run again here on the primary's clock, so the
+copies are the primary's without crossing the link (engine/routing/routerrepl.py); a dest's
+direct writes keep the cursor they carry (APPEND_RC), which the replica's own recovery needs
+to place them among the copies it re-derives (storage/rederive.py Rule 1).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from topicsrv.engine import restore
 from topicsrv.engine.groups import groupops
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.log import idempotency as idem
+from topicsrv.engine.routing import routerrepl
 from topicsrv.storage import codec, frames, recovery
 
 if TYPE_CHECKING:
@@ -95,6 +98,13 @@ class Applier:
         if ftype == frames.T_GROUPPROG:  # never in a WAL, the replica's neither (groupops Rule 3)
             groupops.apply_progress(topic, d["op"])
             return
+        if ftype == frames.T_FORWARD:  # Rule 5
+            routerrepl.follow(self.engine, str(d["router"]), topic, int(d["to"]), int(d["ts"]),
+                              int(d["next"]))
+            return
+        if ftype == frames.T_ROUTER:  # Rule 5: logged by this replica's journal as its own
+            routerrepl.apply_op(self.engine, topic, d["op"])
+            return
         if ftype == frames.T_IDMP and "add" in d:  # waits for its APPEND, as in recovery
             self.idmp_pending[(name, int(d["add"]["seq"]))] = d["add"]
             return
@@ -147,5 +157,7 @@ class Applier:
             topic.evict_for_cap(cfg.cap_records, cfg.cap_bytes)
         touched[name] = None
         if self.storage is not None:
-            raw = bytes(body[:len(body) - 8]) if rc else bytes(body)  # the replica has no router
-            self.storage.replicated_append(topic, raw, first, n)
+            if rc and topic.ext.get("router_in") is None:  # a router this replica lost: plain
+                self.storage.replicated_append(topic, bytes(body[:len(body) - 8]), first, n)
+            else:
+                self.storage.replicated_append(topic, bytes(body), first, n, rc)

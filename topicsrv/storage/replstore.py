@@ -1,7 +1,7 @@
 """The replication half of the storage Journal (a mixin of `Storage`; topicsrv/repl/).
 
 On a primary: the changes that reach replicas without a WAL frame of their own (a class that
-writes no WAL, a group's delivery progress) are fed to the backlog the shards' `tee` holds
+writes no WAL, a group's delivery progress, a router's forwarding step) are fed to the backlog the shards' `tee` holds
 (storage/wal.py Rule 10), built only when a replica listens; a promotion's failover gap is
 journaled for every class. On a replica: its primary's frames are written to its own WAL as
 its own journal would write them (`replicated_append`, `replicated`: storage/replapply.py),
@@ -59,6 +59,12 @@ class ReplJournal:
         else:
             self._tee_only(topic, frames.T_LOSTRANGE, obj)
 
+    def forwarded(self, router: Any, dest: Topic, now: int) -> None:
+        """A router's forwarding step, for replicas only (they run it again:
+        engine/routing/routerrepl.py Rule 2): its copies write no frame (routerlog.py Rule 1)."""
+        self._tee_only(dest, frames.T_FORWARD, {"router": router.name, "to": int(router.cursor),
+                                                "ts": now, "next": dest.next_seq})
+
     def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],
                        seqs: Iterable[int]) -> None:
         """For replicas only (engine/groups/groupops.py Rule 3): built only when one listens."""
@@ -70,8 +76,9 @@ class ReplJournal:
 
     # ---- a replica's copy of its primary's frames (storage/replapply.py) ------------------------
 
-    def replicated_append(self, topic: Topic, body: bytes, first: int, n: int) -> None:
-        """The primary's APPEND, written to this replica's WAL as `appended` writes its own."""
+    def replicated_append(self, topic: Topic, body: bytes, first: int, n: int, rc: bool = False) -> None:
+        """The primary's APPEND (`rc`: an APPEND_RC, a router dest's), written to this
+        replica's WAL as `appended` writes its own."""
         st, sh = self._shard(topic)
         pol = policy_of(topic.config)
         last = first + n - 1
@@ -79,7 +86,8 @@ class ReplJournal:
         if pol.wal:
             if pol.readable == "durable":
                 topic.hide_from(first)  # readable once durable here too (Topic Rule 6)
-            sh.enqueue(frames.encode(frames.T_APPEND, body), (topic, topic.epoch, first, n, None))
+            sh.enqueue(frames.encode(frames.T_APPEND_RC if rc else frames.T_APPEND, body),
+                       (topic, topic.epoch, first, n, codec.append_rc(memoryview(body)) if rc else None))
         if near and (pol.ceiling or not pol.wal):
             sh.want_ceiling(topic)
 

@@ -15,9 +15,12 @@ applies each batch it read in one step (storage/replapply.py), then acknowledges
 (`REPLCONF ACK`), and every second while idle (primary.py Rule 4). The received bytes are
 kept in this server's own backlog, so that once promoted it can resume its former peers.
 Rule 4 (loss of the link): any error closes the link; it is retried every second, with
-`master_link_status:down` and `master_link_down_since_seconds` meanwhile. A frame that cannot
-be applied (this replica's disk refuses writes) closes the link too: nothing after it is
-applied until it can be, and the resume starts from the last applied offset.
+`master_link_status:down` and `master_link_down_since_seconds` meanwhile, and resumes with
+`PSYNC <replid> <the offset applied>` (a partial resync when the primary's backlog still holds
+it). A frame that cannot be applied (this replica's disk refuses writes) closes the link too:
+nothing after it is applied until it can be, and the resume starts from the last applied
+offset. A replica whose state no longer matches its primary's (`Diverged`: a router's step
+that does not land where the primary's did) asks for a full sync instead.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from topicsrv.engine.routing.routerrepl import Diverged
 from topicsrv.errors import TopicsError
 from topicsrv.repl import wire
 from topicsrv.storage import frames, replsync
@@ -150,6 +154,10 @@ class Link:
                 state.link_scope = scope
                 try:
                     await self._session(master)
+                except Diverged as exc:  # Rule 4: only a full sync makes it whole again
+                    log.error("replication from %s:%d diverged (%s): taking a full sync", *master, exc)
+                    state.resume = None
+                    self._down(f"{exc}")
                 except (LinkError, OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                         ValueError, KeyError, TopicsError) as exc:
                     self._down(f"{exc}")
@@ -233,6 +241,7 @@ class Link:
         """Rule 3."""
         ctx = self.ctx
         state = ctx.repl
+        master = state.master
         state.offset = off
         state.link_up = True
         state.state = "connected"
@@ -244,6 +253,15 @@ class Link:
             state.resume = None
             state.save()
         log.info("replicating from %s:%d at offset %d", *state.master, off)  # type: ignore[misc]
+        try:
+            await self._follow(stream, reader)
+        finally:  # Rule 4: a link lost resumes from what was applied (not after a role change)
+            if state.master == master:
+                state.resume = (state.replid, state.offset)
+
+    async def _follow(self, stream: trio.abc.Stream, reader: Reader) -> None:
+        state = self.ctx.repl
+        primary = self.ctx.primary
         last_ack = 0.0
         while True:
             got, used = reader.frames()

@@ -394,6 +394,7 @@ def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tup
             blocked = exc
     if scanned_to > router.cursor:
         router.cursor = scanned_to
+        engine.journal.forwarded(router, dst, now)  # replicas run the same step (routerrepl.py)
     router.forwarded += forwarded
     router.skipped += skipped
     router.source_trimmed += gap

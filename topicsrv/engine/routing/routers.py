@@ -196,7 +196,7 @@ def state(engine: Engine, router: Router) -> dict[str, Any]:
     return out
 
 
-def _put_op(router: Router) -> dict[str, Any]:
+def put_op(router: Router) -> dict[str, Any]:
     return {"op": "put", "spec": spec_to_json(router.spec), "cursor": router.cursor,
             "source_epoch": router.source_epoch}
 
@@ -315,7 +315,7 @@ def put(engine: Engine, name: str, body: Any, admit: Callable[[], None] | None =
     if spec.guarantee == "exactly_once":
         resume_from_evidence(engine, router)
     router.status = "caught_up" if router.cursor >= src.head_seq else "forwarding"
-    tokens.append(engine.journal.router_logged(dst, _put_op(router)))
+    tokens.append(engine.journal.router_logged(dst, put_op(router)))
     engine.notify(spec.source)
     engine.notify(spec.dest)
     return state(engine, router), True, all_of(tokens)
@@ -333,7 +333,7 @@ def _update(engine: Engine, router: Router, spec: RouterSpec) -> tuple[dict[str,
     engine.journal.check_writable(dst)
     router.spec = replace(spec, created_ts=old.created_ts)
     refresh_caps(engine)
-    token = engine.journal.router_logged(dst, _put_op(router))
+    token = engine.journal.router_logged(dst, put_op(router))
     engine.notify(spec.source)  # the worker looks again (a new filter or cap)
     return state(engine, router), False, token
 
