@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from topicsrv.engine import restore
 from topicsrv.engine.groups import groupops
 from topicsrv.engine.keyspace import ops as ks_ops
@@ -75,8 +77,10 @@ class Applier:
                 journal.end_group()
             return
         if ftype == frames.T_FUNCTIONS:  # the whole library set (scripting/service.py Rule 7)
-            if self.on_functions is not None:
-                self.on_functions([c.encode("latin-1") for c in codec.decode_json(body)])
+            replace_all = self.on_functions
+            if replace_all is not None:
+                codes: list[str] = orjson.loads(bytes(body))
+                replace_all([c.encode("latin-1") for c in codes])
             return
         if ftype == frames.T_KEYSPACE:
             self.engine.keyspace.commit(ks_ops.decode(bytes(body)))

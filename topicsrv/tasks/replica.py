@@ -20,7 +20,8 @@ Rule 4 (loss of the link): any error closes the link; it is retried every second
 it). A frame that cannot be applied (this replica's disk refuses writes) closes the link too:
 nothing after it is applied until it can be, and the resume starts from the last applied
 offset. A replica whose state no longer matches its primary's (`Diverged`: a router's step
-that does not land where the primary's did) asks for a full sync instead.
+that does not land where the primary's did), or that failed applying a frame in a way it did
+not expect (a bug: logged with its traceback), asks for a full sync instead.
 """
 
 from __future__ import annotations
@@ -161,8 +162,9 @@ class Link:
                 except (LinkError, OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                         ValueError, KeyError, TopicsError) as exc:
                     self._down(f"{exc}")
-                except Exception:
-                    log.exception("replication link to %s:%d failed", *master)
+                except Exception:  # Rule 4: this replica's state is in doubt: a full sync
+                    log.exception("replication link to %s:%d failed; taking a full sync", *master)
+                    state.resume = None
                     self._down("internal error (logged)")
                 await trio.sleep(RETRY_S)
             state.link_scope = None
