@@ -25,8 +25,12 @@ def dump(r: redis.Redis) -> dict[bytes, Any]:
         elif t == b"zset":
             v = r.zrange(k, 0, -1, withscores=True)
         elif t == b"stream":
-            groups = []
-            for g in r.xinfo_groups(k):
+            groups: list[Any] = []
+            try:
+                infos = r.xinfo_groups(k)
+            except redis.ResponseError:  # a lease queue: no groups (tests compare its state)
+                infos = []
+            for g in infos:
                 pending = r.xpending_range(k, g["name"], "-", "+", 10_000)
                 groups.append((g["name"], g["last-delivered-id"], g["entries-read"], g["pending"],
                                [(p["message_id"], p["consumer"], p["times_delivered"])

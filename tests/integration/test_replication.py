@@ -119,24 +119,44 @@ def test_replica_follows_everything(server_factory: Any) -> None:
     assert dump(R) == dump(P)
 
 
+def _more(P: redis.Redis, url: str, tag: str, n: int) -> None:
+    """Keys, streams and groups (`_writes`), a queue's claims and a router's copies."""
+    _writes(P, tag, n)
+    _queue_round(url, "jobs")
+    _post(url, "src", [{"data": {tag: i}, **({"tag": "t"} if i % 2 else {})} for i in range(n)])
+
+
+def _same_everything(P: redis.Redis, R: redis.Redis, url: str, rurl: str) -> None:
+    """Every key, stream and group, the queue and the router's source and dest."""
+    wait_until(lambda: _router(url, "sel")[1]["cursor"] == _http(f"{url}/v0/topics/src", "GET")[1][
+        "head_seq"], 20, "the router to catch up")
+    caught_up(P, R)
+    assert dump(R) == dump(P)
+    assert _queue_state(rurl, "jobs") == _queue_state(url, "jobs")
+    _same_routed(url, rurl, ("src", "sel"), ("sel",))
+
+
 def test_partial_and_full_resync(server_factory: Any) -> None:
     primary = server_factory("--repl-backlog-size", "64kb")
     P = redis.Redis(port=primary.resp_port, socket_timeout=10)
+    url = primary.http_url
+    assert _http(f"{url}/v0/topics/jobs", "PUT", {"type": "queue", "lease_ms": 60000})[0] in (200, 201)
+    assert _http(f"{url}/v0/routers/sel", "PUT",
+                 {"source": "src", "dest": "sel", "filter": ["tag", "Eq", "t"]})[0] in (200, 201)
     replica = server_factory("--replicaof", f"127.0.0.1:{primary.resp_port}")
     R = redis.Redis(port=replica.resp_port, socket_timeout=10)
-    _writes(P, "a")
-    caught_up(P, R)
+    _more(P, url, "a", 50)
+    _same_everything(P, R, url, replica.http_url)
     full0 = P.info("stats")["sync_full"]
 
     # stopped cleanly for a while, within the backlog: a partial resync
     replica.stop(signal.SIGTERM)
-    _writes(P, "b", 20)
+    _more(P, url, "b", 20)
     replica.start()  # on new ports (the harness binds port 0)
     R = redis.Redis(port=replica.resp_port, socket_timeout=10)
-    caught_up(P, R)
+    _same_everything(P, R, url, replica.http_url)
     stats = P.info("stats")
     assert stats["sync_partial_ok"] >= 1 and stats["sync_full"] == full0
-    assert dump(R) == dump(P)
 
     # stopped past what the backlog keeps: a full sync, under writes
     replica.stop(signal.SIGTERM)
@@ -144,19 +164,17 @@ def test_partial_and_full_resync(server_factory: Any) -> None:
         P.set(f"big:{i}", "x" * 500)
     replica.start()
     R = redis.Redis(port=replica.resp_port, socket_timeout=10)
-    _writes(P, "c", 20)
-    caught_up(P, R)
+    _more(P, url, "c", 20)
+    _same_everything(P, R, url, replica.http_url)
     assert P.info("stats")["sync_full"] == full0 + 1
-    assert dump(R) == dump(P)
 
     # kill -9: the replica's disk may be past what it knows; it takes a full sync
     replica.kill()
-    _writes(P, "d", 10)
+    _more(P, url, "d", 10)
     replica.start()
     R = redis.Redis(port=replica.resp_port, socket_timeout=10)
-    caught_up(P, R)
+    _same_everything(P, R, url, replica.http_url)
     assert P.info("stats")["sync_full"] == full0 + 2
-    assert dump(R) == dump(P)
 
 
 def _primary_and_replica(server_factory: Any) -> tuple[Any, redis.Redis, Any, redis.Redis]:
