@@ -36,9 +36,18 @@ def _rows(eng: Engine, name: str) -> Any:
     return got.records, got.tombstone, eng.topics[name].next_seq
 
 
+class Ticking(FakeClock):
+    """A clock that moves 1 ms at every reading: a step must read it once (its copies all
+    carry the ts its T_FORWARD frame names)."""
+
+    def now_ms(self) -> int:
+        self.advance(1)
+        return super().now_ms()
+
+
 def _pair() -> tuple[Engine, Engine, Feed, FakeClock, FakeClock]:
     feed = Feed()
-    pc, rc = FakeClock(), FakeClock(1_800_000_000_000)  # the replica's clock is elsewhere
+    pc, rc = Ticking(), FakeClock(1_800_000_000_000)  # the replica's clock is elsewhere
     return Engine(clock=pc, journal=feed), Engine(clock=rc), feed, pc, rc
 
 

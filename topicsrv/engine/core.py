@@ -265,12 +265,14 @@ class Engine:
     def router_delete(self, name: str) -> CommitToken | None:
         return routers.delete(self, name)
 
-    def derive(self, dest: Topic, router: routers.Router, records: list[PreparedRecord]) -> int:
+    def derive(self, dest: Topic, router: routers.Router, records: list[PreparedRecord],
+               now: int | None = None) -> int:
         """Append a router's copies like `write` (the dest's caps, discard and TTL; no memory
         guard, no idempotency), journaled as derived (no WAL frame). Returns the first seq;
-        the caller wakes the dest's readers."""
+        the caller wakes the dest's readers. `now`: the forwarding step's one clock reading
+        (a replica runs the step again on it: engine/routing/routerrepl.py Rule 2)."""
         self.journal.check_writable(dest)
-        now = self.now()
+        now = self.now() if now is None else now
         dest.expire(now)
         dest.check_append(records)
         first, _, _ = dest.append(records, now, xids.plan(dest, len(records), None, now))
@@ -289,14 +291,15 @@ class Engine:
         cfg = {"duration": topic.idempotency.duration_s, "maxsize": topic.idempotency.maxsize}
         return self.journal.idempotent(topic, {"cfg": cfg})
 
-    def derive_gap(self, dest: Topic, router: routers.Router, n: int) -> int:
-        """Append `n` TRIMMED slots (source seqs gone before they were forwarded)."""
+    def derive_gap(self, dest: Topic, router: routers.Router, n: int, now: int | None = None) -> int:
+        """Append `n` TRIMMED slots (source seqs gone before they were forwarded); `now` as
+        `derive`'s."""
         self.journal.check_writable(dest)
         first = dest.next_seq
         if first + n - 1 > SEQ_MAX:
             raise TopicsError("seq_exhausted", "The stream has exhausted the last possible ID, "
                               "unable to add more items", {"topic": dest.name})
-        now = self.now()
+        now = self.now() if now is None else now
         fill_lost(dest, first + n, max(now, dest.last_ts), TRIMMED)
         dest.last_ts = max(dest.last_ts, now)
         self.journal.derived_gap(dest, first, n, TRIMMED)

@@ -12,7 +12,9 @@ same arguments): recovery loads the primary's checkpoint exactly as it loads its
 restarted link resumes from that offset. Clients of the replica reconnect, as after a restart.
 Rule 3 (stream): after `+CONTINUE` (or once restarted) the link reads whole frames and
 applies each batch it read in one step (storage/replapply.py), then acknowledges the offset
-(`REPLCONF ACK`), and every second while idle (primary.py Rule 4). The received bytes are
+(`REPLCONF ACK`): at once when the batch held the primary's request for one (a T_REPL_PING:
+WAIT, `--min-replicas-to-ack`), else at most every 5 ms (under a write load an acknowledgement
+per batch cost both sides a command each), and every second while idle (primary.py Rule 4). The received bytes are
 kept in this server's own backlog, so that once promoted it can resume its former peers.
 Rule 4 (loss of the link): any error closes the link; it is retried every second, with
 `master_link_status:down` and `master_link_down_since_seconds` meanwhile, and resumes with
@@ -60,7 +62,8 @@ class Host(Protocol):
 log = logging.getLogger("topicsrv.repl")
 
 RETRY_S = 1.0
-ACK_EVERY_S = 1.0
+ACK_EVERY_S = 1.0  # Rule 3: an acknowledgement at least this often, idle or not
+ACK_GAP_S = 0.005  # Rule 3: and at most this often, unless the primary asked (T_REPL_PING)
 
 
 class LinkError(Exception):
@@ -265,6 +268,7 @@ class Link:
         state = self.ctx.repl
         primary = self.ctx.primary
         last_ack = 0.0
+        acked = state.offset
         while True:
             got, used = reader.frames()
             if got:
@@ -273,15 +277,18 @@ class Link:
                 self.applier.apply(got)
                 state.offset += used
                 primary.shadow_feed(raw)
-                await stream.send_all(_command("REPLCONF", "ACK", state.offset))
-                last_ack = time.monotonic()
+                if any(fr.ftype == frames.T_REPL_PING for fr in got) or \
+                        time.monotonic() - last_ack >= ACK_GAP_S:
+                    await stream.send_all(_command("REPLCONF", "ACK", state.offset))
+                    last_ack, acked = time.monotonic(), state.offset
                 continue
-            with trio.move_on_after(ACK_EVERY_S) as scope:
+            wait = ACK_EVERY_S if acked == state.offset else max(0.0, last_ack + ACK_GAP_S - time.monotonic())
+            with trio.move_on_after(wait) as scope:
                 await reader._more()
             state.last_io = time.monotonic() if not scope.cancelled_caught else state.last_io
-            if time.monotonic() - last_ack >= ACK_EVERY_S:
+            if acked != state.offset or time.monotonic() - last_ack >= ACK_EVERY_S:
                 await stream.send_all(_command("REPLCONF", "ACK", state.offset))
-                last_ack = time.monotonic()
+                last_ack, acked = time.monotonic(), state.offset
 
 
 def restart(addresses: dict[str, tuple[str, int]]) -> None:

@@ -373,12 +373,12 @@ def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tup
     for first, op in ops:
         try:
             if isinstance(op, tuple):
-                base = engine.derive_gap(dst, router, op[0])
+                base = engine.derive_gap(dst, router, op[0], now)  # one clock a step (routerrepl)
                 gap += op[0]
                 if track:
                     gaphops.add(dst, base, *op)
             else:
-                base = engine.derive(dst, router, op.recs)
+                base = engine.derive(dst, router, op.recs, now)
                 forwarded += len(op.recs)
                 if track:
                     dst.ext.setdefault("hops", {}).update(zip(range(base, base + len(op.hops)), op.hops, strict=True))
