@@ -1,55 +1,223 @@
 """SCAN's order: every key name by a stable 64-bit hash, so a cursor is a Redis cursor (u64).
 
-Rule 1: `scan_hash(name)` is the first 8 bytes of BLAKE2b over the name's bytes: the same in
-every process and after a restart, so a cursor outlives the connection and the server, and
-always fits an unsigned 64-bit integer (clients in other languages parse it so).
+Rule 1: `scan_hash(name)` is XXH3-64 of the name's bytes: the same in every process and after
+a restart, so a cursor outlives the connection and the server, and always fits an unsigned
+64-bit integer (clients in other languages parse it so). (Until 2026-11 it was BLAKE2b's
+first 8 bytes: a scan begun before that upgrade and resumed after it may miss keys, as a
+Redis scan resumed on another server would.) A hash's fields (HSCAN, SSCAN, ZSCAN) keep
+`field_hash`, BLAKE2b: their indices store each hash once, so its cost does not recur.
 Rule 2: a page returns the names whose hashes lie in [cursor, next): it takes names in hash
 order until it has `count` and the next name's hash differs from the last one taken (names
 sharing a hash are never split between pages), and the next cursor is that next name's hash
 (0 once none is left). The pages of one scan cover [0, 2^64) without overlap, so a key present
 for the whole scan is returned, whatever comes and goes meanwhile (Redis's guarantee).
-Rule 3: the strings keep their names in hash order themselves (keyspace `order`); the topics
+Rule 3 (memory: no int per key): a `ScanOrder` keeps the names in buckets, each holding the
+names whose hashes lie in one range [lows[i], lows[i + 1]) (lows[0] = 0), unsorted inside;
+the ranges cover [0, 2^64). A name's hash is computed when it is added, removed, or met by an
+ordered walk (which sorts the one bucket it is in: the last sorted bucket is kept until the
+next change), never stored. A bucket past `MAX` names splits at its median hash (names
+sharing a hash stay together); a bucket emptied, or two neighbours that fit in `MAX // 2`,
+merge. The cursor being a hash, not a bucket index, splits and merges between two pages
+move nothing a scan relies on (the role of Redis's reverse-binary cursor across resizes).
+Rule 4: the strings keep their names in hash order themselves (keyspace `order`); the topics
 in `TopicMap.scan`, which the SortedDict's own add/remove/clear keep in step: every way the
 map changes its key set goes through those cached methods, so no caller needs to know.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from hashlib import blake2b
 from heapq import merge
+from itertools import accumulate
+from operator import itemgetter
 from typing import Any
 
-from sortedcontainers import SortedDict, SortedKeyList
+import xxhash
+from sortedcontainers import SortedDict
 
 U64 = (1 << 64) - 1
+MAX = 128  # names per bucket before it splits (Rule 3)
+
+_xxh3 = xxhash.xxh3_64_intdigest
+_first = itemgetter(0)
 
 
 def scan_hash(name: str) -> int:
     """Rule 1."""
-    return field_hash(name.encode("latin-1"))
+    return _xxh3(name.encode("latin-1"))
 
 
 def field_hash(raw: bytes) -> int:
-    """Rule 1 over bytes: a key name's, or a hash field's (HSCAN's order, hashvalue.py)."""
+    """A hash field's place in HSCAN's order (hashvalue.py), SSCAN's, ZSCAN's (Rule 1)."""
     return int.from_bytes(blake2b(raw, digest_size=8).digest(), "big")
 
 
-def scan_list() -> SortedKeyList:
-    """Names kept in SCAN order (Rule 1)."""
-    return SortedKeyList(key=scan_hash)
+class ScanOrder:
+    """Names in the order of `key` (scan_hash by default), with no per-name int (Rule 3). As a
+    SortedKeyList to its callers: add, remove, clear, update, len, iteration and `irange_key`
+    in hash order; `pairs_from` also yields each name's hash; an int index reads the i-th
+    name of a fixed order (bucket by bucket: hash order between buckets, not inside one),
+    which is all RANDOMKEY asks."""
+
+    __slots__ = ("key", "cap", "lows", "buckets", "size", "version", "_sorted", "_starts")
+
+    def __init__(self, names: Iterable[Any] = (), key: Callable[[Any], int] = scan_hash,
+                 cap: int = MAX) -> None:
+        self.key = key
+        self.cap = cap  # Rule 3's MAX (tests make it small)
+        self.lows: list[int] = [0]
+        self.buckets: list[list[Any]] = [[]]
+        self.size = 0
+        self.version = 0  # bumped by every change: the caches below are of one version
+        self._sorted: tuple[int, int, list[tuple[int, Any]]] | None = None  # (version, i, pairs)
+        self._starts: tuple[int, list[int]] | None = None  # (version, first index per bucket)
+        self.update(names)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def add(self, name: Any) -> None:
+        i = bisect_right(self.lows, self.key(name)) - 1
+        bucket = self.buckets[i]
+        bucket.append(name)
+        self.size += 1
+        self.version += 1
+        if len(bucket) > self.cap:
+            self._split(i)
+
+    def remove(self, name: Any) -> None:
+        """ValueError when `name` is not here (as SortedKeyList.remove)."""
+        i = bisect_right(self.lows, self.key(name)) - 1
+        bucket = self.buckets[i]
+        bucket.remove(name)
+        self.size -= 1
+        self.version += 1
+        if len(bucket) < self.cap // 8:
+            self._merge(i)
+
+    def clear(self) -> None:
+        self.lows, self.buckets = [0], [[]]
+        self.size = 0
+        self.version += 1
+
+    def update(self, names: Iterable[Any]) -> None:
+        for name in names:
+            self.add(name)
+
+    # ---- Rule 3's buckets ------------------------------------------------------------------
+
+    def _split(self, i: int) -> None:
+        pairs = self._pairs_of(i)
+        mid = len(pairs) // 2
+        cut = pairs[mid][0]
+        lo = mid
+        while lo > 0 and pairs[lo - 1][0] == cut:  # names sharing a hash stay together
+            lo -= 1
+        if lo == 0:
+            hi = mid
+            while hi < len(pairs) and pairs[hi][0] == cut:
+                hi += 1
+            if hi == len(pairs):
+                return  # every name shares one hash: nothing to split on
+            lo, cut = hi, pairs[hi][0]
+        self.buckets[i:i + 1] = [[n for _, n in pairs[:lo]], [n for _, n in pairs[lo:]]]
+        self.lows.insert(i + 1, cut)
+        self._sorted = None  # cached under this version, of the bucket before the split
+
+    def _merge(self, i: int) -> None:
+        buckets = self.buckets
+        if len(buckets) == 1:
+            return
+        j = i if i + 1 < len(buckets) else i - 1  # merge bucket j + 1 into bucket j
+        if buckets[i] and len(buckets[j]) + len(buckets[j + 1]) > self.cap // 2:
+            return
+        buckets[j] += buckets[j + 1]
+        del buckets[j + 1]
+        del self.lows[j + 1]
+        self._sorted = None
+
+    def _pairs_of(self, i: int) -> list[tuple[int, Any]]:
+        """Bucket i's (hash, name) pairs in hash order (the last one asked is kept until the
+        next change: a scan's pages read one bucket several times)."""
+        cached = self._sorted
+        if cached is not None and cached[0] == self.version and cached[1] == i:
+            return cached[2]
+        key = self.key
+        pairs = sorted([(key(n), n) for n in self.buckets[i]], key=_first)
+        self._sorted = (self.version, i, pairs)
+        return pairs
+
+    # ---- ordered reads ---------------------------------------------------------------------
+
+    def pairs_from(self, cursor: int = 0) -> Iterator[tuple[int, Any]]:
+        """(hash, name) of every name whose hash is >= cursor, in hash order. Lazy one bucket
+        at a time: the caller takes what it needs before changing the order."""
+        i = max(0, bisect_right(self.lows, cursor) - 1)
+        first = True
+        while i < len(self.buckets):
+            pairs = self._pairs_of(i)
+            if first and pairs and pairs[0][0] < cursor:
+                pairs = pairs[bisect_left(pairs, cursor, key=_first):]
+            first = False
+            yield from pairs
+            i += 1
+
+    def irange_key(self, min_key: int | None = None) -> Iterator[Any]:
+        return (n for _, n in self.pairs_from(min_key or 0))
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.irange_key()
+
+    def __getitem__(self, index: int) -> Any:
+        """The index-th name of the bucket-by-bucket order (see the class)."""
+        if index < 0:
+            index += self.size
+        if not 0 <= index < self.size:
+            raise IndexError("ScanOrder index out of range")
+        cached = self._starts
+        if cached is None or cached[0] != self.version:
+            starts = list(accumulate((len(b) for b in self.buckets), initial=0))
+            cached = self._starts = (self.version, starts)
+        i = bisect_right(cached[1], index) - 1
+        return self.buckets[i][index - cached[1][i]]
+
+    def check(self) -> None:
+        """Every name in the bucket its hash falls in; the ranges ascend (tests call it)."""
+        lows, key = self.lows, self.key
+        assert lows[0] == 0 and all(a < b for a, b in zip(lows, lows[1:], strict=False))
+        assert len(lows) == len(self.buckets)
+        assert sum(len(b) for b in self.buckets) == self.size
+        for i, bucket in enumerate(self.buckets):
+            top = lows[i + 1] if i + 1 < len(lows) else U64 + 1
+            assert all(lows[i] <= key(n) < top for n in bucket), "a name out of its bucket"
 
 
-def page(lists: Iterable[SortedKeyList], cursor: int, count: int) -> tuple[int, list[Any]]:
-    """Rule 2: (the next cursor, the names of this page) over the union of `lists` (each kept
-    in the same hash order; names are str, or bytes for a hash's fields)."""
-    lists = list(lists)
-    key: Callable[[Any], int] = lists[0].key if lists else scan_hash
+def scan_list() -> ScanOrder:
+    """Names kept in SCAN order (Rules 1 and 3)."""
+    return ScanOrder()
+
+
+def _pairs(lst: Any, cursor: int) -> Iterator[tuple[int, Any]]:
+    if type(lst) is ScanOrder:
+        return lst.pairs_from(cursor)
+    key = lst.key
+    return ((key(n), n) for n in lst.irange_key(min_key=cursor))
+
+
+def page(lists: Iterable[Any], cursor: int, count: int) -> tuple[int, list[Any]]:
+    """Rule 2: (the next cursor, the names of this page) over the union of `lists` (each a
+    ScanOrder or a SortedKeyList kept in the same hash order; names are str, or bytes for a
+    hash's fields)."""
+    its = [_pairs(lst, cursor) for lst in lists]
+    pairs = its[0] if len(its) == 1 else merge(*its, key=_first)
     out: list[Any] = []
     last = -1
-    names: Iterator[Any] = merge(*(lst.irange_key(min_key=cursor) for lst in lists), key=key)
-    for name in names:
-        h = key(name)
+    for h, name in pairs:
         if len(out) >= count and h != last:
             return h, out
         out.append(name)
@@ -59,7 +227,7 @@ def page(lists: Iterable[SortedKeyList], cursor: int, count: int) -> tuple[int, 
 
 class TopicMap(SortedDict):
     """The engine's topics by name (a SortedDict) that also keeps their names in SCAN order in
-    `scan` (Rule 3). The values are the engine's Topic objects."""
+    `scan` (Rule 4). The values are the engine's Topic objects."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -98,4 +266,7 @@ class TopicMap(SortedDict):
 
     def check(self) -> None:
         """The two orders hold the same names (tests call it after mutations)."""
-        assert list(self.scan) == sorted(self, key=scan_hash), "scan order out of step"
+        self.scan.check()
+        assert [scan_hash(n) for n in self.scan] == sorted(map(scan_hash, self)), \
+            "scan order out of step"
+        assert sorted(self.scan) == list(self), "scan order out of step"

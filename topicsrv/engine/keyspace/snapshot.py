@@ -26,6 +26,7 @@ runs keeps the image of every key not read yet first (O(keys) in that step, once
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Final
 
 from topicsrv.engine.keyspace import colls as colls_mod
@@ -107,17 +108,16 @@ class Snapshot:
         # `_busy()`, not `self.piece is None`: `_one` sets the piece, and a test of the
         # attribute here would narrow it to None for the compiled build (mypyc checks it)
         while budget > 0 and not self._busy() and self.cursor < _DONE:
-            i = order.bisect_key_left(self.cursor)
-            names = order[i:i + budget]
-            used = len(names)
-            for k, name in enumerate(names):
-                budget -= self._one(out, name, budget)
+            # the names from the cursor on, and the one after them (taken before any is read)
+            pairs = list(islice(order.pairs_from(self.cursor), budget + 1))
+            used = min(len(pairs), budget)
+            for k in range(used):
+                budget -= self._one(out, pairs[k][1], budget)
                 if self._busy() or budget <= 0:
                     used = k + 1
                     break
             # the next name's hash (a name sharing the last one's is read again: harmless)
-            j = i + used
-            self.cursor = scan_hash(order[j]) if j < len(order) else _DONE
+            self.cursor = pairs[used][0] if used < len(pairs) else _DONE
         if not self._busy() and self.cursor >= _DONE:
             out += self._leftovers()
             self.finished = True

@@ -42,14 +42,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from sortedcontainers import SortedDict, SortedKeyList
+from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock
 from topicsrv.engine.keyspace import colls as colls_mod
 from topicsrv.engine.keyspace import hashexpiry
 from topicsrv.engine.keyspace.expiry import ExpiryIndex
 from topicsrv.engine.keyspace.ops import Op
-from topicsrv.engine.keyspace.scanorder import page, scan_list
+from topicsrv.engine.keyspace.scanorder import ScanOrder, page, scan_list
 from topicsrv.errors import TopicsError
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class Keyspace:
         self.set_value = 64
         self.zset_entries = 128  # zset-max-listpack-entries/-value (zsetvalue.py Rule 3)
         self.zset_value = 64
-        self.order: SortedKeyList = scan_list()
+        self.order: ScanOrder = scan_list()
         self.enc: dict[str, str] = {}  # encoding overrides (values.py Rule 1)
         self.saving: Any = None  # the snapshot a checkpoint is writing (snapshot.py)
         self.gathered: Op | None = None  # a run's operations, journaled as one (Rule 9)
