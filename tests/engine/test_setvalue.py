@@ -78,3 +78,30 @@ def test_a_big_sets_random_pool_keeps_one_entry_per_member_and_is_rarely_rebuilt
         live = [m for m in pool if m in table]
         assert sorted(live) == sorted(table)  # every member once: draws stay uniform
     assert builds <= 3  # about once per set-size of removals (O(1) amortized), not per add
+
+
+def test_the_access_stamp_rides_in_the_run_through_every_change_and_encoding() -> None:
+    """Rule 4: a small set's one slot holds its run, whose header carries the access stamp;
+    the stamp survives adds, removes, widening, conversion to a packed run and to a Table,
+    and a copy; a stamp in the same second leaves the run as it is."""
+    sv = SetValue()
+    assert sv.second == 0 and len(sv) == 0 and sv.encoding == "intset"
+    sv.second = 1_700_000_000
+    run = sv.data
+    sv.second = 1_700_000_000
+    assert sv.data is run  # the same second: nothing written
+    for members, encoding in (([b"1", b"-5"], "intset"), ([b"70000"], "intset"),
+                              ([b"x"], "hashtable"), ([b"y" * 100], "hashtable")):
+        sv.add_many(members)
+        assert sv.second == 1_700_000_000 and sv.encoding == encoding
+        assert sv.copy().second == 1_700_000_000
+    assert sv.table is not None and sorted(sv) == sorted(
+        [b"-5", b"1", b"70000", b"x", b"y" * 100])
+    small = SetValue.of([b"a", b"b", b"c"])
+    small.second = 42
+    assert small.remove(b"b") and small.second == 42 and sorted(small) == [b"a", b"c"]
+    assert len(small) == 2 and small.nbytes == packed.size(b"a") + packed.size(b"c")
+    ints = SetValue.of([b"3", b"1", b"2"])
+    ints.second = 1 << 40  # past 2106: clamped, never an error
+    assert ints.second == 0xFFFFFFFF and ints.remove(b"2") and list(ints) == [b"1", b"3"]
+    assert ints.nbytes == 4 and b"3" in ints and b"2" not in ints

@@ -2,12 +2,15 @@
 intset), a packed run of members while small (Redis 7.2's listpack), a Python set once big
 (Redis's hashtable); it never goes back, as in Redis. Sans-IO.
 
-Rule 1 (encodings): `data` is a run of native integers, ascending, for an intset (`count` is
-then minus their width: 2, 4 or 8 bytes each, the narrowest that holds every member, widened
-by an add and never narrowed, as Redis's int16/int32/int64 intsets), packed.py's run
-(insertion order; `count` its members) for a small set of any members, or a `Table` (a set,
-settable.py: Python, as this module is compiled) for a big one. OBJECT ENCODING answers `intset` for the first and `hashtable` for the
-other two, as redis-server 7.0, which has no listpack sets (docs/decisions.md, "Sets").
+Rule 1 (encodings): `data` is an intset's bytes (a header, then native integers, ascending,
+of width 2, 4 or 8 bytes each, the narrowest that holds every member, widened by an add and
+never narrowed, as Redis's int16/int32/int64 intsets), a small set's bytes (a header, then
+packed.py's run of its members in insertion order), or a `Table` (a set, settable.py: Python,
+as this module is compiled) for a big one. The header of the two runs (Rule 4): byte 0 the
+intset's width, or 0 for a packed run; bytes 1-4 the last access (u32, whole seconds); a
+packed run then counts its members (u32). OBJECT ENCODING answers `intset` for the first and
+`hashtable` for the other two, as redis-server 7.0, which has no listpack sets
+(docs/decisions.md, "Sets").
 Rule 2 (conversion, as Redis's setTypeAdd): an add converts an intset when the member is not
 an integer's canonical form (values.parse_i64) or the set then holds more than
 `limits[0]` members (set-max-intset-entries); it converts a packed run when the set then holds
@@ -19,9 +22,12 @@ Rule 3 (order): an intset iterates in ascending numeric order (SMEMBERS of an in
 sorted on both servers); a packed run in insertion order; a Table in Python's set order
 (tests compare non-intset replies as sets).
 Rule 4 (memory: 100,000 small sets cost at most twice redis-server's): a small set is this
-object (three slots) and ONE plain immutable bytes run of its exact size (no subclass: that
-would add a GC header to each); what only a big set needs
-(byte count, SSCAN index, random pool) lives on its Table.
+object (ONE slot: with its GC header and vtable pointer, 48 bytes, where a second slot made
+64) and ONE plain immutable bytes run of its exact size (no subclass: that would add a GC
+header to each) whose header holds what the slots held: the encoding, the member count, the
+access stamp (OBJECT IDLETIME), which an access in a new second writes by replacing the run
+(an access within the same second writes nothing). What only a big set needs (byte count,
+SSCAN index, random pool, its access stamp) lives on its Table.
 Rule 5 (random members of a Table, SPOP/SRANDMEMBER): drawn uniformly from `pool`, a list
 of the members built on demand in which every member of the set has exactly ONE entry: an
 add appends a new member, or revives the stale entry of one removed since the build (`gone`:
@@ -36,8 +42,9 @@ order: a piece resumed on the copy skips exactly the members already written.
 from __future__ import annotations
 
 import random
+import struct
+import sys
 from array import array
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import chain, islice
 from typing import Final
@@ -58,6 +65,12 @@ _random: Final = random.Random()
 
 _CODES: Final = {2: "h", 4: "i", 8: "q"}  # an intset's width -> its array code (C short,
 # int and long long: 2, 4 and 8 bytes on the platforms CPython builds for)
+_U32: Final = struct.Struct("<I")
+INT_AT: Final = 5  # an intset's integers start after its header (Rule 1)
+RUN_AT: Final = 9  # a packed run's members start after its header and count
+_STAMP_MAX: Final = 0xFFFFFFFF
+_LITTLE: Final = sys.byteorder == "little"  # the intsets' integers are native (array)
+EMPTY: Final = b"\x02\x00\x00\x00\x00"  # an empty intset of width 2, never accessed
 
 
 def _width(n: int) -> int:
@@ -68,8 +81,21 @@ def _width(n: int) -> int:
 
 
 def _ints(run: bytes, width: int) -> memoryview[int]:
-    view = memoryview(run)
+    view = memoryview(run)[INT_AT:]
     return view.cast("h") if width == 2 else view.cast("i") if width == 4 else view.cast("q")
+
+
+def _int_at(run: bytes, at: int, width: int) -> int:
+    """The intset integer at byte `at` of `run`, read byte by byte (native code under mypyc:
+    no memoryview to make for a look-up)."""
+    v = 0
+    if _LITTLE:
+        for k in range(at + width - 1, at - 1, -1):
+            v = (v << 8) | run[k]
+    else:
+        for k in range(at, at + width):
+            v = (v << 8) | run[k]
+    return v - (1 << (8 * width)) if v >> (8 * width - 1) else v
 
 
 def _int_index(run: bytes, width: int, member: bytes) -> int:
@@ -77,19 +103,41 @@ def _int_index(run: bytes, width: int, member: bytes) -> int:
     n = parse_i64(member)
     if n is None:
         return -1
-    ints = _ints(run, width)
-    i = bisect_left(ints, n)
-    return i if i < len(ints) and ints[i] == n else -1
+    lo, hi = 0, (len(run) - INT_AT) // width
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = _int_at(run, INT_AT + mid * width, width)
+        if v == n:
+            return mid
+        if v < n:
+            lo = mid + 1
+        else:
+            hi = mid
+    return -1
+
+
+def _u32_at(data: bytes | Table, at: int) -> int:
+    """A run's header field at `at`: its access stamp (1) or a packed run's count (Rule 1),
+    little-endian."""
+    assert type(data) is bytes
+    return data[at] | data[at + 1] << 8 | data[at + 2] << 16 | data[at + 3] << 24
+
+
+def _stamp(data: bytes) -> bytes:
+    """A run's access stamp, as its header's bytes 1-4 (Rule 1)."""
+    return data[1:INT_AT]
+
+
+def _packed_head(stamp: bytes, count: int) -> bytes:
+    return b"\x00" + stamp + _U32.pack(count)
 
 
 class SetValue:
-    __slots__ = ("data", "count", "second")
+    __slots__ = ("data",)
     KIND: Final = "set"
 
     def __init__(self) -> None:
-        self.data: bytes | Table = b""  # Rule 1
-        self.count = -2  # members in the packed run; an intset: minus its width (Rule 1)
-        self.second = 0  # the last access, in whole seconds (OBJECT IDLETIME)
+        self.data: bytes | Table = EMPTY  # Rule 1
 
     # ---- reads -----------------------------------------------------------------------------
 
@@ -100,27 +148,55 @@ class SetValue:
 
     @property
     def encoding(self) -> str:
-        return INTSET if self.count < 0 else HASHTABLE
+        data = self.data
+        return INTSET if type(data) is bytes and data[0] else HASHTABLE
+
+    @property
+    def intset(self) -> bool:
+        data = self.data
+        return type(data) is bytes and data[0] != 0
 
     @property
     def nbytes(self) -> int:
         data = self.data
-        return data.nbytes if type(data) is Table else len(data)
+        if type(data) is Table:
+            return data.nbytes
+        assert type(data) is bytes
+        return len(data) - (INT_AT if data[0] else RUN_AT)
+
+    @property
+    def second(self) -> int:
+        """The last access, in whole seconds (OBJECT IDLETIME; 0: none since loaded)."""
+        data = self.data
+        return data.second if type(data) is Table else _u32_at(data, 1)
+
+    @second.setter
+    def second(self, second: int) -> None:
+        data = self.data
+        if type(data) is Table:
+            data.second = second
+            return
+        assert type(data) is bytes
+        second = min(max(second, 0), _STAMP_MAX)
+        if _u32_at(data, 1) != second:  # Rule 4: a new second replaces the run
+            self.data = data[:1] + _U32.pack(second) + data[INT_AT:]
 
     def __len__(self) -> int:
         data = self.data
         if type(data) is Table:
             return len(data)
-        count = self.count
-        return len(data) // -count if count < 0 else count
+        assert type(data) is bytes
+        width = data[0]
+        return (len(data) - INT_AT) // width if width else _u32_at(data, INT_AT)
 
     def __contains__(self, member: bytes) -> bool:
         data = self.data
         if type(data) is Table:
             return member in data
-        if self.count < 0:
-            assert type(data) is bytes
-            return _int_index(data, -self.count, member) >= 0
+        assert type(data) is bytes
+        width = data[0]
+        if width:
+            return _int_index(data, width, member) >= 0
         return self._find(member) >= 0
 
     def __iter__(self) -> Iterator[bytes]:
@@ -128,9 +204,10 @@ class SetValue:
         if type(data) is Table:
             return iter(data)
         assert type(data) is bytes
-        if self.count < 0:
-            return (str(n).encode() for n in _ints(data, -self.count).tolist())
-        return packed.values(data)
+        width = data[0]
+        if width:
+            return (str(n).encode() for n in _ints(data, width).tolist())
+        return packed.values(data, RUN_AT)
 
     def members(self) -> list[bytes]:
         return list(self)
@@ -142,8 +219,8 @@ class SetValue:
         run = self.data
         assert type(run) is bytes
         needle = packed.encode(member)
-        at = run.find(needle)
-        pos = 0
+        at = run.find(needle, RUN_AT)
+        pos = RUN_AT
         while at >= 0:
             while pos < at:
                 pos = packed.skip(run, pos)
@@ -172,34 +249,35 @@ class SetValue:
                         else:
                             pool.append(m)
             return len(data) - before
+        assert type(data) is bytes
         new = [m for m in dict.fromkeys(members) if m not in self]
         if not new:
             return 0
         max_ints, max_entries, max_value = limits
         total = len(self) + len(new)
-        intset = self.count < 0
-        if intset:
-            assert type(data) is bytes
-            width = -self.count
+        width = data[0]
+        stamp = _stamp(data)
+        if width:
             parsed = [parse_i64(m) for m in new]
             ints = [n for n in parsed if n is not None]
             if total <= max_ints and len(ints) == len(parsed):
+                wide = width
                 for n in ints:
-                    width = max(width, _width(n))
-                merged = sorted(chain(_ints(data, -self.count).tolist(), ints))
-                self.data = array(_CODES[width], merged).tobytes()
-                self.count = -width
+                    wide = max(wide, _width(n))
+                merged = sorted(chain(_ints(data, width).tolist(), ints))
+                self.data = bytes((wide,)) + stamp + array(_CODES[wide], merged).tobytes()
                 return len(new)
         if total <= max_entries and all(len(m) <= max_value for m in new) and \
-                (not intset or all(len(m) <= max_value for m in self)):
-            if intset:
-                self.data = packed.encode_many(chain(self, new))
+                (not width or all(len(m) <= max_value for m in self)):
+            if width:
+                self.data = _packed_head(stamp, total) + packed.encode_many(chain(self, new))
             else:
-                assert type(data) is bytes
-                self.data = data + packed.encode_many(new)
-            self.count = total
+                self.data = _packed_head(stamp, total) + data[RUN_AT:] + \
+                    packed.encode_many(new)
             return len(new)
-        self.data, self.count = Table(chain(self, new)), 0
+        table = Table(chain(self, new))
+        table.second = _u32_at(data, 1)
+        self.data = table
         return len(new)
 
     def add(self, member: bytes, limits: Limits = DEFAULT_LIMITS) -> bool:
@@ -218,18 +296,19 @@ class SetValue:
                 data.gone.add(member)  # its entry is stale (Rule 5)
             return True
         assert type(data) is bytes
-        if self.count < 0:
-            width = -self.count
+        width = data[0]
+        if width:
             i = _int_index(data, width, member)
             if i < 0:
                 return False
-            self.data = data[:width * i] + data[width * i + width:]
+            at = INT_AT + width * i
+            self.data = data[:at] + data[at + width:]
             return True
         pos = self._find(member)
         if pos < 0:
             return False
-        self.data = data[:pos] + data[packed.skip(data, pos):]
-        self.count -= 1
+        self.data = _packed_head(_stamp(data), len(self) - 1) + data[RUN_AT:pos] + \
+            data[packed.skip(data, pos):]
         return True
 
     def remove_many(self, members: Iterable[bytes]) -> int:
@@ -290,10 +369,10 @@ class SetValue:
         if type(data) is Table:
             table = Table(data)
             table.order = tuple(data)
+            table.second = data.second
             out.data = table
         else:
             out.data = data  # runs are immutable bytes
-        out.count = self.count
         return out
 
     def iter_from(self, start: int) -> Iterator[bytes]:
@@ -314,10 +393,9 @@ class SetValue:
 def limits_of(value: SetValue) -> Limits:
     """The limits a whole copy of `value` is made with (COPY, RENAME, the checkpoint): the
     copy keeps the encoding, as Redis's COPY and RENAME do (as colls.hash_limits)."""
-    data = value.data
     cap = (1 << 31) - 1
-    if value.count < 0:
+    if value.intset:
         return (cap, cap, cap)
-    if type(data) is Table:
+    if value.table is not None:
         return (0, 0, 0)
     return (0, cap, cap)
