@@ -6,11 +6,15 @@ Rule 1: each server is fresh and gets the same keyspace through the same pipelin
 hashes (10-byte values), `per_key` elements per collection key.
 Rule 2: a prober thread PINGs in a loop on its own connection (one PING in flight) and keeps
 every round trip. The save is asked for by `BGSAVE` on another connection (topicsrv: a
-checkpoint, its keyspace written in parts between other clients' commands:
+checkpoint, its keyspace written by a forked child, storage/forksave.py, or with
+`--topicsrv-args "--checkpoint-fork no"` in parts between other clients' commands,
 storage/keyspacesave.py; redis-server: a forked child) and is over when
 INFO persistence's `rdb_bgsave_in_progress` is 0 again. The row is the longest PING round trip
 from the BGSAVE until then, and the same over as long a window with no save (the floor the
 machine gives); the ratio is topicsrv's over redis-server's (target ≤ 2×).
+Rule 2b: a sampler thread reads, every 50 ms of the save, the server's RSS, its forked
+child's RSS and the child's Private_Dirty (the pages copied on write since the fork); the
+peaks are reported beside the stall, with the load average before and after the run.
 Rule 3: redis-server saves to its own temporary folder (`--save ""` keeps it from saving on its
 own); topicsrv runs with its default `--keyspace-durability disk` and a checkpoint interval far
 longer than the run, so the only checkpoint is the one asked for.
@@ -22,13 +26,14 @@ issue's sizes; `make bench` runs them; bench-quick runs 100k and 1M).
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.procs import Proc, Procs
+from bench.procs import Proc, Procs, rss_bytes
 
 
 @dataclass
@@ -42,6 +47,10 @@ class Result:
     floor_ms: float  # worst PING round trip over as long a window with no save
     pings: int  # PINGs answered during the save
     fork_usec: int
+    parent_peak_mb: float = 0.0  # the server's RSS, highest during the save (Rule 2b)
+    child_peak_mb: float = 0.0  # its child's RSS, highest
+    child_dirty_mb: float = 0.0  # its child's Private_Dirty, highest: the copied pages
+    cow_mb: float = 0.0  # INFO persistence rdb_last_cow_size, as the server reports it
 
 
 class _Conn:
@@ -147,6 +156,52 @@ class _Prober(threading.Thread):
         return (max(got) if got else 0.0), len(got)
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _private_dirty(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Private_Dirty:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class _Sampler(threading.Thread):
+    """Rule 2b."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.stop = threading.Event()
+        self.parent = self.child = self.dirty = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(0.05):
+            try:
+                self.parent = max(self.parent, rss_bytes(self.pid))
+                for kid in _children(self.pid):
+                    self.child = max(self.child, rss_bytes(kid))
+                    self.dirty = max(self.dirty, _private_dirty(kid))
+            except (OSError, RuntimeError):
+                continue  # the child ended between the listing and the read
+
+
+def _cow_size(c: _Conn) -> int:
+    for line in c.call(b"INFO", b"persistence").split(b"\r\n"):
+        if line.startswith(b"rdb_last_cow_size:"):
+            return int(line.split(b":")[1])
+    return 0
+
+
 def run(proc: Proc, keys: int, elements: int, per_key: int = 50_000, log: Any = print) -> Result:
     port = proc.resp_port
     assert port is not None
@@ -161,12 +216,16 @@ def run(proc: Proc, keys: int, elements: int, per_key: int = 50_000, log: Any = 
     prober = _Prober(port)
     prober.start()
     time.sleep(0.5)
+    sampler = _Sampler(proc.pid)
+    sampler.start()
     start = time.perf_counter()
     c.call(b"BGSAVE")
     time.sleep(0.001)
     while _in_progress(c) or time.perf_counter() - start < 0.05:
         time.sleep(0.002)
     end = time.perf_counter()
+    sampler.stop.set()
+    sampler.join()
     time.sleep(0.2)
     quiet_start = time.perf_counter()
     time.sleep(max(end - start, 0.5))
@@ -176,16 +235,20 @@ def run(proc: Proc, keys: int, elements: int, per_key: int = 50_000, log: Any = 
     stall, pings = prober.worst(start, end)
     floor, _ = prober.worst(quiet_start, quiet_end)
     res = Result(keys, elements, proc.rss() / 1e6, load_s, end - start, stall * 1e3, floor * 1e3,
-                 pings, _fork_usec(c))
+                 pings, _fork_usec(c), sampler.parent / 1e6, sampler.child / 1e6,
+                 sampler.dirty / 1e6, _cow_size(c) / 1e6)
     prober.conn.close()
     c.close()
     log(f"  {proc.name}: save {res.save_s:.2f}s, worst PING {res.stall_ms:.1f} ms during "
-        f"({res.pings} PINGs), {res.floor_ms:.1f} ms without, fork {res.fork_usec} us")
+        f"({res.pings} PINGs), {res.floor_ms:.1f} ms without, fork {res.fork_usec} us; "
+        f"during the save: server RSS peak {res.parent_peak_mb:.0f} MB, child RSS peak "
+        f"{res.child_peak_mb:.0f} MB, child copied {res.child_dirty_mb:.0f} MB "
+        f"(reported cow {res.cow_mb:.0f} MB)")
     return res
 
 
 def compare(keys: int, elements: int, log: Any = print,
-            procs: Procs | None = None) -> dict[str, Result]:
+            procs: Procs | None = None, extra: tuple[str, ...] = ()) -> dict[str, Result]:
     """Rules 1-3 on a fresh redis-server, then a fresh topicsrv; `procs`: the registry the
     servers are recorded in (the caller's, as `python -m bench` does), else a new one."""
     own = procs is None
@@ -195,7 +258,7 @@ def compare(keys: int, elements: int, log: Any = print,
         red = reg.start_redis()
         out["redis-server"] = run(red, keys, elements, log=log)
         reg.stop(red)
-        top = reg.start_topicsrv(extra=("--checkpoint-interval-ms", "3600000"))
+        top = reg.start_topicsrv(extra=("--checkpoint-interval-ms", "3600000", *extra))
         out["topicsrv"] = run(top, keys, elements, log=log)
         reg.stop(top)
     finally:
@@ -208,13 +271,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--elements", type=int, default=10_000_000)
+    ap.add_argument("--topicsrv-args", default="",
+                    help="extra serve flags for topicsrv, e.g. '--checkpoint-fork no'")
     args = ap.parse_args()
-    res = compare(args.keys, args.elements)
+    load0 = os.getloadavg()
+    res = compare(args.keys, args.elements, extra=tuple(args.topicsrv_args.split()))
+    load1 = os.getloadavg()
     red, top = res["redis-server"], res["topicsrv"]
     ratio = top.stall_ms / red.stall_ms if red.stall_ms else float("inf")
     print(f"checkpoint stall: topicsrv {top.stall_ms:.1f} ms vs redis-server BGSAVE "
           f"{red.stall_ms:.1f} ms = {ratio:.2f}x (target <= 2x); floors {top.floor_ms:.1f} / "
-          f"{red.floor_ms:.1f} ms; rss {top.rss_mb:.0f} / {red.rss_mb:.0f} MB")
+          f"{red.floor_ms:.1f} ms; rss {top.rss_mb:.0f} / {red.rss_mb:.0f} MB; load average "
+          f"{load0[0]:.2f} before, {load1[0]:.2f} after (1 min)")
 
 
 if __name__ == "__main__":

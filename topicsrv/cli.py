@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="relocate older sealed segments to this dir (env TOPICS_COLD_DIR; default: none)")
     serve.add_argument("--checkpoint-interval-ms", type=int, default=60_000,
                        help="how often to seal segments and trim the WAL (default 60000)")
+    serve.add_argument("--checkpoint-fork", choices=("yes", "no"), default="yes",
+                       help="write the checkpoint's keyspace from a forked child, as Redis's "
+                       "BGSAVE ('yes'), or in parts on the server's loop ('no', also what a "
+                       "refused fork falls back to) (default yes; docs/storage.md)")
     serve.add_argument("--resp-io", choices=["reactor", "tasks"],
                        default=os.environ.get("TOPICS_RESP_IO", "reactor"),
                        help="RESP I/O path: 'reactor' (one task serving every idle connection "
@@ -327,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             wal_shards=max(1, args.wal_shards),
             cold_dir=args.cold_dir,
             checkpoint_interval_s=max(args.checkpoint_interval_ms, 10) / 1000.0,
+            checkpoint_fork=args.checkpoint_fork == "yes",
             storage=not args.no_storage,
             resp_io=args.resp_io,
             proto_max_bulk_len=args.proto_max_bulk_len,

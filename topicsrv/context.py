@@ -85,6 +85,7 @@ class ServerConfig:
     wal_shards: int = 4
     cold_dir: Path | None = None
     checkpoint_interval_s: float = 60.0
+    checkpoint_fork: bool = True  # the keyspace file by a forked child (storage/forksave.py)
     storage: bool = True
     resp_io: str = "reactor"  # RESP I/O path: "reactor" (one epoll task) or "tasks" (per connection)
     maxclients: int = 10000  # client connections over both fronts (sized to RLIMIT_NOFILE at start)

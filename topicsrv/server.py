@@ -148,6 +148,7 @@ async def run(
             checkpoint_interval_s=config.checkpoint_interval_s,
             keyspace_class=config.keyspace_durability)
         storage.replica = ctx.repl.master is not None  # tasks/replica.py
+        storage.saves.fork = config.checkpoint_fork  # storage/keyspacesave.py Rule 0
         storage.refuse_until_recovered()
     try:
         async with trio.open_nursery() as nursery:

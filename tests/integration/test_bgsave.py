@@ -1,7 +1,8 @@
-"""Real processes: a checkpoint of a big keyspace is written in parts while the server keeps
-answering (storage/keyspacesave.py); BGSAVE, SAVE, LASTSAVE and INFO persistence tell about it
-as Redis's do; kill -9 while it writes loses nothing acknowledged and leaves no temporary file
-once the server is back."""
+"""Real processes: a checkpoint of a big keyspace is written by a forked child
+(storage/forksave.py) or, with `--checkpoint-fork no`, in parts (storage/keyspacesave.py) while
+the server keeps answering; BGSAVE, SAVE, LASTSAVE and INFO persistence tell about it as
+Redis's do; kill -9 while it writes, or after it, loses nothing acknowledged and duplicates
+nothing, and leaves no temporary file once the server is back."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import redis
 
 KEYS = 200_000
+FORK = pytest.mark.parametrize("fork", ["yes", "no"], ids=["fork", "sliced"])
 
 
 def _fill(r: redis.Redis, n: int = KEYS) -> None:
@@ -38,8 +40,11 @@ def _start(r: redis.Redis) -> None:
         time.sleep(0.001)
 
 
-def test_the_server_answers_while_the_keyspace_is_written(server_factory: Any, tmp_path: Any) -> None:
-    srv = server_factory("--keyspace-durability", "fsync", data_dir=tmp_path / "data")
+@FORK
+def test_the_server_answers_while_the_keyspace_is_written(server_factory: Any, tmp_path: Any,
+                                                          fork: str) -> None:
+    srv = server_factory("--keyspace-durability", "fsync", "--checkpoint-fork", fork,
+                         data_dir=tmp_path / "data")
     r = redis.Redis(port=srv.resp_port, socket_timeout=30)
     _fill(r)
     before = r.lastsave()
@@ -71,8 +76,10 @@ def test_the_server_answers_while_the_keyspace_is_written(server_factory: Any, t
     assert r2.lindex("list", 0) == f"new{written - 1}".encode()
 
 
-def test_kill9_while_the_keyspace_is_written(server_factory: Any, tmp_path: Any) -> None:
-    srv = server_factory("--keyspace-durability", "fsync", data_dir=tmp_path / "data")
+@FORK
+def test_kill9_while_the_keyspace_is_written(server_factory: Any, tmp_path: Any, fork: str) -> None:
+    srv = server_factory("--keyspace-durability", "fsync", "--checkpoint-fork", fork,
+                         data_dir=tmp_path / "data")
     r = redis.Redis(port=srv.resp_port, socket_timeout=30)
     _fill(r)
     _start(r)
@@ -87,3 +94,51 @@ def test_kill9_while_the_keyspace_is_written(server_factory: Any, tmp_path: Any)
     assert r2.get(f"key:{KEYS - 1}") == b"v" * 100 and r2.rpop("list") == b"last"
     r2.save()  # a checkpoint removes what the killed one left
     assert not list((tmp_path / "data").glob("*.tmp")), tmp_seen
+
+
+def _dump(r: redis.Redis, names: list[str]) -> dict[str, Any]:
+    pipe = r.pipeline(transaction=False)
+    for name in names:
+        pipe.type(name)
+    kinds = pipe.execute()
+    read = {b"string": pipe.get, b"list": lambda n: pipe.lrange(n, 0, -1), b"hash": pipe.hgetall}
+    for name, kind in zip(names, kinds, strict=True):
+        read[kind](name)
+    return dict(zip(names, pipe.execute(), strict=True))
+
+
+def test_kill9_after_a_forked_checkpoint_loses_and_duplicates_nothing(
+        server_factory: Any, tmp_path: Any) -> None:
+    """The writes during the child's save and after it come back from the WAL after the cut,
+    once each (a list push replayed twice would show)."""
+    srv = server_factory("--keyspace-durability", "fsync", data_dir=tmp_path / "data")
+    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
+    _fill(r, 50_000)
+    model = {"list": [str(i).encode() for i in range(50_000)],
+             "hash": {f"f{j}".encode(): str(j).encode() for j in range(20_000)}}
+    model.update({f"key:{j}": b"v" * 100 for j in range(50_000)})
+    forks = r.info("stats")["total_forks"]
+    _start(r)
+    i = 0
+    while _saving(r) or i < 3:
+        r.set(f"during:{i}", i)
+        r.rpush("list", f"d{i}")
+        r.hset("hash", "f1", f"d{i}")
+        r.delete(f"key:{i}")
+        model[f"during:{i}"] = str(i).encode()
+        model["list"].append(f"d{i}".encode())
+        model["hash"][b"f1"] = f"d{i}".encode()
+        model.pop(f"key:{i}")
+        i += 1
+    stats, p = r.info("stats"), r.info("persistence")
+    assert stats["total_forks"] == forks + 1 and stats["latest_fork_usec"] > 0
+    assert p["rdb_last_bgsave_status"] == "ok" and p["rdb_last_cow_size"] >= 0
+    r.lpush("list", "after")
+    r.set("after", "1")
+    model["list"].insert(0, b"after")
+    model["after"] = b"1"
+    srv.kill()
+    srv2 = server_factory("--keyspace-durability", "fsync", data_dir=tmp_path / "data")
+    r2 = redis.Redis(port=srv2.resp_port, socket_timeout=30)
+    assert r2.dbsize() == len(model)
+    assert _dump(r2, sorted(model)) == model

@@ -33,7 +33,15 @@ from topicsrv.engine.log import failover
 from topicsrv.engine.log.segments import SEGMENT_RECORDS, Run, Segment
 from topicsrv.engine.log.topic import Topic
 from topicsrv.engine.queues import leases
-from topicsrv.storage import codec, images, keyspacelog, keyspacesave, routerlog, segfiles
+from topicsrv.storage import (
+    codec,
+    forksave,
+    images,
+    keyspacelog,
+    keyspacesave,
+    routerlog,
+    segfiles,
+)
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import TState, state_of
@@ -42,7 +50,6 @@ from topicsrv.storage.walread import wal_files
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
-    from topicsrv.engine.keyspace.snapshot import Snapshot
 
 log = logging.getLogger("topicsrv.storage")
 
@@ -121,16 +128,20 @@ class Checkpoints:
             snap = self._snapshot(final)
             tee = self.shards[0].tee if self.shards else None
             cut = tee.offset if tee is not None else 0  # same step as the snapshot and the rotation
-            self.saves.in_progress = True
-            # keyspacesave.py Rule 1: the keyspace as it is now, read in parts from here on
-            # a `memory` keyspace is written only for a full sync (storage/replsync.py Rule 5)
+            self.saves.begun()
+            # keyspacesave.py Rules 0-1: the keyspace as it is now, by a forked child or read in
+            # parts from here on; a `memory` keyspace is written only for a full sync
+            # (storage/replsync.py Rule 5)
             snap_ks = None if self.keyspace_class == "memory" and capture is None \
-                else keyspacesave.begin(self.engine.keyspace)
+                else keyspacesave.begin(self.engine.keyspace, self.data_dir, self.ops, gen,
+                                        self.saves, self.saves.fork and not final)
             router_specs = routerlog.specs(self.engine)
             try:
                 await self._finish(snap, gen, router_specs, snap_ks, final)
             except BaseException:
                 self.saves.done(False)
+                if isinstance(snap_ks, forksave.Child):  # never waited on: no zombie, no file
+                    await forksave.abandon(snap_ks, self.ops)
                 raise
             finally:
                 self.engine.keyspace.saving = None
@@ -140,7 +151,7 @@ class Checkpoints:
             return cut, captured
 
     async def _finish(self, snap: Snap, gen: int, router_specs: list[dict[str, Any]],
-                      snap_ks: Snapshot | None, final: bool) -> None:
+                      snap_ks: keyspacesave.Pending | None, final: bool) -> None:
         for sh in self.shards:
             if self.writers_running and not final:
                 await sh.rotated.wait()

@@ -1,5 +1,13 @@
-"""The checkpoint's keyspace file, written in parts while the server goes on serving.
+"""The checkpoint's keyspace file, written by a forked child (storage/forksave.py, the
+default) or, where fork is unavailable, refused or turned off (`serve --checkpoint-fork no`),
+in parts on the loop while the server goes on serving.
 
+Rule 0 (which path): `begin` forks in the cut step when `Saves.fork` says so and the kernel
+agrees; a refused fork (ENOMEM, EAGAIN) is logged and that checkpoint takes the sliced path.
+Both write the same bytes (the same Snapshot, the same encoders) under the same Rule 2, and
+`write` ends both the same way: the file renamed into place by the parent, its name returned.
+The final checkpoint of `close()` is always sliced: no client is served then, so a fork
+would only cost memory.
 Rule 1 (the loop never waits on the keyspace's size): the checkpoint's cut step only starts a
 Snapshot (engine/keyspace/snapshot.py: nothing is copied then); `write` then takes one part
 at a time (about PART_UNITS keys and elements), encodes it as one T_KEYSPACE frame and lets
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,13 +38,14 @@ import trio
 
 from topicsrv.engine.keyspace import ops
 from topicsrv.engine.keyspace.snapshot import PART_UNITS, Snapshot
-from topicsrv.storage import frames, keyspacelog
+from topicsrv.storage import forksave, frames, keyspacelog
 from topicsrv.storage.fsops import TMP_SUFFIX, OsOps
 
 if TYPE_CHECKING:
     from topicsrv.engine.keyspace import Keyspace
 
 FLUSH_BYTES = 4 << 20  # bytes gathered before a worker thread writes them (Rule 1)
+log = logging.getLogger("topicsrv.storage")
 
 
 class Saves:
@@ -47,27 +57,63 @@ class Saves:
         self.last_ok = True
         self.in_progress = False
         self.parts = 0  # keyspace parts written by the last checkpoint
+        self.fork = True  # Rule 0: `serve --checkpoint-fork`
+        self.forks = 0  # children forked (INFO stats total_forks)
+        self.fork_usec = 0  # how long the last fork held the loop (INFO latest_fork_usec)
+        self.cow_bytes = 0  # what the last child copied on write (INFO rdb_last_cow_size)
+        self.started = 0.0  # monotonic start of the running save
+        self.last_seconds = -1  # how long the last save took (INFO rdb_last_bgsave_time_sec)
+
+    def begun(self) -> None:
+        self.in_progress = True
+        self.started = time.monotonic()
 
     def done(self, ok: bool) -> None:
         self.in_progress = False
+        self.last_seconds = int(time.monotonic() - self.started)
         self.last_ok = ok
         if ok:
             self.saves += 1
             self.last_save_time = int(time.time())
 
 
-def begin(ks: Keyspace) -> Snapshot:
-    """Rule 1: in the cut step."""
+Pending = Snapshot | forksave.Child
+
+
+def begin(ks: Keyspace, data_dir: Path, fs: OsOps, gen: int, saves: Saves,
+          fork: bool) -> Pending:
+    """Rules 0-1: in the cut step."""
+    if fork and forksave.available():
+        try:
+            child = forksave.start(ks, data_dir, fs, gen)
+        except OSError as exc:
+            log.warning("checkpoint: fork refused (%s); the keyspace is written in parts by the "
+                        "server itself this time", exc)
+        else:
+            saves.forks += 1
+            saves.fork_usec = child.fork_usec
+            return child
     snap = Snapshot(ks)
     ks.saving = snap
     return snap
 
 
-async def write(snap: Snapshot, data_dir: Path, fs: OsOps, gen: int, saves: Saves,
+async def write(pending: Pending, data_dir: Path, fs: OsOps, gen: int, saves: Saves,
                 units: int = PART_UNITS) -> str:
-    """Rules 1-2: the file's name once it is whole and durable."""
+    """Rules 0-2: the file's name once it is whole and durable."""
     path = data_dir / keyspacelog.file_name(gen)
     tmp = path.with_name(path.name + TMP_SUFFIX)
+    if isinstance(pending, forksave.Child):
+        await forksave.wait(pending, fs)
+        try:
+            await trio.to_thread.run_sync(_install, fs, tmp, path)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(_discard, fs, -1, tmp)
+            raise
+        saves.parts, saves.cow_bytes = pending.parts, pending.cow_bytes
+        return path.name
+    snap = pending
     fd = -1
     try:
         fd = await trio.to_thread.run_sync(fs.open_new, tmp)
@@ -116,6 +162,12 @@ def _finish(fs: OsOps, fd: int, buf: list[bytes], tmp: Path, path: Path) -> None
         fs.fsync(fd)
     finally:
         fs.close(fd)
+    fs.replace(tmp, path)
+    fs.fsync_dir(path.parent)
+
+
+def _install(fs: OsOps, tmp: Path, path: Path) -> None:
+    """The child fsynced the file (forksave.py Rule 2); its name becomes durable here."""
     fs.replace(tmp, path)
     fs.fsync_dir(path.parent)
 

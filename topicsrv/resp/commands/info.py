@@ -137,7 +137,7 @@ def _stats(ctx: CommandContext) -> Section:
         ("keyspace_hits", st.keyspace_hits), ("keyspace_misses", st.keyspace_misses),
         ("pubsub_channels", len(bus.channels)), ("pubsub_patterns", len(bus.patterns)),
         ("pubsubshard_channels", len(bus.shard_channels)),
-        ("latest_fork_usec", 0), ("total_forks", 0),
+        *_forks(ctx),
         ("total_blocking_keys", ctx.server.notifier.waiting_topics()),
         ("unexpected_error_replies", st.unexpected_errors),
         ("total_error_replies", sum(ERROR_STATS.values())),
@@ -232,3 +232,11 @@ def info_text(ctx: CommandContext, args: list[bytes]) -> str:
          "Get information and statistics about the server", "1.0.0", syntax="[section:string...]")
 def info(ctx: CommandContext, args: list[bytes]) -> Any:
     return Verbatim(info_text(ctx, args))
+
+
+def _forks(ctx: CommandContext) -> list[tuple[str, Any]]:
+    """The checkpoint's children (storage/forksave.py), as Redis's BGSAVE forks."""
+    storage = ctx.server.storage
+    saves = storage.saves if storage is not None else None
+    return [("latest_fork_usec", saves.fork_usec if saves is not None else 0),
+            ("total_forks", saves.forks if saves is not None else 0)]

@@ -1,7 +1,8 @@
 """Persistence commands: SAVE, BGSAVE, LASTSAVE, and INFO's persistence section.
 
 Rule 1: a "save" here is a checkpoint (storage/checkpoint.py): segments sealed, the keyspace
-snapshot written in parts while the server serves (storage/keyspacesave.py), checkpoint.json
+snapshot written by a forked child, as Redis's (storage/forksave.py; or in parts while the
+server serves, `--checkpoint-fork no`: storage/keyspacesave.py), checkpoint.json
 replaced, the WAL trimmed. Every acknowledged write is durable by its class whether or not a
 save runs; a save bounds the next start's replay. BGSAVE asks for one now and answers at once;
 SAVE runs one and answers when it is on disk (the server keeps serving meanwhile: unlike
@@ -12,6 +13,7 @@ error saying so.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from topicsrv.resp.commands.base import SYNTAX, CommandContext, Err, Simple, command
@@ -68,12 +70,17 @@ def persistence_section(ctx: CommandContext) -> list[tuple[str, Any]]:
         rdb: list[tuple[str, Any]] = [
             ("rdb_changes_since_last_save", 0), ("rdb_bgsave_in_progress", int(saves.in_progress)),
             ("rdb_last_save_time", saves.last_save_time),
-            ("rdb_last_bgsave_status", "ok" if saves.last_ok else "err"), ("rdb_saves", saves.saves),
+            ("rdb_last_bgsave_status", "ok" if saves.last_ok else "err"),
+            ("rdb_last_bgsave_time_sec", saves.last_seconds),
+            ("rdb_current_bgsave_time_sec",
+             int(time.monotonic() - saves.started) if saves.in_progress else -1),
+            ("rdb_saves", saves.saves), ("rdb_last_cow_size", saves.cow_bytes),
         ]
     else:
         rdb = [("rdb_changes_since_last_save", 0), ("rdb_bgsave_in_progress", 0),
                ("rdb_last_save_time", int(ctx.server.started_at)), ("rdb_last_bgsave_status", "ok"),
-               ("rdb_saves", 0)]
+               ("rdb_last_bgsave_time_sec", -1), ("rdb_current_bgsave_time_sec", -1),
+               ("rdb_saves", 0), ("rdb_last_cow_size", 0)]
     return [
         ("loading", 0 if ctx.server.ready else 1), ("async_loading", 0), *rdb,
         ("aof_enabled", aof), ("aof_rewrite_in_progress", 0),
