@@ -48,6 +48,9 @@ WORKLOADS = {
                                                     requests=10**7, pipeline=1),
     "fsync-p16": lambda p: respbench.redis_benchmark(p.resp_port, ["XADD", "f", "*", "f", "v"],
                                                      requests=10**8, pipeline=16),
+    "set-p16": lambda p: respbench.redis_benchmark(
+        p.resp_port, ["SET", "key:__rand_int__", "v" * 100], requests=10**8, pipeline=16,
+        extra=("-r", "100000")),
     "xrange-p16": lambda p: respbench.redis_benchmark(
         p.resp_port, ["XRANGE", "r", "-", "+", "COUNT", "100"], requests=10**7, pipeline=16),
     "xread-p16": lambda p: respbench.redis_benchmark(

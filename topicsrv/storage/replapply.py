@@ -82,8 +82,11 @@ class Applier:
                 codes: list[str] = orjson.loads(bytes(body))
                 replace_all([c.encode("latin-1") for c in codes])
             return
-        if ftype == frames.T_KEYSPACE:
-            self.engine.keyspace.commit(ks_ops.decode(bytes(body)))
+        if ftype == frames.T_KEYSPACE:  # written as received (no decode-encode round trip)
+            raw = bytes(body)
+            self.engine.keyspace.commit(ks_ops.decode(raw), logged=self.storage is not None)
+            if self.storage is not None:
+                self.storage.replicated_keyspace(raw)
             return
         if ftype in frames.RECORD_FRAMES:
             self._append(ftype, body, touched)

@@ -17,7 +17,7 @@ import trio
 
 from topicsrv.engine.groups import groupops
 from topicsrv.engine.log.topic import Topic
-from topicsrv.storage import codec, frames
+from topicsrv.storage import codec, frames, keyspacelog
 from topicsrv.storage.policy import policy_of
 from topicsrv.storage.state import TState, near_ceiling
 from topicsrv.storage.wal import Shard, Token
@@ -25,6 +25,7 @@ from topicsrv.storage.wal import Shard, Token
 
 class ReplJournal:
     shards: list[Shard]
+    keyspace_class: str
     closed: bool
     ckpt_lock: trio.Lock
     seg_lock: trio.Lock
@@ -90,6 +91,12 @@ class ReplJournal:
                        (topic, topic.epoch, first, n, codec.append_rc(memoryview(body)) if rc else None))
         if near and (pol.ceiling or not pol.wal):
             sh.want_ceiling(topic)
+
+    def replicated_keyspace(self, body: bytes) -> None:
+        """The primary's keyspace operation, its bytes as this replica's `keyspace_changed`
+        would write them (keyspacelog.py Rule 1), under this replica's keyspace class."""
+        if self.keyspace_class != "memory":
+            self.shards[keyspacelog.SHARD].enqueue_body(frames.T_KEYSPACE, body)
 
     def replicated(self, topic: Topic, ftype: int, body: bytes, d: dict[str, Any]) -> None:
         """The primary's control frame, written as this replica's own journal would write it:

@@ -363,14 +363,17 @@ class Keyspace:
 
     # ---- the write path (Rule 2) -----------------------------------------------------------
 
-    def commit(self, op: Op, access: bool = False) -> CommitToken | None:
+    def commit(self, op: Op, access: bool = False, logged: bool = False) -> CommitToken | None:
         """Rule 2. `access`: the op's puts are writes by a client, which count as an access of
-        each key (OBJECT IDLETIME counts from it, as Redis's)."""
+        each key (OBJECT IDLETIME counts from it, as Redis's). `logged`: the caller journals
+        the op's bytes itself (a replica, its primary's frame: storage/replapply.py)."""
         journal = self.host.journal
         journal.check_writable(None)
         self.apply(op, self._clock_second(self.clock.now_ms()) if access else 0)
         gathered = self.gathered
-        if gathered is None:
+        if logged:
+            token = None
+        elif gathered is None:
             token = journal.keyspace_changed(op)
         else:  # Rule 9: journaled with the run's other operations
             gathered += op
