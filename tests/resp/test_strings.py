@@ -55,6 +55,26 @@ def test_idletime_counts_from_the_last_write_or_read(srv: tuple[InProc, FakeCloc
     assert r.object("idletime", "idle:a") == 0
 
 
+def test_a_sets_idletime_survives_every_encoding(srv: tuple[InProc, FakeClock]) -> None:
+    """A small set keeps its access stamp in its run's header (setvalue.py Rule 4): reads and
+    writes restart it, commands that are not an access leave it, through intset, packed run
+    and hashtable."""
+    s, clock = srv
+    r = conn(s)
+    r.sadd("idle:s", 1, 2, 3)
+    for more, encoding in ((7, "intset"), ("x", "hashtable"), ("y" * 100, "hashtable")):
+        clock.advance(3000)
+        r.ttl("idle:s"), r.type("idle:s"), r.exists("idle:s")  # none of these is an access
+        assert r.object("idletime", "idle:s") == 3
+        r.sismember("idle:s", 1)
+        assert r.object("idletime", "idle:s") == 0
+        clock.advance(2000)
+        assert r.object("idletime", "idle:s") == 2
+        r.sadd("idle:s", more)
+        assert r.object("idletime", "idle:s") == 0
+        assert r.object("encoding", "idle:s") == encoding.encode()
+
+
 def test_watch_sees_a_write_and_an_expiry(srv: tuple[InProc, FakeClock]) -> None:
     s, clock = srv
     r, other = conn(s), conn(s)

@@ -177,9 +177,17 @@ class SetValue:
             data.second = second
             return
         assert type(data) is bytes
-        second = min(max(second, 0), _STAMP_MAX)
+        if second > _STAMP_MAX:
+            second = _STAMP_MAX
+        elif second < 0:
+            second = 0
         if _u32_at(data, 1) != second:  # Rule 4: a new second replaces the run
-            self.data = data[:1] + _U32.pack(second) + data[INT_AT:]
+            run = bytearray(data)
+            run[1] = second & 0xFF
+            run[2] = (second >> 8) & 0xFF
+            run[3] = (second >> 16) & 0xFF
+            run[4] = second >> 24
+            self.data = bytes(run)
 
     def __len__(self) -> int:
         data = self.data
