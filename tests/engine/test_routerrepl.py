@@ -21,13 +21,13 @@ class Feed(NullJournal):
 
     def __init__(self) -> None:
         self.ops: list[tuple[str, dict[str, Any]]] = []
-        self.steps: list[tuple[str, int, int, int]] = []
+        self.steps: list[tuple[str, int, int, int, int | None]] = []
 
     def router_logged(self, dest: Topic, op: dict[str, Any]) -> None:
         self.ops.append((dest.name, op))
 
-    def forwarded(self, router: Any, dest: Topic, now: int) -> None:
-        self.steps.append((router.name, int(router.cursor), now, dest.next_seq))
+    def forwarded(self, router: Any, dest: Topic, now: int, gone: int | None) -> None:
+        self.steps.append((router.name, int(router.cursor), now, dest.next_seq, gone))
 
 
 def _rows(eng: Engine, name: str) -> Any:
@@ -72,13 +72,13 @@ def test_steps_land_where_the_primary_put_them() -> None:
         routerfwd.forward(p, p.routers["sel"], limit=4)  # steps that stop mid-way
         routerfwd.forward(p, p.routers["sel"])
     rc.set(1_900_000_000_000)  # the replica's own clock never stamps a copy
-    for name, to, ts, nxt in feed.steps:
-        routerrepl.follow(r, name, r.topics["b"], to, ts, nxt)
+    for name, to, ts, nxt, gone in feed.steps:
+        routerrepl.follow(r, name, r.topics["b"], to, ts, nxt, gone)
     assert _rows(r, "b") == _rows(p, "b") and len(_rows(p, "b")[0]) == 6
     assert r.routers["sel"].cursor == p.routers["sel"].cursor == 15
     # a resumed stream repeats steps already run: nothing moves, nothing is raised
-    for name, to, ts, nxt in feed.steps:
-        routerrepl.follow(r, name, r.topics["b"], to, ts, nxt)
+    for name, to, ts, nxt, gone in feed.steps:
+        routerrepl.follow(r, name, r.topics["b"], to, ts, nxt, gone)
     assert _rows(r, "b") == _rows(p, "b")
 
 
@@ -107,8 +107,34 @@ def test_a_dest_that_moved_on_its_own_has_diverged() -> None:
     _both(p, r, pc, rc, "a", [{"data": 1}, {"data": 2}])
     routerfwd.forward(p, p.routers["all"])
     r.write("b", [prepare_json({"data": "not on the primary"})])
-    name, to, ts, nxt = feed.steps[-1]
+    name, to, ts, nxt, gone = feed.steps[-1]
     with pytest.raises(routerrepl.Diverged):
-        routerrepl.follow(r, name, r.topics["b"], to, ts, nxt)
+        routerrepl.follow(r, name, r.topics["b"], to, ts, nxt, gone)
     with pytest.raises(routerrepl.Diverged):
-        routerrepl.follow(r, "missing", r.topics["b"], to, ts, nxt)
+        routerrepl.follow(r, "missing", r.topics["b"], to, ts, nxt, gone)
+
+
+def test_evicted_unforwarded_seqs_count_as_on_the_primary() -> None:
+    """The source evicts seqs its router had not forwarded yet: the gap the dest gets is the
+    primary's count (routerfwd.py Rule 6), even on a replica whose router came from a
+    checkpoint and so does not know that count."""
+    p, r, feed, pc, rc = _pair()
+    p.put_topic("a", {"cap_records": 4})
+    r.put_topic("a", {"cap_records": 4})
+    p.router_put("sel", {"source": "a", "dest": "b", "filter": ["tag", "Eq", "t"]})
+    r.put_topic("b", {})
+    for dest, op in feed.ops:
+        routerrepl.apply_op(r, r.topics[dest], op)
+    r.routers["sel"].gone = None  # as a router restored from a checkpoint
+    for i in range(3):  # 18 records through a 4-record source before the router looks
+        _both(p, r, pc, rc, "a", [{"data": {"n": i, "k": k}, **({"tag": "t"} if k % 3 else {})}
+                                  for k in range(6)])
+    routerfwd.forward(p, p.routers["sel"])
+    rc.set(1_900_000_000_000)
+    for name, to, ts, nxt, gone in feed.steps:
+        routerrepl.follow(r, name, r.topics["b"], to, ts, nxt, gone)
+    assert _rows(r, "b") == _rows(p, "b")
+    records, tomb, next_seq = _rows(p, "b")
+    # 14 seqs evicted unforwarded, 9 of them tagged: a 9-seq gap, not 14, then 3 copies
+    assert tomb is not None and tomb.reason == "source_trim" and (tomb.gap_from, tomb.gap_to) == (1, 9)
+    assert len(records) == 3 and next_seq == 13

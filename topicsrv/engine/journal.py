@@ -104,8 +104,9 @@ class Journal(Protocol):
         "source_epoch": e}` or `{"op": "del", "name": n}`; logged on its dest."""
         ...
 
-    def forwarded(self, router: Any, dest: Topic, now: int) -> None:
-        """A forwarding step of `router` moved its cursor at clock `now` (Rule 3): nothing is
+    def forwarded(self, router: Any, dest: Topic, now: int, gone: int | None) -> None:
+        """A forwarding step of `router` moved its cursor at clock `now` (Rule 3); `gone` is
+        the router's count of evicted unforwarded seqs when the step began. Nothing is
         written; a primary's replicas hear it."""
         ...
 
@@ -204,7 +205,7 @@ class NullJournal:
     def router_logged(self, dest: Topic, op: dict[str, Any]) -> None:
         return None
 
-    def forwarded(self, router: Any, dest: Topic, now: int) -> None:
+    def forwarded(self, router: Any, dest: Topic, now: int, gone: int | None) -> None:
         return None
 
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> None:

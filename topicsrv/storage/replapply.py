@@ -106,8 +106,9 @@ class Applier:
             groupops.apply_progress(topic, d["op"])
             return
         if ftype == frames.T_FORWARD:  # Rule 5
+            gone = d.get("gone")
             routerrepl.follow(self.engine, str(d["router"]), topic, int(d["to"]), int(d["ts"]),
-                              int(d["next"]))
+                              int(d["next"]), None if gone is None else int(gone))
             return
         if ftype == frames.T_ROUTER:  # Rule 5: logged by this replica's journal as its own
             routerrepl.apply_op(self.engine, topic, d["op"])

@@ -60,11 +60,11 @@ class ReplJournal:
         else:
             self._tee_only(topic, frames.T_LOSTRANGE, obj)
 
-    def forwarded(self, router: Any, dest: Topic, now: int) -> None:
+    def forwarded(self, router: Any, dest: Topic, now: int, gone: int | None) -> None:
         """A router's forwarding step, for replicas only (they run it again:
         engine/routing/routerrepl.py Rule 2): its copies write no frame (routerlog.py Rule 1)."""
         self._tee_only(dest, frames.T_FORWARD, {"router": router.name, "to": int(router.cursor),
-                                                "ts": now, "next": dest.next_seq})
+                                                "ts": now, "next": dest.next_seq, "gone": gone})
 
     def group_progress(self, topic: Topic, group: Any, consumers: Iterable[str],
                        seqs: Iterable[int]) -> None:

@@ -215,6 +215,7 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
     if engine.routers.get(spec.name) is not router or src is None or dst is None:
         return Step(0, 0, 0, None, True)  # deleted: nothing moves, ever (a step never runs late)
     now = engine.now()
+    cursor, gone = router.cursor, router.gone  # as the step found them (routerrepl.py Rule 2)
     src.expire(now)
     dst.expire(now)
     hi = src.head_seq if until is None else min(src.head_seq, until)
@@ -303,7 +304,10 @@ def forward(engine: Engine, router: Router, limit: int = 1000, until: int | None
             run = _copies(ops, seq)
             run.recs.append(rec)
             run.hops.append(hop + 1)
-    return _apply(engine, router, src, dst, ops, skipped, s - 1, stuck, now, held and s > hi)
+    step = _apply(engine, router, src, dst, ops, skipped, s - 1, stuck, now, held and s > hi)
+    if router.cursor > cursor:  # replicas run the same step (engine/routing/routerrepl.py)
+        engine.journal.forwarded(router, dst, now, gone)
+    return step
 
 
 def forward_removed(engine: Engine, router: Router, first: int, n: int, flag: int,
@@ -394,7 +398,6 @@ def _apply(engine: Engine, router: Router, src: Topic, dst: Topic, ops: list[tup
             blocked = exc
     if scanned_to > router.cursor:
         router.cursor = scanned_to
-        engine.journal.forwarded(router, dst, now)  # replicas run the same step (routerrepl.py)
     router.forwarded += forwarded
     router.skipped += skipped
     router.source_trimmed += gap

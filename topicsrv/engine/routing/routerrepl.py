@@ -5,8 +5,9 @@ installs the router with the spec, cursor and source epoch the primary logged (o
 new spec of the one installed), a del detaches it. The replica's own journal logs the change
 (`router_logged`), so its recovery re-derives the dest's copies as the primary's would.
 Rule 2 (steps): each forwarding step of the primary that moved a cursor reaches a replica as a
-T_FORWARD frame: the cursor the step ended at, the step's clock, and the dest's next seq
-after it. The replica runs the same forwarding (routerfwd.forward, up to that cursor, on that
+T_FORWARD frame: the cursor the step ended at, the step's clock, the dest's next seq
+after it, and the router's count of evicted unforwarded seqs when it began (a router restored
+from a checkpoint does not know it: routerfwd.py Rule 6). The replica runs the same forwarding (routerfwd.forward, up to that cursor, on that
 clock). Forwarding is deterministic given the source's records (storage/rederive.py Rule 2),
 and at that point of the stream the replica holds its source exactly as the primary did, so
 the copies take the primary's dest seqs, stream IDs and timestamps, and no copy crosses the
@@ -70,14 +71,18 @@ def apply_op(engine: Engine, dest: Topic, op: dict[str, Any]) -> None:
     engine.notify(spec.dest)
 
 
-def follow(engine: Engine, name: str, dest: Topic, to: int, ts: int, next_seq: int) -> None:
-    """Rule 2: the primary's step of router `name`, which ended at cursor `to`."""
+def follow(engine: Engine, name: str, dest: Topic, to: int, ts: int, next_seq: int,
+           gone: int | None = None) -> None:
+    """Rule 2: the primary's step of router `name`, which ended at cursor `to`; `gone`: the
+    router's count of evicted unforwarded seqs when it began (routerfwd.py Rule 6), which a
+    router restored from a checkpoint does not know."""
     router = engine.routers.get(name)
     if router is None or router.spec.dest != dest.name:
         raise Diverged(f"the primary forwarded with router {name!r} into {dest.name!r}, "
                        "which this replica does not have")
     if router.cursor >= to:
         return  # a step this replica already ran (a resumed stream: storage/replapply.py Rule 2)
+    router.gone = gone
     clock = engine.clock
     engine.clock = _At(ts)
     try:
