@@ -23,7 +23,7 @@ from topicsrv.engine import Engine
 from topicsrv.engine.keyspace import hashes, lists, ops
 from topicsrv.engine.keyspace import strings as kstrings
 from topicsrv.engine.keyspace.snapshot import Snapshot
-from topicsrv.storage import forksave, frames, keyspacelog
+from topicsrv.storage import forksave, frames, keyspacelog, thp
 from topicsrv.storage.fsck import check
 from topicsrv.storage.images import CHECKPOINT
 from topicsrv.storage.store import Storage
@@ -247,3 +247,18 @@ async def test_the_sliced_path_when_fork_is_off(tmp_path: Path) -> None:
 
 def test_storage_forks_by_default(tmp_path: Path) -> None:
     assert Storage(Engine(), tmp_path).saves.fork is True
+
+
+def test_the_heap_ranges_a_collapse_asks_for() -> None:
+    """thp.py Rule 1: 2 MiB-aligned parts of private writable anonymous mappings only."""
+    maps = "\n".join([
+        "00400000-00800000 r-xp 00000000 08:01 1 /usr/bin/python3.11",  # code
+        "01000000-01a00000 rw-p 00000000 00:00 0 [heap]",
+        "7f0000100000-7f0000500000 rw-p 00000000 00:00 0 ",  # anonymous: 2 MiB of it aligned
+        "7f0001000000-7f0001200000 rw-s 00000000 00:01 5 /dev/zero (deleted)",  # shared
+        "7f0002000000-7f0002400000 rw-p 00000000 08:01 7 /var/data/file",  # a file
+        "7f0003000000-7f0003100000 rw-p 00000000 00:00 0",  # under 2 MiB
+        "7ffc00000000-7ffc00400000 rw-p 00000000 00:00 0 [stack]",
+    ])
+    assert thp.ranges(maps) == [(0x1000000, 0xA00000), (0x7F0000200000, 0x200000)]
+    assert thp.collapse() >= 0  # never raises, whatever the kernel says

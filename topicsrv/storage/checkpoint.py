@@ -41,6 +41,7 @@ from topicsrv.storage import (
     keyspacesave,
     routerlog,
     segfiles,
+    thp,
 )
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.policy import policy_of
@@ -118,37 +119,57 @@ class Checkpoints:
         written, still under the locks; returns the replication offset of the cut (the
         backlog's, wal.py Rule 10: the checkpoint holds exactly what was fed before it) and
         what `capture` returned."""
-        async with self.ckpt_lock, self.seg_lock:
-            await self.groups_closed()  # never a cut inside a script (txgroup.py Rule 12)
-            gen = self.gen + 1
-            for sh in self.shards:
-                sh.target_gen = gen - 1
-                sh.rotate()
-            self.gen = gen
-            snap = self._snapshot(final)
-            tee = self.shards[0].tee if self.shards else None
-            cut = tee.offset if tee is not None else 0  # same step as the snapshot and the rotation
-            self.saves.begun()
-            # keyspacesave.py Rules 0-1: the keyspace as it is now, by a forked child or read in
-            # parts from here on; a `memory` keyspace is written only for a full sync
-            # (storage/replsync.py Rule 5)
-            snap_ks = None if self.keyspace_class == "memory" and capture is None \
-                else keyspacesave.begin(self.engine.keyspace, self.data_dir, self.ops, gen,
-                                        self.saves, self.saves.fork and not final)
-            router_specs = routerlog.specs(self.engine)
+        async with self.ckpt_lock:
+            fork = self.saves.fork and not final and forksave.available() \
+                and (self.keyspace_class != "memory" or capture is not None)
+            if fork:  # rdb_bgsave_in_progress from here: the collapse is part of the save
+                self.saves.begun()
+                try:
+                    await trio.to_thread.run_sync(thp.collapse)  # thp.py: a shorter fork
+                except BaseException:
+                    self.saves.done(False)
+                    raise
             try:
-                await self._finish(snap, gen, router_specs, snap_ks, final)
+                async with self.seg_lock:
+                    return await self._checkpoint(final, capture, fork)
             except BaseException:
-                self.saves.done(False)
-                if isinstance(snap_ks, forksave.Child):  # never waited on: no zombie, no file
-                    await forksave.abandon(snap_ks, self.ops)
+                if self.saves.in_progress:  # stopped before the cut
+                    self.saves.done(False)
                 raise
-            finally:
-                self.engine.keyspace.saving = None
-            self.saves.done(True)
-            self.checkpoints += 1
-            captured = None if capture is None else await trio.to_thread.run_sync(capture)
-            return cut, captured
+
+    async def _checkpoint(self, final: bool, capture: Callable[[], Any] | None,
+                          fork: bool) -> tuple[int, Any]:
+        """`checkpoint`, under both locks; `fork`: the keyspace by a forked child."""
+        await self.groups_closed()  # never a cut inside a script (txgroup.py Rule 12)
+        gen = self.gen + 1
+        for sh in self.shards:
+            sh.target_gen = gen - 1
+            sh.rotate()
+        self.gen = gen
+        snap = self._snapshot(final)
+        tee = self.shards[0].tee if self.shards else None
+        cut = tee.offset if tee is not None else 0  # same step as the snapshot and the rotation
+        self.saves.begun()
+        # keyspacesave.py Rules 0-1: the keyspace as it is now, by a forked child or read in
+        # parts from here on; a `memory` keyspace is written only for a full sync
+        # (storage/replsync.py Rule 5)
+        snap_ks = None if self.keyspace_class == "memory" and capture is None \
+            else keyspacesave.begin(self.engine.keyspace, self.data_dir, self.ops, gen,
+                                    self.saves, fork)
+        router_specs = routerlog.specs(self.engine)
+        try:
+            await self._finish(snap, gen, router_specs, snap_ks, final)
+        except BaseException:
+            self.saves.done(False)
+            if isinstance(snap_ks, forksave.Child):  # never waited on: no zombie, no file
+                await forksave.abandon(snap_ks, self.ops)
+            raise
+        finally:
+            self.engine.keyspace.saving = None
+        self.saves.done(True)
+        self.checkpoints += 1
+        captured = None if capture is None else await trio.to_thread.run_sync(capture)
+        return cut, captured
 
     async def _finish(self, snap: Snap, gen: int, router_specs: list[dict[str, Any]],
                       snap_ks: keyspacesave.Pending | None, final: bool) -> None:

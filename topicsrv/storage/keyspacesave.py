@@ -65,8 +65,9 @@ class Saves:
         self.last_seconds = -1  # how long the last save took (INFO rdb_last_bgsave_time_sec)
 
     def begun(self) -> None:
-        self.in_progress = True
-        self.started = time.monotonic()
+        if not self.in_progress:  # checkpoint.py may start it before the cut (the collapse)
+            self.in_progress = True
+            self.started = time.monotonic()
 
     def done(self, ok: bool) -> None:
         self.in_progress = False
