@@ -13,8 +13,9 @@ changes neither the server's resident size nor the child's copy-on-write cost.
 Rule 2 (where): it runs in a worker thread (the madvise calls release the GIL) before the
 checkpoint's cut, never on the loop; a range already in huge pages costs next to nothing, so
 after the first checkpoint it collapses what the last one split and what the heap grew.
-Rule 3 (never fatal): a kernel without MADV_COLLAPSE (EINVAL), THP `never`, or no libc: the
-first refusal turns it off for the process and the fork is only slower.
+Rule 3 (never fatal): a range the kernel refuses (EINVAL: a thread's stack, which glibc marks
+MADV_NOHUGEPAGE) is skipped; a pass where every range was refused (a kernel without
+MADV_COLLAPSE, THP `never`) turns it off for the process, and the fork is only slower.
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ def collapse() -> int:
     except OSError:
         _ON = False
         return 0
-    asked = 0
+    asked = refused = 0
     for addr, size in ranges(maps):
-        if _LIBC.madvise(addr, size, MADV_COLLAPSE) != 0:
-            err = ctypes.get_errno()
-            if err in (errno.EINVAL, errno.EPERM, errno.ENOSYS):
-                _ON = False  # Rule 3: this kernel (or its THP setting) has none of it
-                return asked
-            continue  # EAGAIN/ENOMEM (no huge page free now), a range gone: the next one
-        asked += size
+        if _LIBC.madvise(addr, size, MADV_COLLAPSE) == 0:
+            asked += size
+        elif ctypes.get_errno() in (errno.EINVAL, errno.EPERM, errno.ENOSYS):
+            refused += 1  # this range (a thread's stack is MADV_NOHUGEPAGE), or every range
+        # EAGAIN/ENOMEM (no huge page free now), a range unmapped since: the next one
+    if refused and not asked:
+        _ON = False  # Rule 3: this kernel (or its THP setting) has none of it
     return asked
