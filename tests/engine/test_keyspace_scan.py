@@ -133,3 +133,25 @@ def test_a_scan_order_keeps_every_name_in_hash_order_through_splits_and_merges(
         if cursor == 0:
             break
     assert sorted(seen) == sorted(model)
+
+
+def test_a_random_name_is_drawn_uniformly_even_from_buckets_of_one_hash() -> None:
+    """ScanOrder.choice (RANDOMKEY): every name about equally often, including names that
+    share one hash and so overfill a bucket, and those of a bucket left nearly empty."""
+    order = ScanOrder([f"k{i}" for i in range(40)], cap=8)
+    for i in range(20):  # twenty names of one hash: a bucket that cannot split
+        order.add(f"same{i}")
+    order.key = lambda n: 7 if n.startswith("same") else scan_hash(n)
+    order.clear()
+    order.update([f"k{i}" for i in range(40)] + [f"same{i}" for i in range(20)])
+    order.check()
+    assert max(len(b) for b in order.buckets) >= 20
+    rnd = random.Random(7)
+    counts: dict[str, int] = {}
+    draws = 30_000
+    for _ in range(draws):
+        name = order.choice(rnd)
+        counts[name] = counts.get(name, 0) + 1
+    assert set(counts) == set(order)
+    expected = draws / len(order)
+    assert all(0.75 * expected < c < 1.25 * expected for c in counts.values())

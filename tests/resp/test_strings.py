@@ -75,6 +75,21 @@ def test_a_sets_idletime_survives_every_encoding(srv: tuple[InProc, FakeClock]) 
         assert r.object("encoding", "idle:s") == encoding.encode()
 
 
+def test_randomkey_draws_every_kind_of_key(srv: tuple[InProc, FakeClock]) -> None:
+    """RANDOMKEY (the keyspace's ScanOrder.choice, or a topic): only live keys, each kind."""
+    s, _ = srv
+    r = conn(s)
+    before = set(r.keys())  # the keys the module's other tests left
+    assert before or r.randomkey() is None
+    r.mset({f"rk:s{i}": "v" for i in range(300)})
+    r.sadd("rk:set", 1)
+    r.xadd("rk:stream", {"f": "v"})
+    r.delete(*[f"rk:s{i}" for i in range(0, 300, 2)])
+    live = {k.encode() for k in [f"rk:s{i}" for i in range(1, 300, 2)] + ["rk:set", "rk:stream"]}
+    seen = {r.randomkey() for _ in range(3000)}
+    assert seen == live | before
+
+
 def test_watch_sees_a_write_and_an_expiry(srv: tuple[InProc, FakeClock]) -> None:
     s, clock = srv
     r, other = conn(s), conn(s)

@@ -32,6 +32,7 @@ from hashlib import blake2b
 from heapq import merge
 from itertools import accumulate
 from operator import itemgetter
+from random import Random
 from typing import Any
 
 import xxhash
@@ -61,7 +62,8 @@ class ScanOrder:
     name of a fixed order (bucket by bucket: hash order between buckets, not inside one),
     which is all RANDOMKEY asks."""
 
-    __slots__ = ("key", "cap", "lows", "buckets", "size", "version", "_sorted", "_starts")
+    __slots__ = ("key", "cap", "lows", "buckets", "size", "version", "overfull", "_sorted",
+                 "_starts")
 
     def __init__(self, names: Iterable[Any] = (), key: Callable[[Any], int] = scan_hash,
                  cap: int = MAX) -> None:
@@ -71,6 +73,7 @@ class ScanOrder:
         self.buckets: list[list[Any]] = [[]]
         self.size = 0
         self.version = 0  # bumped by every change: the caches below are of one version
+        self.overfull = False  # a bucket may hold more than `cap` names (one hash: `_split`)
         self._sorted: tuple[int, int, list[tuple[int, Any]]] | None = None  # (version, i, pairs)
         self._starts: tuple[int, list[int]] | None = None  # (version, first index per bucket)
         self.update(names)
@@ -104,6 +107,7 @@ class ScanOrder:
         self.lows, self.buckets = [0], [[]]
         self.size = 0
         self.version += 1
+        self.overfull = False
 
     def update(self, names: Iterable[Any]) -> None:
         for name in names:
@@ -123,6 +127,7 @@ class ScanOrder:
             while hi < len(pairs) and pairs[hi][0] == cut:
                 hi += 1
             if hi == len(pairs):
+                self.overfull = True
                 return  # every name shares one hash: nothing to split on
             lo, cut = hi, pairs[hi][0]
         self.buckets[i:i + 1] = [[n for _, n in pairs[:lo]], [n for _, n in pairs[lo:]]]
@@ -186,12 +191,28 @@ class ScanOrder:
         i = bisect_right(cached[1], index) - 1
         return self.buckets[i][index - cached[1][i]]
 
+    def choice(self, rnd: Random) -> Any:
+        """One name, uniformly at random (RANDOMKEY), in O(1) expected: a random slot of a
+        random bucket, drawn again when past the bucket's names (every name has the same
+        chance per draw; buckets hold at least `cap // 8` names unless merging could not
+        help, so a draw succeeds with odds of about 1/8 at worst). Not empty."""
+        buckets = self.buckets
+        # every draw's slot range must cover the fullest bucket
+        top = max(len(b) for b in buckets) if self.overfull else self.cap
+        for _ in range(64):
+            bucket = buckets[rnd.randrange(len(buckets))]
+            slot = rnd.randrange(top)
+            if slot < len(bucket):
+                return bucket[slot]
+        return self[rnd.randrange(self.size)]  # a sparse order: by position, still uniform
+
     def check(self) -> None:
         """Every name in the bucket its hash falls in; the ranges ascend (tests call it)."""
         lows, key = self.lows, self.key
         assert lows[0] == 0 and all(a < b for a, b in zip(lows, lows[1:], strict=False))
         assert len(lows) == len(self.buckets)
         assert sum(len(b) for b in self.buckets) == self.size
+        assert self.overfull or all(len(b) <= self.cap for b in self.buckets)
         for i, bucket in enumerate(self.buckets):
             top = lows[i + 1] if i + 1 < len(lows) else U64 + 1
             assert all(lows[i] <= key(n) < top for n in bucket), "a name out of its bucket"

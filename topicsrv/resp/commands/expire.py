@@ -28,6 +28,7 @@ from topicsrv.resp.commands.base import (
 )
 
 I64_MAX, I64_MIN = (1 << 63) - 1, -(1 << 63)
+_random = random.Random()  # RANDOMKEY's draws
 
 
 def _cmd(name: str, arity: int, flags: list[str], first: int, last: int, summary: str,
@@ -197,5 +198,6 @@ def randomkey(ctx: CommandContext, args: list[bytes]) -> Any:
         return None
     i = random.randrange(total)
     order = ks.order
-    name: str = order[i] if i < len(order) else ctx.engine.topics.keys()[i - len(order)]
+    name: str = order.choice(_random) if i < len(order) else \
+        ctx.engine.topics.keys()[i - len(order)]
     return name.encode("latin-1")
