@@ -51,6 +51,7 @@ class Result:
     child_peak_mb: float = 0.0  # its child's RSS, highest
     child_dirty_mb: float = 0.0  # its child's Private_Dirty, highest: the copied pages
     cow_mb: float = 0.0  # INFO persistence rdb_last_cow_size, as the server reports it
+    worst_at_s: float = 0.0  # when the worst PING of the save was sent, after the BGSAVE
 
 
 class _Conn:
@@ -155,6 +156,11 @@ class _Prober(threading.Thread):
         got = [rtt for t0, rtt in self.rtts if since <= t0 <= until]
         return (max(got) if got else 0.0), len(got)
 
+    def worst_at(self, since: float, until: float) -> float:
+        """When the worst PING of the window was sent, in seconds after `since`."""
+        got = [(rtt, t0) for t0, rtt in self.rtts if since <= t0 <= until]
+        return max(got)[1] - since if got else 0.0
+
 
 def _children(pid: int) -> list[int]:
     try:
@@ -236,10 +242,11 @@ def run(proc: Proc, keys: int, elements: int, per_key: int = 50_000, log: Any = 
     floor, _ = prober.worst(quiet_start, quiet_end)
     res = Result(keys, elements, proc.rss() / 1e6, load_s, end - start, stall * 1e3, floor * 1e3,
                  pings, _fork_usec(c), sampler.parent / 1e6, sampler.child / 1e6,
-                 sampler.dirty / 1e6, _cow_size(c) / 1e6)
+                 sampler.dirty / 1e6, _cow_size(c) / 1e6, prober.worst_at(start, end))
     prober.conn.close()
     c.close()
     log(f"  {proc.name}: save {res.save_s:.2f}s, worst PING {res.stall_ms:.1f} ms during "
+        f"(at +{res.worst_at_s:.2f}s) "
         f"({res.pings} PINGs), {res.floor_ms:.1f} ms without, fork {res.fork_usec} us; "
         f"during the save: server RSS peak {res.parent_peak_mb:.0f} MB, child RSS peak "
         f"{res.child_peak_mb:.0f} MB, child copied {res.child_dirty_mb:.0f} MB "

@@ -8,7 +8,9 @@ Rule 2 (what the child may do): it is a copy of a threaded trio process taken fr
 thread, so it runs only this module's `_child`: it closes every inherited descriptor but its
 status pipe (sockets, the WAL, the listeners: a client the parent closes must see its FIN
 now, not when the child ends), resets the signals trio and the server handle, asks the kernel
-to SIGKILL it should the parent die, disables the cyclic GC (a collection would write to
+to SIGKILL it should the parent die, lowers its own priority (nice 10: on a busy machine the
+kernel runs the server's loop thread first when both want a CPU, instead of parking the loop
+mid-turn behind its own save), disables the cyclic GC (a collection would write to
 every tracked object's header and copy the whole heap), then walks a Snapshot
 (engine/keyspace/snapshot.py) with nothing changing under it, encodes its parts with the same
 functions as the sliced path (so the file is byte for byte what keyspacesave.py writes, and
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
 
 FLUSH_BYTES = 4 << 20  # bytes gathered before the child writes them
 CHILD_HOOK: Callable[[], None] | None = None  # tests: runs in the child before it writes
+CHILD_NICE = 10  # Rule 2: the scheduler's weight of the child, ~1/10 of the loop thread's
 _PR_SET_PDEATHSIG = 1
 _SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
                  if isinstance(s, signal.Signals))
@@ -188,6 +191,8 @@ def _child(ks: Keyspace, fs: OsOps, tmp: Path, gen: int, units: int, w: int,
             _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the prctl
             _EXIT(1)
+        with contextlib.suppress(OSError):  # Rule 2: background work yields to the loop
+            os.nice(CHILD_NICE)
         if CHILD_HOOK is not None:
             CHILD_HOOK()
         parts, cow = _write(ks, fs, tmp, gen, units)
