@@ -14,8 +14,8 @@ for the whole scan is returned, whatever comes and goes meanwhile (Redis's guara
 Rule 3 (memory: no int per key): a `ScanOrder` keeps the names in buckets, each holding the
 names whose hashes lie in one range [lows[i], lows[i + 1]) (lows[0] = 0), unsorted inside;
 the ranges cover [0, 2^64). A name's hash is computed when it is added, removed, or met by an
-ordered walk (which sorts the one bucket it is in: the last sorted bucket is kept until the
-next change), never stored. A bucket past `MAX` names splits at its median hash (names
+ordered walk (which sorts the one bucket it is in: the last bucket sorted is kept while it
+holds the same names), never stored. A bucket past `MAX` names splits at its median hash (names
 sharing a hash stay together); a bucket emptied, or two neighbours that fit in `MAX // 2`,
 merge. The cursor being a hash, not a bucket index, splits and merges between two pages
 move nothing a scan relies on (the role of Redis's reverse-binary cursor across resizes).
@@ -72,9 +72,9 @@ class ScanOrder:
         self.lows: list[int] = [0]
         self.buckets: list[list[Any]] = [[]]
         self.size = 0
-        self.version = 0  # bumped by every change: the caches below are of one version
+        self.version = 0  # bumped by every change (`_starts` is of one version)
         self.overfull = False  # a bucket may hold more than `cap` names (one hash: `_split`)
-        self._sorted: tuple[int, int, list[tuple[int, Any]]] | None = None  # (version, i, pairs)
+        self._sorted: tuple[list[Any], list[tuple[int, Any]]] | None = None  # (names, pairs)
         self._starts: tuple[int, list[int]] | None = None  # (version, first index per bucket)
         self.update(names)
 
@@ -108,6 +108,7 @@ class ScanOrder:
         self.size = 0
         self.version += 1
         self.overfull = False
+        self._sorted = None
 
     def update(self, names: Iterable[Any]) -> None:
         for name in names:
@@ -132,7 +133,6 @@ class ScanOrder:
             lo, cut = hi, pairs[hi][0]
         self.buckets[i:i + 1] = [[n for _, n in pairs[:lo]], [n for _, n in pairs[lo:]]]
         self.lows.insert(i + 1, cut)
-        self._sorted = None  # cached under this version, of the bucket before the split
 
     def _merge(self, i: int) -> None:
         buckets = self.buckets
@@ -144,17 +144,18 @@ class ScanOrder:
         buckets[j] += buckets[j + 1]
         del buckets[j + 1]
         del self.lows[j + 1]
-        self._sorted = None
 
     def _pairs_of(self, i: int) -> list[tuple[int, Any]]:
-        """Bucket i's (hash, name) pairs in hash order (the last one asked is kept until the
-        next change: a scan's pages read one bucket several times)."""
+        """Bucket i's (hash, name) pairs in hash order. The last bucket sorted is kept with a
+        copy of its names: while a bucket holds the same names, its order is the same, so a
+        scan's pages and a checkpoint's parts that start in it hash nothing again, whatever
+        changed elsewhere (comparing the names is a pointer comparison each)."""
+        bucket = self.buckets[i]
         cached = self._sorted
-        if cached is not None and cached[0] == self.version and cached[1] == i:
-            return cached[2]
-        key = self.key
-        pairs = sorted([(key(n), n) for n in self.buckets[i]], key=_first)
-        self._sorted = (self.version, i, pairs)
+        if cached is not None and cached[0] == bucket:
+            return cached[1]
+        pairs = sorted(zip(map(self.key, bucket), bucket, strict=True), key=_first)
+        self._sorted = (list(bucket), pairs)
         return pairs
 
     # ---- ordered reads ---------------------------------------------------------------------
