@@ -56,16 +56,26 @@ def workloads(rnd: random.Random) -> dict[str, tuple[Callable[[], bytes], int]]:
         "gethot": (lambda: frame(b"GET", b"key:%012d" % rnd.randrange(100)), 1),
         "getmiss": (lambda: frame(b"GET", b"nokey:%012d" % rnd.randrange(KEYS)), 1),
         **{f"{name}{'16' if n == 16 else ''}": (lambda argv=argv, n=n: b"".join(
-            frame(argv[0], argv[1] % rnd.randrange(KEYS), *argv[2:]) for _ in range(n)), n)
+            _fill(argv, rnd) for _ in range(n)), n)
            for name, argv in COLLS.items() for n in (1, 16)},
     }
 
 
-# the list and hash rows of bench/collbench.py (issue 35), loaded as there when one runs
+# the list and hash rows of bench/collbench.py (issue 35) and the set and sorted-set writes of
+# bench/zsetbench.py (issue 36), their keys loaded as there when one of them runs
 COLLS: dict[str, list[bytes]] = {
     "lpush": [b"LPUSH", b"list:%012d", VALUE], "rpop": [b"RPOP", b"list:%012d"],
     "hset": [b"HSET", b"hash:%012d", b"f", VALUE], "hget": [b"HGET", b"hash:%012d", b"f"],
+    "sadd": [b"SADD", b"set:%012d", b"m:%012d"],
+    "zadd": [b"ZADD", b"zset:%012d", b"%d", b"m:%012d"],
+    "zpopmin": [b"ZPOPMIN", b"zset:%012d"],
 }
+ZSETS = ("sadd", "zadd", "zpopmin")
+
+
+def _fill(argv: list[bytes], rnd: random.Random) -> bytes:
+    """One command of COLLS's `argv`: each `%d` argument a random key number."""
+    return frame(argv[0], *[a % rnd.randrange(KEYS) if b"%" in a else a for a in argv[1:]])
 
 
 async def _step_round(sessions: list[Any], reads: list[bytes]) -> float:
@@ -105,17 +115,25 @@ async def _run(kclass: str, names: list[str], rounds: int, step: bool, data_dir:
     async with trio.open_nursery() as nursery:
         await st.open()
         await nursery.start(st.run)
+        await st.settled.wait()  # the startup checkpoint done: none runs while timed
         for i in range(0, KEYS, 1000):  # Rule 1
             serve(sessions[0], b"".join(frame(b"SET", b"key:%012d" % k, VALUE)
                                         for k in range(i, i + 1000)))
             await trio.lowlevel.checkpoint()
-        if any(name.rstrip("16") in COLLS for name in names):
+        if any(name.rstrip("16") in COLLS and name.rstrip("16") not in ZSETS for name in names):
             for i in range(0, KEYS, 100):  # bench/collbench.py's lists and hashes
                 serve(sessions[0], b"".join(
                     frame(b"RPUSH", b"list:%012d" % k, *[VALUE] * 10) + frame(
                         b"HSET", b"hash:%012d" % k, b"f", VALUE,
                         *[x for j in range(1, 10) for x in (b"f%d" % j, b"v" * 10)])
                     for k in range(i, i + 100)))
+                await trio.lowlevel.checkpoint()
+        if any(name.rstrip("16") in ZSETS for name in names):
+            zset = [x for j in range(16) for x in (b"%d" % j, b"z%09d" % j)]
+            for i in range(0, KEYS, 100):  # bench/zsetbench.py's sets and sorted sets
+                serve(sessions[0], b"".join(
+                    frame(b"SADD", b"set:%012d" % k, b"m", *(b"m%09d" % j for j in range(1, 10)))
+                    + frame(b"ZADD", b"zset:%012d" % k, *zset) for k in range(i, i + 100)))
                 await trio.lowlevel.checkpoint()
         work = workloads(random.Random(1))
         for name in names:

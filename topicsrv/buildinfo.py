@@ -91,6 +91,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.storage.replapply",  # a replica applies its primary's frames (every XADD / SET)
     "topicsrv.engine.restore",  # put_live: a replica's APPEND frames; recovery's slots
     "topicsrv.repl.backlog",  # a primary feeds every WAL frame to its replicas' output
+    "topicsrv.engine.keyspace.runs",  # a run of LPUSH / HSET / ZADD / ... as one operation
 )
 
 _stale: list[str] = []

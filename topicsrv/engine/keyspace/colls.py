@@ -10,7 +10,7 @@ Rule 3 (hash field TTLs, hashexpiry.py): `ks.fexpiry` maps each hash with field 
 its soonest one; every change of a hash ("H", "h", "c") puts it back in step (`reindex`),
 `drop` removes it. A whole-hash change carries the field deadlines as a 7th element.
 Rule 4 (memory): the access stamp a change puts on a value is one shared int object per
-second (`_shared`), not an int of its own per value.
+second (`shared`), not an int of its own per value.
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
             value.expire(f, d)
         reindex(ks, name, value)
     if second:
-        value.second = _shared(second)
+        value.second = shared(second)
     if not len(value):
         drop(ks, name)
 
@@ -248,7 +248,7 @@ def apply(ks: Keyspace, ch: Any, second: int) -> None:
 _SECOND: Final[list[Any]] = [0]  # Any: the compiled module keeps the boxed int, unboxed not
 
 
-def _shared(second: int) -> Any:
+def shared(second: int) -> Any:
     """One int object per second for every value stamped in it (Rule 4): a compiled caller
     would box a new int for each value, and a Python-class value (a set) keeps it."""
     if _SECOND[0] != second:

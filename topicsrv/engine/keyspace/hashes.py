@@ -52,15 +52,23 @@ def change(ks: Keyspace, name: str, sets: list[Pair], dels: list[bytes]) -> Any:
             min(ks.hash_value, LIMIT_CAP))
 
 
-def hset(ks: Keyspace, name: str, pairs: list[Pair], nx: bool = False) -> tuple[int, Token]:
-    """HSET/HMSET: how many fields are new. `nx` (HSETNX, one pair): set only a new field."""
-    hv = get(ks, name)
+def new_fields(hv: HashValue | None, pairs: list[Pair]) -> int:
+    """How many distinct fields of `pairs` the hash `hv` (None: no key) lacks."""
+    if len(pairs) == 1:
+        return 1 if hv is None or pairs[0][0] not in hv else 0
     seen: set[bytes] = set()
     added = 0
     for f, _ in pairs:
         if f not in seen and (hv is None or f not in hv):
             added += 1
         seen.add(f)
+    return added
+
+
+def hset(ks: Keyspace, name: str, pairs: list[Pair], nx: bool = False) -> tuple[int, Token]:
+    """HSET/HMSET: how many fields are new. `nx` (HSETNX, one pair): set only a new field."""
+    hv = get(ks, name)
+    added = new_fields(hv, pairs)
     if nx and not added:
         return 0, None
     return added, ks.commit([change(ks, name, pairs, [])], True)
