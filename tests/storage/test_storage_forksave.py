@@ -98,7 +98,7 @@ def _hold_child(flag: Path, pid_file: Path) -> Callable[[], None]:
     """A child hook: note the child's pid, then wait until the test lets it write."""
     def hook() -> None:
         fd = os.open(pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.write(fd, str(os.getpid()).encode())
+        os.write(fd, f"{os.getpid()} {os.nice(0)}".encode())
         os.close(fd)
         deadline = time.monotonic() + 60
         while not flag.exists() and time.monotonic() < deadline:
@@ -141,7 +141,8 @@ async def test_the_file_is_the_cut_while_the_parent_writes_and_a_crash_loses_not
             flag.touch()
         assert st.saves.last_ok and not st.saves.in_progress and st.saves.parts == len(at_cut)
         assert st.saves.fork_usec > 0 and gc.get_freeze_count() == 0
-        assert _reaped(int(pid_file.read_text()))
+        pid, nice = (int(x) for x in pid_file.read_text().split())
+        assert _reaped(pid) and nice == min(19, os.nice(0) + forksave.CHILD_NICE)  # yields
         ks_file = _only(data, "keyspace-*.bin")
         assert _file_bodies(ks_file) == at_cut  # the cut, byte for byte as the sliced path
         await _change(e, 3)  # after the checkpoint too
@@ -200,7 +201,7 @@ async def test_a_stop_while_the_child_runs_kills_and_reaps_it(
         await _fill(e)
         assert st.request()  # BGSAVE: the periodic checkpointer forks
         await _until(pid_file.exists)
-        pid = int(pid_file.read_text())
+        pid = int(pid_file.read_text().split()[0])
         assert st.saves.in_progress
         want = _state(e.keyspace)
     # the clean stop cancelled the checkpointer: its child is gone, then the final checkpoint
