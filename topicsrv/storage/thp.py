@@ -10,8 +10,8 @@ the system's THP setting (`madvise` or `always`; `never` refuses it), marks noth
 faults (no MADV_HUGEPAGE: a later fault in those mappings still gets a 4 KiB page), and after
 a fork a write to a shared huge page copies 4 KiB, not 2 MiB (the kernel splits it), so it
 changes neither the server's resident size nor the child's copy-on-write cost.
-Rule 2 (where): it runs on a thread of its own at nice 10 (the madvise calls release the GIL)
-before the checkpoint's cut, never on the loop; a range already in huge pages costs next to nothing, so
+Rule 2 (where): it runs in a worker thread (the madvise calls release the GIL) before the
+checkpoint's cut, never on the loop, at the server's priority (see `collapse`); a range already in huge pages costs next to nothing, so
 after the first checkpoint it collapses what the last one split and what the heap grew.
 Rule 3 (never fatal): a range the kernel refuses (EINVAL: a thread's stack, which glibc marks
 MADV_NOHUGEPAGE) is skipped; a pass where every range was refused (a kernel without
@@ -20,15 +20,11 @@ MADV_COLLAPSE, THP `never`) turns it off for the process, and the fork is only s
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
-import os
-import threading
 
 MADV_COLLAPSE = 25
 HUGE = 1 << 21
-NICE = 10  # Rule 2: the collapse yields the CPU to the loop thread
 _ON = True
 _LIBC: ctypes.CDLL | None = None
 try:
@@ -58,18 +54,11 @@ def ranges(maps: str) -> list[tuple[int, int]]:
 
 
 def collapse() -> int:
-    """Rules 1-3 (blocking: a worker thread's job); bytes asked for, 0 when off. The work
-    runs on a thread of its own at a lower priority (Rule 2), which ends with it."""
-    out = [0]
-
-    def run() -> None:
-        with contextlib.suppress(OSError):  # this thread only (Linux: a tid is a process id)
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-        out[0] = _collapse()
-    t = threading.Thread(target=run, name="thp-collapse", daemon=True)
-    t.start()
-    t.join()
-    return out[0]
+    """Rules 1-3 (blocking: a worker thread's job); bytes asked for, 0 when off. Not niced
+    (Rule 2): each 2 MiB collapse holds the process's mmap lock while it copies, and a
+    collapsing thread parked by the scheduler with that lock held would stall every page
+    fault of the loop thread until it runs again."""
+    return _collapse()
 
 
 def _collapse() -> int:
