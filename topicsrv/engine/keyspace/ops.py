@@ -56,6 +56,7 @@ Op = list[Change]
 
 _U32: Final = struct.Struct("<I")
 _U64: Final = struct.Struct("<Q")
+_DOUBLE: Final = struct.Struct("<d")
 _ENC: Final = {"": 0, "raw": 1, "embstr": 2}
 _ENC_NAMES: Final = {v: k for k, v in _ENC.items()}
 
@@ -83,9 +84,14 @@ def _u64(n: int) -> bytes:
     return _U64_SMALL[n] if 0 <= n < _SMALL else _U64.pack(n)
 
 
+_FILLS: Final[list[bytes]] = [_U32.pack(-n & 0xFFFFFFFF) for n in range(6)]  # -0 ... -5
+
+
 def _i32(n: int) -> bytes:
     """A limit as the journal keeps it: 32 bits, a negative one (a list's fill) as unsigned."""
-    return _U32_SMALL[n] if 0 <= n < _SMALL else _U32.pack(n & 0xFFFFFFFF)
+    if 0 <= n < _SMALL:
+        return _U32_SMALL[n]
+    return _FILLS[-n] if -6 < n < 0 else _U32.pack(n & 0xFFFFFFFF)
 
 
 def _put_blobs(out: list[bytes], values: list[bytes]) -> None:
@@ -153,9 +159,13 @@ def encode(op: Op) -> bytes:
             _put_blobs(out, ch[3])
             out.append(_u32(ch[4]))
             out.append(_u32(ch[5]))
-        elif kind == "S":
-            out += [b"S", _key(ch[1]), _blobs(ch[2]), _blobs(ch[3]),
-                    b"".join([_U32.pack(n & 0xFFFFFFFF) for n in ch[4]])]
+        elif kind == "S":  # parts from tables (SADD at P16: one a command)
+            out.append(b"S")
+            out.append(_key(ch[1]))
+            _put_blobs(out, ch[2])
+            _put_blobs(out, ch[3])
+            for n in ch[4]:
+                out.append(_i32(n))
         elif kind == "c" and ch[2] == "set":
             out += [b"c", _key(ch[1]), b"t", _blobs(ch[3]), _U64.pack(ch[4]),
                     b"".join([_U32.pack(n & 0xFFFFFFFF) for n in ch[5]])]
@@ -163,10 +173,19 @@ def encode(op: Op) -> bytes:
             out += [b"h", _key(ch[1]), _U32.pack(len(ch[2]))]
             for field, deadline in ch[2]:
                 out += [_u32(len(field)), field, _U64.pack(deadline)]
-        elif kind == "Z":
-            out += [b"Z", _key(ch[1]), _blobs([m for m, _ in ch[2]]),
-                    _doubles([s for _, s in ch[2]]), _blobs(ch[3]), _U32.pack(ch[4]),
-                    _U32.pack(ch[5])]
+        elif kind == "Z":  # parts from tables (ZADD, ZPOPMIN at P16: one a command)
+            out.append(b"Z")
+            out.append(_key(ch[1]))
+            pairs: list[tuple[bytes, float]] = ch[2]
+            out.append(_u32(len(pairs)))
+            for m, _ in pairs:
+                out.append(_u32(len(m)))
+                out.append(m)
+            for _, score in pairs:
+                out.append(_DOUBLE.pack(score))
+            _put_blobs(out, ch[3])
+            out.append(_u32(ch[4]))
+            out.append(_u32(ch[5]))
         elif kind == "c" and ch[2] == "zset":
             out += [b"c", _key(ch[1]), b"z", _blobs([m for m, _ in ch[3]]),
                     _U64.pack(ch[4]), _U32.pack(ch[5][0] & 0xFFFFFFFF),

@@ -180,11 +180,16 @@ def hset(run: Run, name: str, pairs: list[tuple[bytes, bytes]]) -> Any:
     hv: HashValue | None = _value(run, name, HASH)
     if hv is not None and hv.ttls is not None:
         return SLOW
-    added = hashes.new_fields(hv, pairs)
     ch = hashes.change(ks, name, pairs, [])
-    hv = _target(run, name, hv, ch, _new_hash)
-    old = hv.nbytes
-    hv.set_many(pairs, (ch[4], ch[5]))
+    if len(pairs) == 1:  # HashValue.set tells whether its field is new: no look-up first
+        hv = _target(run, name, hv, ch, _new_hash)
+        old = hv.nbytes
+        added = 1 if hv.set(pairs[0][0], pairs[0][1], (ch[4], ch[5])) else 0
+    else:
+        added = hashes.new_fields(hv, pairs)
+        hv = _target(run, name, hv, ch, _new_hash)
+        old = hv.nbytes
+        hv.set_many(pairs, (ch[4], ch[5]))
     ks.nbytes += hv.nbytes - old
     return added
 
