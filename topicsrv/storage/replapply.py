@@ -35,7 +35,7 @@ from topicsrv.engine.groups import groupops
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.log import idempotency as idem
 from topicsrv.engine.routing import routerrepl
-from topicsrv.storage import codec, frames, recovery
+from topicsrv.storage import codec, frames, recovery, routerlog
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
@@ -165,7 +165,7 @@ class Applier:
             topic.evict_for_cap(cfg.cap_records, cfg.cap_bytes)
         touched[name] = None
         if self.storage is not None:
-            if rc and topic.ext.get("router_in") is None:  # a router this replica lost: plain
+            if rc and routerlog.rc_of(topic) is None:  # a router this replica lost: plain
                 self.storage.replicated_append(topic, bytes(body[:len(body) - 8]), first, n)
             else:
                 self.storage.replicated_append(topic, bytes(body), first, n, rc)

@@ -279,16 +279,20 @@ class Link:
                 primary.shadow_feed(raw)
                 if any(fr.ftype == frames.T_REPL_PING for fr in got) or \
                         time.monotonic() - last_ack >= ACK_GAP_S:
-                    await stream.send_all(_command("REPLCONF", "ACK", state.offset))
-                    last_ack, acked = time.monotonic(), state.offset
+                    last_ack, acked = await _ack(stream, state.offset)
                 continue
             wait = ACK_EVERY_S if acked == state.offset else max(0.0, last_ack + ACK_GAP_S - time.monotonic())
             with trio.move_on_after(wait) as scope:
                 await reader._more()
             state.last_io = time.monotonic() if not scope.cancelled_caught else state.last_io
             if acked != state.offset or time.monotonic() - last_ack >= ACK_EVERY_S:
-                await stream.send_all(_command("REPLCONF", "ACK", state.offset))
-                last_ack, acked = time.monotonic(), state.offset
+                last_ack, acked = await _ack(stream, state.offset)
+
+
+async def _ack(stream: trio.abc.Stream, offset: int) -> tuple[float, int]:
+    """Rule 3: `REPLCONF ACK offset`; returns when it was sent and the offset it acknowledged."""
+    await stream.send_all(_command("REPLCONF", "ACK", offset))
+    return time.monotonic(), offset
 
 
 def restart(addresses: dict[str, tuple[str, int]]) -> None:
