@@ -7,8 +7,12 @@ from typing import Any
 import orjson
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from topicsrv.clock import FakeClock
+from topicsrv.engine.log.entries import encode_entry, parse_entry
+from topicsrv.resp.commands.topic_rows import columns, data_text
 
 from .conftest import InProc
 
@@ -65,3 +69,34 @@ def test_a_missing_topic(srv: tuple[InProc, FakeClock]) -> None:
     c = redis.Redis(port=s.port, socket_timeout=10)
     with pytest.raises(redis.ResponseError, match="does not exist|not found|no such"):
         _rows(c, "nosuch", 0)
+
+
+def _slow_columns(blobs: list[bytes]) -> tuple[list[Any], ...]:
+    """Rule 2 by parse_entry alone (what columns() did before Rule 3's split)."""
+    out: tuple[list[Any], ...] = ([], [], [], [], [], [])
+    for blob in blobs:
+        ts, seq, pairs = parse_entry(blob)
+        extra: dict[bytes, bytes] = {}
+        for key in (b"$meta", b"$tag", b"$node"):
+            if len(pairs) >= 2 and pairs[-2] == key:
+                extra[key] = pairs[-1]
+                pairs = pairs[:-2]
+        for col, value in zip(out, (seq, ts, extra.get(b"$node"), extra.get(b"$tag"),
+                                    extra.get(b"$meta"), data_text(pairs)), strict=True):
+            col.append(value)
+    return out
+
+
+_ITEM = st.one_of(st.binary(max_size=12), st.sampled_from([b"\r\n", b"a\r\nb", b"data", b"$tag",
+                                                             b"$node", b"$meta", b"*2", b"$3"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**47), st.integers(1, 2**40),
+                          st.lists(_ITEM, min_size=1, max_size=6).map(lambda xs: xs[:len(xs) // 2 * 2] or [b"f", b"v"])),
+                min_size=1, max_size=8))
+def test_the_split_reads_what_the_parse_reads(records: list[tuple[int, int, list[bytes]]]) -> None:
+    """Rule 3: the one-split read of a one-field record and parse_entry agree on every record,
+    CR LF inside a field or value and label-named fields included."""
+    blobs = [encode_entry(ts, seq, items) for ts, seq, items in records]
+    assert tuple(columns(blobs)) == _slow_columns(blobs)

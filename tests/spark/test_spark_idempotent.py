@@ -71,11 +71,32 @@ def test_idempotent_false_is_at_least_once(r: redis.Redis, url: str) -> None:
     assert len(_values(r, topic)) == 40
 
 
-def test_producer_ids_follow_the_task_and_the_row_position() -> None:
+def test_producer_ids_follow_the_task_and_the_batch_number() -> None:
     opts = WriteOptions.parse({"topic": "t"})
     enc = writer.RowEncoder(["data"], opts)
-    cmd = enc.command(Row(data='{"a": "b"}'), ("spark:j:3:1:2", "205"))
-    assert cmd == ["XADD", "t", "IDMP", "spark:j:3:1:2", "205", "*", "a", "b"]
+    assert enc.entry(Row(data='{"a": "b"}')) == ("t", [1, "a", "b"])
+    assert writer.batch_key("spark:j:3:1", 205) == ("spark:j:3:1:2", "205")
     assert writer.task_producer("job") == "spark:job:0:0"  # no Spark task: one producer
-    assert writer.IDMP_CHUNK == 100  # Redis's default IDMP-MAXSIZE: no chunk outgrows it
-    assert opts.idempotent is True
+    assert writer.BATCHES_PER_PRODUCER == 100  # Redis's default IDMP-MAXSIZE: no producer outgrows it
+    assert opts.idempotent is True and opts.batch_size == 500
+    assert WriteOptions.parse({"batchSize": "99999"}).batch_size == 10_000  # TOPIC.APPEND's limit
+
+
+def test_a_batch_is_one_write_under_one_key(r: redis.Redis, url: str) -> None:
+    """Rule 1: every batch is one TOPIC.APPEND (one timestamp, contiguous IDs); rows for
+    several topics split per topic, each under the batch's key; labels and tombstone rows."""
+    cols = ["topic", "data", "tag", "node", "kind"]
+    sink = writer.TopicsWriter(WriteOptions.parse({"url": url, "batchSize": "4"}), cols)
+    rows = [Row(topic=f"spark.batch.{i % 2}", data=f'{{"n": "{i}"}}', tag=f"t{i}",
+                node=None if i % 3 else "n0", kind="tombstone" if i == 5 else "record")
+            for i in range(10)]
+    assert sink.write(iter(rows)).records == 9
+    assert sink.write(iter(rows)).records == 9  # the same task again: every batch a duplicate
+    even = r.xrange("spark.batch.0")
+    assert [int(f[b"n"]) for _, f in even] == [0, 2, 4, 6, 8]
+    assert [int(f[b"n"]) for _, f in r.xrange("spark.batch.1")] == [1, 3, 7, 9]
+    assert {i.split(b"-")[0] for i, _ in even[:2]} == {even[0][0].split(b"-")[0]}  # one write
+    assert even[0][1][b"$tag"] == b"t0" and even[0][1][b"$node"] == b"n0"
+    assert b"$node" not in even[1][1]
+    info = r.xinfo_stream("spark.batch.0")
+    assert info["iids-tracked"] == 3 and info["iids-duplicates"] == 3

@@ -62,3 +62,17 @@ async def test_a_key_whose_append_was_cut_off_is_dropped(tmp_path: Path) -> None
         assert (await _xadd(e, b"a"))["duplicate"]
         assert not (await _xadd(e, b"b"))["duplicate"]  # b was never durable: written now
         assert e.get("s").count == 2
+
+
+async def test_a_batch_under_one_key_survives_a_crash(tmp_path: Path) -> None:
+    """TOPIC.APPEND's write (resp/commands/topic_append.py Rule 2): one key for many records,
+    kept with them across a crash, a repeat answered with the whole batch."""
+    batch = [prepare_fields([b"f", b"%d" % i]) for i in range(3)]
+    async with running(tmp_path, crash=True) as (e, st):
+        result, token = e.write("s", batch, idmp=(b"p", b"batch-1"), config={"durability": "fsync"})
+        assert token is not None
+        await token.wait()
+    async with running(tmp_path) as (e, st):
+        again, _ = e.write("s", batch[:1], idmp=(b"p", b"batch-1"))
+        assert again["duplicate"] and again["seqs"] == result["seqs"] == [1, 2, 3]
+        assert e.get("s").count == 3

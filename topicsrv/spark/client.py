@@ -290,17 +290,26 @@ def _rows_pages(client: redis.Redis, topic: str, lo: int, hi: int, page: int,
 # ---- writes ----------------------------------------------------------------------------
 
 
-def xadd_args(topic: str, pairs: list[Any], node: str | None, tag: str | None,
-              idmp: tuple[str, str] | None = None) -> list[Any]:
-    """The XADD command for one record (IDs are server-assigned: always `*`); `idmp` is its
-    (producer id, idempotent id): a repeat returns the first write's ID and appends nothing."""
-    args: list[Any] = ["XADD", topic]
-    if idmp is not None:
-        args += ["IDMP", *idmp]
+def entry_args(pairs: list[Any], node: str | None, tag: str | None) -> list[Any]:
+    """One record as a TOPIC.APPEND entry: `[NODE node] [TAG tag] npairs field value ...`."""
+    args: list[Any] = []
     if node is not None:
         args += ["NODE", node]
     if tag is not None:
         args += ["TAG", tag]
-    args.append("*")
+    args.append(len(pairs) // 2)
     args += pairs
+    return args
+
+
+def append_args(topic: str, entries: list[list[Any]], idmp: tuple[str, str] | None = None) -> list[Any]:
+    """TOPIC.APPEND of `entries` (entry_args) as one atomic write (docs/resp.md); `idmp` is the
+    batch's (producer id, idempotent id): a repeat appends nothing and answers the first
+    write's IDs. IDs are server-assigned."""
+    args: list[Any] = ["TOPIC.APPEND", topic]
+    if idmp is not None:
+        args += ["IDMP", *idmp]
+    args += ["ENTRIES", len(entries)]
+    for entry in entries:
+        args += entry
     return args

@@ -150,19 +150,22 @@ class ReadOptions:
         )
 
 
+MAX_BATCH = 10_000  # rows per TOPIC.APPEND: the server's records per write (records.py)
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     url: str
     topic: str | None
     batch_size: int
-    idempotent: bool = True  # XADD IDMP per row (writer.py Rule 4)
+    idempotent: bool = True  # one IDMP key per batch (writer.py Rule 4)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         return cls(
             url=_get(options, "url", "redis://127.0.0.1:6379") or "",
             topic=(_get(options, "topic") or "").strip() or None,
-            batch_size=_int(options, "batchSize", 500, 1) or 500,
+            batch_size=min(_int(options, "batchSize", 500, 1) or 500, MAX_BATCH),
             idempotent=_bool(options, "idempotent", True),
         )
 
