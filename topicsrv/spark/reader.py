@@ -8,6 +8,7 @@ the loss-aware read (TOPIC.ROWS as columns, client.read_rows; XREAD entries from
 without it, client.read_range). A tombstone inside the range either fails the task
 with a DataLossError naming topic, [gap_from, gap_to] and reason (failOnDataLoss=true), or
 is logged and, with includeTombstones=true, emitted as a kind="tombstone" row.
+The next page is requested while the last one becomes an Arrow batch (spark/prefetch.py).
 Rule 3: the own-node filter (option node) drops records whose $node is listed; it is applied
 here, not by the server, so an empty XREAD page always means "nothing more to read".
 """
@@ -38,6 +39,7 @@ from topicsrv.spark.options import (
     resolve,
     split_ranges,
 )
+from topicsrv.spark.prefetch import prefetched
 from topicsrv.spark.rows import columns_batch, to_batch
 
 log = logging.getLogger("topicsrv.spark")
@@ -96,7 +98,7 @@ def read_partition(opts: ReadOptions, part: TopicRange) -> Iterator[pa.RecordBat
             yield from _read_entries(opts, part, client)
             return
         nodes = opts.nodes
-        for gap, cols in pages:
+        for gap, cols in prefetched(pages):
             if gap is not None and _checked(opts, part.topic, gap):
                 yield to_batch(part.topic, [gap])
             if nodes and cols:  # Rule 3: the own-node filter
