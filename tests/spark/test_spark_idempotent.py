@@ -100,3 +100,35 @@ def test_a_batch_is_one_write_under_one_key(r: redis.Redis, url: str) -> None:
     assert b"$node" not in even[1][1]
     info = r.xinfo_stream("spark.batch.0")
     assert info["iids-tracked"] == 3 and info["iids-duplicates"] == 3
+
+
+def test_the_arrow_path_writes_what_the_row_path_writes(r: redis.Redis, url: str) -> None:
+    """arrowsink.py Rule 1: a flat DataFrame's rows as Arrow batches are written as the same
+    records as the Row path writes them (every flat type, nulls, JSON and non-JSON data)."""
+    import pyarrow as pa
+    from pyspark.sql import types as T  # noqa: N812
+
+    from topicsrv.spark.arrowsink import TopicsArrowWriter, flat
+
+    def struct(**cols: Any) -> T.StructType:
+        return T.StructType([T.StructField(name, typ) for name, typ in cols.items()])
+
+    schema = struct(data=T.StringType(), tag=T.StringType(), node=T.StringType())
+    rows = [{"data": d, "tag": t, "node": n} for d, t, n in [
+        ('{"a": "b"}', "t1", None), ('{"a": 1}', None, "n1"), ("plain", None, None),
+        ("NaN", "t2", "n2"), (" [1, 2]", None, None), ('"q"', None, None), ("é\"x", None, None)]]
+    fields_schema = struct(user=T.StringType(), n=T.LongType(), x=T.DoubleType(), ok=T.BooleanType(),
+                           raw=T.BinaryType())
+    fields = [{"user": "ann", "n": 3, "x": 1.5, "ok": True, "raw": b"\xff\x00"},
+              {"user": None, "n": None, "x": None, "ok": False, "raw": None}]
+    for i, (sch, data) in enumerate(((schema, rows), (fields_schema, fields))):
+        assert flat(sch)
+        names = sch.fieldNames()
+        by_rows = writer.TopicsWriter(WriteOptions.parse({"url": url, "topic": f"spark.rowpath.{i}"}), names)
+        by_rows.write(iter([Row(**d) for d in data]))
+        by_arrow = TopicsArrowWriter(WriteOptions.parse({"url": url, "topic": f"spark.arrowpath.{i}"}), names)
+        by_arrow.write(iter([pa.RecordBatch.from_pylist(data)]))
+        assert [f for _, f in r.xrange(f"spark.arrowpath.{i}")] == [f for _, f in r.xrange(f"spark.rowpath.{i}")]
+    assert not flat(struct(data=struct(a=T.StringType())))
+    assert not flat(struct(data=T.StringType(), ts=T.TimestampType()))
+    assert not flat(struct(m=T.MapType(T.StringType(), T.StringType())))

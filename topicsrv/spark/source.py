@@ -18,6 +18,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from topicsrv.spark.arrowsink import STREAM_ARROW_WRITER, TopicsArrowWriter, flat
 from topicsrv.spark.client import read_from_url
 from topicsrv.spark.options import ReadOptions, WriteOptions
 from topicsrv.spark.reader import TopicsBatchReader
@@ -51,7 +52,14 @@ class TopicsDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise ValueError("topics are append-only: use mode('append') with the topics sink")
-        return TopicsWriter(WriteOptions.parse(self.options), schema.fieldNames())
+        opts, columns = WriteOptions.parse(self.options), schema.fieldNames()
+        if flat(schema):  # rows as Arrow batches (arrowsink.py Rule 1)
+            return TopicsArrowWriter(opts, columns)
+        return TopicsWriter(opts, columns)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return TopicsStreamWriter(WriteOptions.parse(self.options), schema.fieldNames())
+        opts, columns = WriteOptions.parse(self.options), schema.fieldNames()
+        if flat(schema) and STREAM_ARROW_WRITER is not None:
+            writer: DataSourceStreamWriter = STREAM_ARROW_WRITER(opts, columns)
+            return writer
+        return TopicsStreamWriter(opts, columns)

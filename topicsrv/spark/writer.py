@@ -53,8 +53,11 @@ class TopicsCommitMessage(WriterCommitMessage):
     records: int
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _ENCODER.encode(obj)  # one encoder: json.dumps with options builds one a call
 
 
 def _plain(value: Any) -> Any:
@@ -69,12 +72,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_JSON_STARTS = frozenset('{["-0123456789tfnNI')  # what json.loads may accept first (NaN, Infinity)
+_NOT_JSON = object()
+
+
 def data_pairs(value: Any) -> list[Any]:
     """Field/value pairs for a `data` value (JSON text, or any Spark value)."""
     if isinstance(value, str):
-        try:
-            obj = json.loads(value)
-        except ValueError:
+        obj = _NOT_JSON
+        if value.lstrip()[:1] in _JSON_STARTS:  # else json.loads would refuse it, more slowly
+            try:
+                obj = json.loads(value)
+            except ValueError:
+                pass
+        if obj is _NOT_JSON:
             obj = value  # not JSON: written as a JSON string
             value = _dumps(value)
     else:
@@ -115,7 +126,7 @@ class RowEncoder:
         self.has_node = "node" in columns
         self.has_kind = "kind" in columns
 
-    def entry(self, row: Row) -> tuple[str, list[Any]] | None:
+    def entry(self, row: Any) -> tuple[str, list[Any]] | None:
         """The row's topic and TOPIC.APPEND entry; None for a tombstone row (Rule 3)."""
         if self.has_kind and row["kind"] == "tombstone":
             return None
@@ -158,9 +169,9 @@ def batch_key(producer: str, number: int) -> tuple[str, str]:
     return f"{producer}:{number // BATCHES_PER_PRODUCER}", str(number)
 
 
-def write_rows(opts: WriteOptions, encoder: RowEncoder, rows: Iterator[Row],
+def write_rows(opts: WriteOptions, encoder: RowEncoder, rows: Iterator[Any],
                producer: str | None = None) -> int:
-    """Rule 1: the rows in batches of `batch_size` positions, one TOPIC.APPEND per topic of a
+    """Rule 1: the rows (Spark Rows, or dicts: arrowsink.py) in batches of `batch_size` positions, one TOPIC.APPEND per topic of a
     batch; with `producer`, each carries its batch's IDMP key (Rule 4)."""
     client = connect(opts.url)
     written = 0
