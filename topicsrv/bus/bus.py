@@ -23,6 +23,9 @@ Rule 5: shard channels (SSUBSCRIBE/SPUBLISH) are a namespace of their own, as re
 without cluster: no pattern ever matches them.
 Rule 6: sans-IO and synchronous: no trio, no sockets; waking a front's writer is the
 subscriber's business (`Subscriber.offer` returns, the front schedules the write).
+Rule 7 (one call a delivery): a publish reads the clock once and hands each subscriber the
+message, the limits and that reading in ONE `offer` call, which encodes (cached per wire
+shape), checks the limits and queues, or refuses; the bus counts once per subscriber list.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class Subscriber(ABC):
         self.shard_channels: dict[bytes, None] = {}
         self.soft_since: int | None = None  # ms when pending first passed the soft limit
         self.gone = False  # cut or left: takes no more deliveries
+        self.refused = ""  # why `offer` refused the last delivery (Rule 7)
 
     def count(self) -> int:
         """Channels + patterns: the count SUBSCRIBE/PSUBSCRIBE replies show (Redis 7)."""
@@ -106,6 +110,19 @@ class Subscriber(ABC):
     @abstractmethod
     def cut(self, reason: str) -> None:
         """Disconnect the subscriber (it was over its output limit)."""
+
+    def offer(self, msg: Message, pattern: bytes | None, limits: OutputLimits, now_ms: int) -> int:
+        """Rule 7: one delivery within the limits (Rule 4): the bytes pending after it when it
+        was queued, or -1 when the subscriber must be cut (the reason in `refused`). A front
+        may override it with the same steps in one call (resp/pubsub.py)."""
+        data = self.encode(msg, pattern)
+        pending = self.pending() + len(data)
+        reason = limits.check(self, pending, now_ms)
+        if reason is not None:
+            self.refused = reason
+            return -1
+        self.enqueue(data)
+        return pending
 
 
 class Bus:
@@ -178,15 +195,14 @@ class Bus:
             return 0
         msg = Message(channel, payload, False)
         cut: list[tuple[Subscriber, str]] = []
+        now = self.clock.now_ms()
         n = 0
         if subs:
-            for sub in subs:
-                n += self._offer(sub, msg, None, cut)
+            n += self._deliver(subs, msg, None, now, cut)
         if patterns:
             for pattern, (glob, psubs) in patterns.items():
                 if glob.match(channel):
-                    for sub in psubs:
-                        n += self._offer(sub, msg, pattern, cut)
+                    n += self._deliver(psubs, msg, pattern, now, cut)
         self._cut(cut)
         return n
 
@@ -198,35 +214,38 @@ class Bus:
             return 0
         msg = Message(channel, payload, True)
         cut: list[tuple[Subscriber, str]] = []
-        n = 0
-        for sub in subs:
-            n += self._offer(sub, msg, None, cut)
+        n = self._deliver(subs, msg, None, self.clock.now_ms(), cut)
         self._cut(cut)
         return n
 
-    def _offer(self, sub: Subscriber, msg: Message, pattern: bytes | None,
-               cut: list[tuple[Subscriber, str]]) -> int:
-        """One delivery, within the limits (Rule 4); 1 = a receiver (counted as Redis does,
-        even when the delivery is dropped because the subscriber is being cut)."""
-        if sub.gone:
-            self.stats.dropped += 1
-            return 1
-        data = sub.encode(msg, pattern)
-        pending = sub.pending() + len(data)
-        reason = self.limits.check(sub, pending, self.clock.now_ms())
-        if reason is not None:
-            sub.gone = True
-            self.stats.dropped += 1
-            cut.append((sub, reason))
-            log.warning("pub/sub subscriber %r closed for overcoming of output buffer limits: "
-                        "%s", sub, reason)
-            return 1
-        sub.enqueue(data)
+    def _deliver(self, subs: dict[Subscriber, None], msg: Message, pattern: bytes | None,
+                 now: int, cut: list[tuple[Subscriber, str]]) -> int:
+        """One delivery to each of `subs`, within the limits (Rule 4), one `offer` call each
+        (Rule 7); the receivers, counted as Redis does (a delivery dropped because its
+        subscriber is being cut counts too)."""
         stats = self.stats
-        stats.delivered += 1
-        if pending > stats.max_pending:
-            stats.max_pending = pending
-        return 1
+        limits = self.limits
+        top = stats.max_pending
+        delivered = dropped = 0
+        for sub in subs:
+            if sub.gone:
+                dropped += 1
+                continue
+            pending = sub.offer(msg, pattern, limits, now)
+            if pending < 0:
+                sub.gone = True
+                dropped += 1
+                cut.append((sub, sub.refused))
+                log.warning("pub/sub subscriber %r closed for overcoming of output buffer "
+                            "limits: %s", sub, sub.refused)
+                continue
+            delivered += 1
+            if pending > top:
+                top = pending
+        stats.delivered += delivered
+        stats.dropped += dropped
+        stats.max_pending = top
+        return len(subs)
 
     def _cut(self, cut: list[tuple[Subscriber, str]]) -> None:
         for sub, reason in cut:

@@ -67,6 +67,7 @@ import logging
 import select
 import socket
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import trio
 
@@ -100,6 +101,7 @@ class Reactor:
         self.conns: dict[int, Conn] = self.pump.conns
         self.dirty: dict[Conn, None] = {}  # idle connections with pub/sub output (Rule 5)
         self.flush_due = trio.Event()
+        self.flush_set = False  # flush_due is set (saves its call per delivery)
         self.turns: dict[Conn, Waiter] = {}  # served Blocks whose reply is not out yet (Rule 9)
 
     # ---- ownership ------------------------------------------------------------------------
@@ -123,7 +125,7 @@ class Reactor:
                 c.scope.cancel()
 
         s.client.kill = kill
-        s.wake = lambda: self._wake(c)
+        s.wake = partial(self._wake, c)  # no frame of its own: called once per delivery
         self.conns[c.fd] = c
         self.ep.register(c.fd, select.EPOLLIN)
 
@@ -220,12 +222,15 @@ class Reactor:
     def _wake(self, c: Conn) -> None:
         if not c.closed:
             self.dirty[c] = None
-            self.flush_due.set()
+            if not self.flush_set:  # a publish to fifty subscribers sets the event once
+                self.flush_set = True
+                self.flush_due.set()
 
     async def flush_pushes(self) -> None:
         while True:
             await self.flush_due.wait()
             self.flush_due = trio.Event()
+            self.flush_set = False
             dirty, self.dirty = self.dirty, {}
             for c in dirty:
                 if not c.task and not c.closed and c.session.out:
