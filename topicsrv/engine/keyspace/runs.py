@@ -76,9 +76,10 @@ def finish(run: Run) -> Any:
     return token
 
 
-def _value(run: Run, name: str, kind: str) -> Any:
-    """The value of kind `kind` at `name` (stamped: Rule 5), None if there is no key;
-    WRONGTYPE for another kind (Rule 2). As Keyspace.coll, at the run's clock reading."""
+def _value(run: Run, name: str, kind: str, stamp: bool = True) -> Any:
+    """The value of kind `kind` at `name` (stamped: Rule 5, unless the caller stamps it
+    itself), None if there is no key; WRONGTYPE for another kind (Rule 2). As Keyspace.coll,
+    at the run's clock reading."""
     ks = run.ks
     if ks.expiry.deadlines and ks.expire_if_due(name, run.now):
         return None
@@ -86,7 +87,8 @@ def _value(run: Run, name: str, kind: str) -> Any:
     if value is not None:
         if value.KIND != kind:
             raise wrongtype(name)
-        value.second = run.second
+        if stamp:
+            value.second = run.second
         return value
     if name in ks.strings or name in ks.host.topics:
         raise wrongtype(name)
@@ -197,17 +199,19 @@ def hset(run: Run, name: str, pairs: list[tuple[bytes, bytes]]) -> Any:
 def sadd(run: Run, name: str, members: list[bytes]) -> int:
     """SADD: how many members are new."""
     ks = run.ks
-    sv: SetValue | None = _value(run, name, SET)
+    sv: SetValue | None = _value(run, name, SET, False)  # stamped below, with the add
     if len(members) == 1:
         new = members if sv is None or members[0] not in sv else []
     else:
         new = [m for m in dict.fromkeys(members) if sv is None or m not in sv]
     if not new:
+        if sv is not None:
+            sv.second = run.second
         return 0
     ch = sets.change(ks, name, new, [])
     sv = _target(run, name, sv, ch, _new_set)
     old = sv.nbytes
-    sv.add_many(new, ch[4])
+    sv.add_many(new, ch[4], run.second, True)  # the access and the add: one new run
     ks.nbytes += sv.nbytes - old
     return len(new)
 

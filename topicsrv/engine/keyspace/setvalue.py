@@ -239,10 +239,15 @@ class SetValue:
 
     # ---- changes (Rule 2) -----------------------------------------------------------------
 
-    def add_many(self, members: Iterable[bytes], limits: Limits = DEFAULT_LIMITS) -> int:
-        """Add each member (Rule 2); how many were new."""
+    def add_many(self, members: Iterable[bytes], limits: Limits = DEFAULT_LIMITS,
+                 second: int = -1, fresh: bool = False) -> int:
+        """Add each member (Rule 2); how many were new. `second` >= 0: the access stamp the
+        new run carries (an access and a write in one rebuild: runs.sadd); `fresh`: the caller
+        knows every member is new and appears once (no membership test here)."""
         data = self.data
         if type(data) is Table:
+            if second >= 0:
+                data.second = second
             before = len(data)
             pool, gone = data.pool, data.gone
             for m in members:
@@ -258,13 +263,13 @@ class SetValue:
                             pool.append(m)
             return len(data) - before
         assert type(data) is bytes
-        new = [m for m in dict.fromkeys(members) if m not in self]
+        new = list(members) if fresh else [m for m in dict.fromkeys(members) if m not in self]
         if not new:
             return 0
         max_ints, max_entries, max_value = limits
         total = len(self) + len(new)
         width = data[0]
-        stamp = _stamp(data)
+        stamp = _stamp(data) if second < 0 else min(second, _STAMP_MAX).to_bytes(4, "little")
         if width:
             parsed = [parse_i64(m) for m in new]
             ints = [n for n in parsed if n is not None]
@@ -284,7 +289,7 @@ class SetValue:
                     packed.encode_many(new)
             return len(new)
         table = Table(chain(self, new))
-        table.second = _u32_at(data, 1)
+        table.second = _u32_at(data, 1) if second < 0 else second
         self.data = table
         return len(new)
 
