@@ -11,7 +11,7 @@ import re
 import time
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.resp.conftest import InProc, frame, read_until
@@ -117,6 +117,9 @@ def _stats(s: Session) -> list[str]:
 
 @settings(max_examples=150, deadline=None)
 @given(cmds=_pipeline())
+@example(cmds=[[b"ZADD", b"z1", b"5", b"a"], [b"ZADD", b"z1", b"1", b"d", b"2", b"d"],  # a run
+               [b"ZADD", b"zbig", b"9", b"m5", b"9", b"new"], [b"ZADD", b"z1", b"3", b"c"],
+               [b"SADD", b"s1", b"2", b"9"], [b"SADD", b"s1", b"9"]])  # updating members it holds
 def test_a_run_answers_and_changes_as_the_commands_one_by_one(cmds: list[list[bytes]]) -> None:
     got: list[Any] = []
     journaled: list[list[Any]] = []

@@ -223,6 +223,7 @@ def zadd(run: Run, name: str, pairs: list[tuple[float, bytes]]) -> int:
     ks = run.ks
     zv: ZsetValue | None = _value(run, name, ZSET)
     seen: dict[bytes, float] = {}
+    fresh: set[bytes] = set()  # members absent from the value: set() need not look again
     added = 0
     for score, member in pairs:
         cur = seen.get(member)
@@ -231,6 +232,7 @@ def zadd(run: Run, name: str, pairs: list[tuple[float, bytes]]) -> int:
         if cur is None:
             added += 1
             seen[member] = score
+            fresh.add(member)
         elif score != cur:
             seen[member] = score
     if not seen:
@@ -241,7 +243,7 @@ def zadd(run: Run, name: str, pairs: list[tuple[float, bytes]]) -> int:
     old = zv.nbytes
     limits = (ch[4], ch[5])
     for m, score in members:
-        zv.set(m, score, limits)
+        zv.set(m, score, limits, m in fresh)
     ks.nbytes += zv.nbytes - old
     return added
 

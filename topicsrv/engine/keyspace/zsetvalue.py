@@ -335,13 +335,15 @@ class ZsetValue:
         _, end = _find(data, member)
         return None if end < 0 else _score_before(data, end)
 
-    def set(self, member: bytes, score: float, limits: tuple[int, int] = DEFAULT_LIMITS) -> bool:
+    def set(self, member: bytes, score: float, limits: tuple[int, int] = DEFAULT_LIMITS,
+            new: bool = False) -> bool:
         """Put `member` at `score`; True when it is new (Rule 3). A packed run is edited in
-        place: the old pair cut out, the new one put at its place (Rule 2)."""
+        place: the old pair cut out, the new one put at its place (Rule 2). `new`: the caller
+        knows `member` is absent (runs.zadd looked it up): no second look-up."""
         data = self.data
         if type(data) is not Table:
             assert type(data) is bytes
-            start, end = _find(data, member)
+            start, end = (-1, -1) if new else _find(data, member)
             if start >= 0:
                 if _score_before(data, end) == score:
                     return False
@@ -355,7 +357,7 @@ class ZsetValue:
                     self.count += 1
                 return start < 0
         assert type(data) is Table
-        prev = data.get(member)
+        prev = None if new else data.get(member)
         if prev is not None:
             if prev == score:
                 return False
