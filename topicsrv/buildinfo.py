@@ -38,6 +38,8 @@ ENV_PURE = "TOPICS_PURE"
 # not reach compiled code (docs/decisions.md, "The request path's state is compiled").
 HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.protocol",  # request framing
+    "topicsrv.bus.bus",  # pub/sub fan-out: one offer a delivery (issue 38)
+    "topicsrv.resp.pubsub",  # the RESP subscriber's offer
     "topicsrv.resp.encoder",  # reply encoding
     "topicsrv.resp.ids",
     "topicsrv.resp.args",

@@ -31,9 +31,10 @@ shape), checks the limits and queues, or refuses; the bus counts once per subscr
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
+
+from mypy_extensions import mypyc_attr
 
 from topicsrv.bus.keyspace import Notifications
 from topicsrv.bus.limits import OutputLimits
@@ -71,8 +72,10 @@ class Message:
         self.cache: dict[Any, bytes] = {}
 
 
-class Subscriber(ABC):
-    """A front's end of the bus. Subclasses implement `encode`, `pending`, `enqueue`, `cut`.
+@mypyc_attr(allow_interpreted_subclasses=True)
+class Subscriber:
+    """A front's end of the bus. Subclasses implement `encode`, `pending`, `enqueue`, `cut`
+    (compiled with the bus: the SSE subscriber is an interpreted subclass).
 
     The sets are the subscriber's subscriptions, in subscription order (dicts as ordered sets);
     the bus keeps them in step with its own maps.
@@ -95,21 +98,21 @@ class Subscriber(ABC):
 
     # ---- implemented by the fronts ------------------------------------------------------
 
-    @abstractmethod
     def encode(self, msg: Message, pattern: bytes | None) -> bytes:
         """The bytes one delivery adds to this subscriber's output."""
+        raise NotImplementedError
 
-    @abstractmethod
     def pending(self) -> int:
         """Bytes queued to this subscriber and not yet taken by its socket."""
+        raise NotImplementedError
 
-    @abstractmethod
     def enqueue(self, data: bytes) -> None:
         """Queue `data` and make sure the front's writer will send it."""
+        raise NotImplementedError
 
-    @abstractmethod
     def cut(self, reason: str) -> None:
         """Disconnect the subscriber (it was over its output limit)."""
+        raise NotImplementedError
 
     def offer(self, msg: Message, pattern: bytes | None, limits: OutputLimits, now_ms: int) -> int:
         """Rule 7: one delivery within the limits (Rule 4): the bytes pending after it when it
