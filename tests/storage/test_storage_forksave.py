@@ -97,9 +97,11 @@ def _state(ks: Any) -> dict[str, Any]:
 def _hold_child(flag: Path, pid_file: Path) -> Callable[[], None]:
     """A child hook: note the child's pid, then wait until the test lets it write."""
     def hook() -> None:
-        fd = os.open(pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        tmp = pid_file.with_suffix(".part")  # renamed: the test never reads a file half written
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.write(fd, f"{os.getpid()} {os.nice(0)}".encode())
         os.close(fd)
+        os.rename(tmp, pid_file)
         deadline = time.monotonic() + 60
         while not flag.exists() and time.monotonic() < deadline:
             time.sleep(0.001)
