@@ -39,7 +39,8 @@ ENV_PURE = "TOPICS_PURE"
 HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.protocol",  # request framing
     "topicsrv.bus.bus",  # pub/sub fan-out: one offer a delivery (issue 38)
-    "topicsrv.resp.pubsub",  # the RESP subscriber's offer
+    "topicsrv.resp.pubsub",  # the RESP subscriber
+    "topicsrv.bus.limits",  # the output-buffer check, once a delivery
     "topicsrv.resp.encoder",  # reply encoding
     "topicsrv.resp.ids",
     "topicsrv.resp.args",

@@ -31,6 +31,7 @@ shape), checks the limits and queues, or refuses; the bus counts once per subscr
 from __future__ import annotations
 
 import logging
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,26 +99,30 @@ class Subscriber:
 
     # ---- implemented by the fronts ------------------------------------------------------
 
+    @abstractmethod
     def encode(self, msg: Message, pattern: bytes | None) -> bytes:
         """The bytes one delivery adds to this subscriber's output."""
         raise NotImplementedError
 
+    @abstractmethod
     def pending(self) -> int:
         """Bytes queued to this subscriber and not yet taken by its socket."""
         raise NotImplementedError
 
+    @abstractmethod
     def enqueue(self, data: bytes) -> None:
         """Queue `data` and make sure the front's writer will send it."""
         raise NotImplementedError
 
+    @abstractmethod
     def cut(self, reason: str) -> None:
         """Disconnect the subscriber (it was over its output limit)."""
         raise NotImplementedError
 
     def offer(self, msg: Message, pattern: bytes | None, limits: OutputLimits, now_ms: int) -> int:
         """Rule 7: one delivery within the limits (Rule 4): the bytes pending after it when it
-        was queued, or -1 when the subscriber must be cut (the reason in `refused`). A front
-        may override it with the same steps in one call (resp/pubsub.py)."""
+        was queued, or -1 when the subscriber must be cut (the reason in `refused`). Compiled
+        with the RESP subscriber and the limits, so its calls are native ones there."""
         data = self.encode(msg, pattern)
         pending = self.pending() + len(data)
         reason = limits.check(self, pending, now_ms)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from topicsrv.bus import Bus, Message, Subscriber
 from topicsrv.bus.bus import MESSAGE, PMESSAGE, SMESSAGE
-from topicsrv.bus.limits import OutputLimits
 
 if TYPE_CHECKING:
     from topicsrv.resp.commands.base import Client
@@ -62,25 +61,6 @@ class RespSubscriber(Subscriber):
         if data is None:
             data = msg.cache[key] = message_frame(msg, pattern, resp3)
         return data
-
-    def offer(self, msg: Message, pattern: bytes | None, limits: OutputLimits, now_ms: int) -> int:
-        """The bus's one call a delivery (bus.py Rule 7): encode, check, queue, wake."""
-        s = self.session
-        resp3 = s.client.protocol == 3
-        key = resp3 if pattern is None else (resp3, pattern)
-        data = msg.cache.get(key)
-        if data is None:
-            data = msg.cache[key] = message_frame(msg, pattern, resp3)
-        pending = len(s.out) - s.sent_off + len(data)
-        if (limits.hard and pending > limits.hard) or (limits.soft and pending > limits.soft) \
-                or self.soft_since is not None:
-            reason = limits.check(self, pending, now_ms)
-            if reason is not None:
-                self.refused = reason
-                return -1
-        s.out += data
-        s.wake()
-        return pending
 
     def pending(self) -> int:
         s = self.session
