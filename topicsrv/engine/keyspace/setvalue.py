@@ -128,6 +128,11 @@ def _stamp(data: bytes) -> bytes:
     return data[1:INT_AT]
 
 
+def _stamp_of(second: int) -> bytes:
+    """An access stamp as a run's header bytes 1-4: whole seconds in [0, 2^32 - 1], little-endian."""
+    return min(max(second, 0), _STAMP_MAX).to_bytes(4, "little")
+
+
 def _packed_head(stamp: bytes, count: int) -> bytes:
     return b"\x00" + stamp + _U32.pack(count)
 
@@ -177,17 +182,9 @@ class SetValue:
             data.second = second
             return
         assert type(data) is bytes
-        if second > _STAMP_MAX:
-            second = _STAMP_MAX
-        elif second < 0:
-            second = 0
-        if _u32_at(data, 1) != second:  # Rule 4: a new second replaces the run
-            run = bytearray(data)
-            run[1] = second & 0xFF
-            run[2] = (second >> 8) & 0xFF
-            run[3] = (second >> 16) & 0xFF
-            run[4] = second >> 24
-            self.data = bytes(run)
+        stamp = _stamp_of(second)
+        if _stamp(data) != stamp:  # Rule 4: a new second replaces the run
+            self.data = data[:1] + stamp + data[INT_AT:]
 
     def __len__(self) -> int:
         data = self.data
@@ -269,7 +266,7 @@ class SetValue:
         max_ints, max_entries, max_value = limits
         total = len(self) + len(new)
         width = data[0]
-        stamp = _stamp(data) if second < 0 else min(second, _STAMP_MAX).to_bytes(4, "little")
+        stamp = _stamp(data) if second < 0 else _stamp_of(second)
         if width:
             parsed = [parse_i64(m) for m in new]
             ints = [n for n in parsed if n is not None]
