@@ -83,6 +83,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.clock",  # every TTL check and access stamp reads it
     "topicsrv.resp.state",  # Client / Front / CommandContext: fields read by every request
     "topicsrv.context",  # ServerContext / ServerConfig / Metrics: likewise (ctx.server.*)
+    "topicsrv.engine.keyspace.zsetorder",  # a big sorted set's dict and chunked order
     "topicsrv.engine.keyspace.zsetvalue",  # a sorted set's packed run and big form
     "topicsrv.engine.keyspace.zsetrange",  # score and lex bounds, positions of a range
     "topicsrv.engine.keyspace.zsets",  # the sorted-set operations

@@ -5,12 +5,15 @@ operation of both encodings, with chunks of 4 members so the big form splits and
 from __future__ import annotations
 
 import bisect
+import math
 import random
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from topicsrv.engine.keyspace import packed, zsetvalue
+from topicsrv.engine.keyspace import packed, zsetorder, zsetvalue
 from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 
 
@@ -19,6 +22,7 @@ from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 def test_value_matches_a_sorted_model(monkeypatch: pytest.MonkeyPatch, entries: int,
                                       seed: int) -> None:
     monkeypatch.setattr(zsetvalue, "LOAD", 4)
+    monkeypatch.setattr(zsetorder, "LOAD", 4)
     rnd = random.Random(seed)
     zv, model = ZsetValue(), {}
     for _ in range(500):
@@ -48,6 +52,31 @@ def test_value_matches_a_sorted_model(monkeypatch: pytest.MonkeyPatch, entries: 
         assert zv.bound(value, False, False) == bisect.bisect_left(scores, value)
         assert zv.bound(value, True, False) == bisect.bisect_right(scores, value)
     assert zv.score(b"nope") is None and zv.rank(b"nope") is None
+
+
+def _near(base: float, steps: int) -> float:
+    """`base` moved by `steps` ulps: scores equal in their high bytes, apart in the low ones."""
+    for _ in range(abs(steps)):
+        base = math.nextafter(base, math.inf if steps > 0 else -math.inf)
+    return base
+
+
+_SCORES = st.one_of(st.floats(allow_nan=False),
+                    st.builds(_near, st.sampled_from([-1.0, 1.0, -1e300, 3.5, 0.0, -2.5e-310]),
+                              st.integers(-3, 3)))
+
+
+@given(st.lists(st.tuples(st.binary(max_size=3), _SCORES), max_size=40))
+def test_packed_inserts_order_every_double_as_floats_do(pairs: list[tuple[bytes, float]]) -> None:
+    """The packed run places a pair by its score's order key (zsetvalue._place), read from the
+    raw bytes: negative and positive, -0.0 and 0.0, subnormals, the infinities, ties of equal
+    scores by member, as `sorted` orders the floats."""
+    zv, model = ZsetValue(), {}
+    for member, score in pairs:
+        zv.set(member, score, (128, 64))
+        model[member] = score
+    assert zv.table is None
+    assert zv.pairs() == sorted(((m, s + 0.0) for m, s in model.items()), key=lambda p: (p[1], p[0]))
 
 
 def test_conversion_happens_on_an_insert_only_and_never_back() -> None:

@@ -45,6 +45,11 @@ def _double(v: float) -> bytes:
     return (b"%.17g" % v)
 
 
+_HEADS: Final = 1024
+_BULK: Final = [b"$%d\r\n" % n for n in range(_HEADS)]  # the headers of short bulk strings
+_ARRAY: Final = [b"*%d\r\n" % n for n in range(_HEADS)]
+
+
 def encode(out: bytearray, v: Any, resp3: bool) -> None:
     """Append the encoding of reply value `v`."""
     t = type(v)
@@ -52,15 +57,23 @@ def encode(out: bytearray, v: Any, resp3: bool) -> None:
         if t is Raw:
             out += v
         else:
-            out += b"$%d\r\n" % len(v)
+            n = len(v)
+            out += _BULK[n] if n < _HEADS else b"$%d\r\n" % n
             out += v
             out += b"\r\n"
     elif t is int:
         out += b":%d\r\n" % v
     elif t is list or t is tuple:
-        out += b"*%d\r\n" % len(v)
+        n = len(v)
+        out += _ARRAY[n] if n < _HEADS else b"*%d\r\n" % n
         for x in v:
-            encode(out, x, resp3)
+            if type(x) is bytes:  # the common element (LRANGE, ZRANGE, HGETALL): no call
+                n = len(x)
+                out += _BULK[n] if n < _HEADS else b"$%d\r\n" % n
+                out += x
+                out += b"\r\n"
+            else:
+                encode(out, x, resp3)
     else:
         _SLOW.get(t, _other)(out, v, resp3)
 

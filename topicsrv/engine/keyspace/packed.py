@@ -22,6 +22,7 @@ from typing import Final
 
 SMALL: Final = 0x80
 BIG: Final = 0x80
+_BYTE: Final = [bytes((i,)) for i in range(256)]  # one byte as bytes, without a tuple per call
 
 
 def encode(value: bytes) -> bytes:
@@ -30,8 +31,8 @@ def encode(value: bytes) -> bytes:
     if n < SMALL:
         total = n + 1
         if total < SMALL:
-            return bytes((n,)) + value + bytes((total,))
-        return bytes((n,)) + value + total.to_bytes(4, "little") + b"\x80"
+            return _BYTE[n] + value + _BYTE[total]
+        return _BYTE[n] + value + total.to_bytes(4, "little") + b"\x80"
     total = n + 5
     return b"\x80" + n.to_bytes(4, "little") + value + total.to_bytes(4, "little") + b"\x80"
 

@@ -9,7 +9,7 @@ Rule 2 (cost): the packed form holds at most `max_entries` pairs, each the membe
 packed.py element then its score as 8 raw bytes (a double, little-endian), and is walked in
 place (as a listpack): a look-up compares members where they lie, a change cuts and splices
 the run (one new bytes object, no Python object per pair). The big form answers a member's
-score in one dict lookup and a rank, a position, a score or lex bound in O(log n): `Order` is
+score in one dict lookup and a rank, a position, a score or lex bound in O(log n): `Order` (zsetorder.py) is
 a list of chunks (parallel arrays of scores and members, at most 2 * LOAD each), the chunks'
 last (score, member) for bisecting, and a Fenwick tree over the chunks' lengths for positions.
 Rule 3 (conversion, as Redis 7.0's zsetAdd): an insert of a new member converts the packed
@@ -28,168 +28,21 @@ from __future__ import annotations
 
 import struct
 from array import array
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
-from operator import itemgetter
+from collections.abc import Iterable
 from typing import Final
 
 from sortedcontainers import SortedKeyList
 
 from topicsrv.engine.keyspace import packed
 from topicsrv.engine.keyspace.scanorder import field_hash
+from topicsrv.engine.keyspace.zsetorder import LOAD, Pair, Table
 
 LISTPACK: Final = "listpack"
 SKIPLIST: Final = "skiplist"
 DEFAULT_LIMITS: Final = (128, 64)
-LOAD: Final = 512
 _D: Final = struct.Struct("<d")
 _INF: Final = float("inf")
 _MINUS_INF: Final = -_INF
-_SCORE: Final = itemgetter(0)  # of Order.maxes' (score, member)
-_MEMBER: Final = itemgetter(1)
-Pair = tuple[bytes, float]
-
-
-class Order:
-    """Rule 2: members in (score, member) order, chunked, with positions in O(log n)."""
-
-    __slots__ = ("scores", "members", "maxes", "tree")
-
-    def __init__(self) -> None:
-        self.scores: list[array[float]] = []
-        self.members: list[list[bytes]] = []
-        self.maxes: list[tuple[float, bytes]] = []
-        self.tree: list[int] = [0]
-
-    def _rebuild(self) -> None:
-        self.maxes = [(s[-1], m[-1]) for s, m in zip(self.scores, self.members, strict=True)]
-        tree = [0] + [len(m) for m in self.members]
-        n = len(tree) - 1
-        for i in range(1, n + 1):
-            j = i + (i & -i)
-            if j <= n:
-                tree[j] += tree[i]
-        self.tree = tree
-
-    def _add(self, i: int, delta: int) -> None:
-        tree = self.tree
-        i += 1
-        while i < len(tree):
-            tree[i] += delta
-            i += i & -i
-
-    def prefix(self, i: int) -> int:
-        """The members in chunks before chunk i."""
-        tree = self.tree
-        out = 0
-        while i > 0:
-            out += tree[i]
-            i -= i & -i
-        return out
-
-    def find(self, pos: int) -> tuple[int, int]:
-        """(chunk, offset) of position `pos` (0 <= pos < size)."""
-        tree = self.tree
-        n = len(tree) - 1
-        i = 0
-        step = 1 << (n.bit_length() - 1) if n else 0
-        while step:
-            k = i + step
-            if k <= n and tree[k] <= pos:
-                i = k
-                pos -= tree[k]
-            step >>= 1
-        return i, pos
-
-    def _spot(self, i: int, score: float, member: bytes) -> int:
-        sc = self.scores[i]
-        lo = bisect_left(sc, score)
-        hi = bisect_right(sc, score, lo)
-        return bisect_left(self.members[i], member, lo, hi)
-
-    def insert(self, score: float, member: bytes) -> None:
-        if not self.members:
-            self.scores.append(array("d", [score]))
-            self.members.append([member])
-            self._rebuild()
-            return
-        i = bisect_left(self.maxes, (score, member))
-        if i == len(self.maxes):
-            i -= 1
-        j = self._spot(i, score, member)
-        sc, ms = self.scores[i], self.members[i]
-        sc.insert(j, score)
-        ms.insert(j, member)
-        if j == len(ms) - 1:
-            self.maxes[i] = (score, member)
-        if len(ms) > 2 * LOAD:
-            self.scores[i:i + 1] = [sc[:LOAD], sc[LOAD:]]
-            self.members[i:i + 1] = [ms[:LOAD], ms[LOAD:]]
-            self._rebuild()
-        else:
-            self._add(i, 1)
-
-    def remove(self, score: float, member: bytes) -> None:
-        i = bisect_left(self.maxes, (score, member))
-        j = self._spot(i, score, member)
-        sc, ms = self.scores[i], self.members[i]
-        del sc[j]
-        del ms[j]
-        if not ms:
-            del self.scores[i], self.members[i]
-            self._rebuild()
-            return
-        if j == len(ms):
-            self.maxes[i] = (sc[-1], ms[-1])
-        self._add(i, -1)
-
-    def rank(self, score: float, member: bytes) -> int:
-        i = bisect_left(self.maxes, (score, member))
-        return self.prefix(i) + self._spot(i, score, member)
-
-    def bound(self, value: float | bytes, right: bool, lex: bool) -> int:
-        """The first position whose score (lex: member) is >= value (right: > value)."""
-        key = _MEMBER if lex else _SCORE
-        maxes = self.maxes
-        i = bisect_right(maxes, value, key=key) if right else bisect_left(maxes, value, key=key)
-        if i == len(maxes):
-            return self.prefix(i)
-        seq: list[bytes] | array[float] = self.members[i] if lex else self.scores[i]
-        j = bisect_right(seq, value) if right else bisect_left(seq, value)
-        return self.prefix(i) + j
-
-    def walk(self, pos: int, forward: bool = True) -> Iterator[Pair]:
-        """The members from position `pos` on (backward: down to 0), with their scores."""
-        if not self.members:
-            return
-        i, j = self.find(pos)
-        scores, members = self.scores, self.members
-        if forward:
-            while i < len(members):
-                sc, ms = scores[i], members[i]
-                for k in range(j, len(ms)):
-                    yield ms[k], sc[k]
-                i, j = i + 1, 0
-        else:
-            while i >= 0:
-                sc, ms = scores[i], members[i]
-                for k in range(j, -1, -1):
-                    yield ms[k], sc[k]
-                i -= 1
-                if i >= 0:
-                    j = len(members[i]) - 1
-
-
-class Table(dict[bytes, float]):
-    """A big set's members (Rules 2, 4, 5)."""
-
-    __slots__ = ("order", "nbytes", "index")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.order = Order()
-        self.nbytes = 0
-        self.index: SortedKeyList | None = None
 
 
 def _pair_end(run: bytes, pos: int) -> int:
@@ -231,22 +84,44 @@ def _find(run: bytes, member: bytes) -> tuple[int, int]:
     return -1, -1
 
 
+def _key_hi(run: bytes, at: int) -> int:
+    """The high half of the order key of the score stored at `at` (a double, 8 bytes little
+    endian): integers that order as the scores do (Rule 1; a run never holds -0.0), read
+    byte by byte instead of decoding the double (no call, no float, no tuple)."""
+    top = run[at + 7]
+    hi = (top << 24) | (run[at + 6] << 16) | (run[at + 5] << 8) | run[at + 4]
+    return hi ^ 0xFFFFFFFF if top & 0x80 else hi | 0x80000000
+
+
+def _key_lo(run: bytes, at: int) -> int:
+    """The low half of `_key_hi`'s key (compared only when the high halves are equal)."""
+    lo = (run[at + 3] << 24) | (run[at + 2] << 16) | (run[at + 1] << 8) | run[at]
+    return lo ^ 0xFFFFFFFF if run[at + 7] & 0x80 else lo
+
+
 def _place(run: bytes, score: float, member: bytes) -> int:
     """The offset where (score, member) goes in a packed run (Rule 1: the first pair after
-    it); members are sliced only on a tie of scores. A pair that goes after the last one
-    (rising scores: due times, timestamps) is placed without a walk."""
-    skip = packed.skip
+    it); members are sliced only on a tie of scores, scores compared by their order keys. A
+    pair that goes after the last one (rising scores: due times, timestamps) is placed
+    without a walk."""
     pos, end = 0, len(run)
     if end:
         last = _score_before(run, end)
         if last < score or (last == score and
                             _member_at(run, packed.skip_back(run, end - 8)) < member):
             return end
+    key = _D.pack(score + 0.0)
+    khi, klo = _key_hi(key, 0), _key_lo(key, 0)
     while pos < end:
-        nxt = skip(run, pos) + 8
-        s = _score_before(run, nxt)
-        if s > score or (s == score and _member_at(run, pos) > member):
+        n = run[pos]
+        nxt = pos + n + 10 if n < packed.SMALL - 1 else packed.skip(run, pos) + 8
+        hi = _key_hi(run, nxt - 8)
+        if hi > khi:
             return pos
+        if hi == khi:
+            lo = _key_lo(run, nxt - 8)
+            if lo > klo or (lo == klo and _member_at(run, pos) > member):
+                return pos
         pos = nxt
     return end
 
