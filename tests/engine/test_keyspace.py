@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
@@ -290,3 +292,30 @@ def test_held_changes_reach_topic_listeners_only_for_topics() -> None:
     e.release_changes()
     assert heard == ["s", "t", "r"]
     assert topics_heard == ["t", "r"]
+
+
+def _string2ll(raw: bytes) -> int | None:
+    """Redis's string2ll, spelled out: an optional '-', then digits with no leading zero
+    (or the single "0"), within a signed 64-bit integer."""
+    text = raw.decode("latin-1")
+    body = text[1:] if text.startswith("-") else text
+    if not body or not all("0" <= c <= "9" for c in body) or (body[0] == "0" and text != "0"):
+        return None
+    v = int(text)
+    return v if -(1 << 63) <= v < (1 << 63) else None
+
+
+@given(st.one_of(st.binary(max_size=22),
+                 st.integers(-(1 << 64), 1 << 64).map(lambda n: str(n).encode()),
+                 st.from_regex(rb"\A-?[0-9]{1,21}\Z")))
+@example(b"1:")
+@example(b"9/")
+@example(b"10 ")
+@example(b"999999999999999999")
+@example(b"9223372036854775808")
+@example(b"-0")
+@example(b"01")
+def test_parse_i64_is_string2ll(raw: bytes) -> None:
+    """Every integer argument (LIMIT, counts, INCRBY): the canonical decimal form only, as
+    Redis (the short positive form is read byte by byte, the rest through int())."""
+    assert values.parse_i64(raw) == _string2ll(raw)

@@ -36,6 +36,13 @@ def parse_i64(raw: bytes) -> int | None:
         return None
     if raw == b"0":
         return 0
+    if n <= 18 and 0x31 <= raw[0] <= 0x39:  # a positive number (a count, an index): no int()
+        v = 0
+        for c in raw:
+            if not 0x30 <= c <= 0x39:
+                return None
+            v = v * 10 + c - 0x30
+        return v
     body = raw[1:] if raw[:1] == b"-" else raw
     if not body or not body.isdigit() or body[:1] == b"0" or not body.isascii():
         return None
