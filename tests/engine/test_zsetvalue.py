@@ -28,9 +28,17 @@ def test_value_matches_a_sorted_model(monkeypatch: pytest.MonkeyPatch, entries: 
     for _ in range(500):
         member = b"m%d" % rnd.randrange(60)
         score = float(rnd.randrange(-5, 5))
-        if rnd.random() < 0.65:
+        roll = rnd.random()
+        if roll < 0.6:
             assert zv.set(member, score, (entries, 64)) == (member not in model)
             model[member] = score
+        elif roll < 0.7 and model:  # ZPOPMIN / ZPOPMAX of one (runs.zpop)
+            top = rnd.random() < 0.5
+            ordered = sorted(model.items(), key=lambda p: (p[1], p[0]))
+            want = ordered[-1] if top else ordered[0]
+            assert zv.end(top) == want
+            zv.drop_end(top, want[0])
+            del model[want[0]]
         else:
             assert zv.delete(member) == (member in model)
             model.pop(member, None)

@@ -254,12 +254,10 @@ def zpop(run: Run, name: str, top: bool) -> list[Any]:
     zv: ZsetValue | None = _value(run, name, ZSET)
     if zv is None:
         return []
-    n = len(zv)
-    pairs = zv.span(n - 1, n, True) if top else zv.span(0, 1)
-    member, score = pairs[0]
+    member, score = zv.end(top)
     _changed(run, name, zsets.change(ks, name, [], [member]))
     old = zv.nbytes
-    zv.delete(member)
+    zv.drop_end(top, member)
     ks.nbytes += zv.nbytes - old
     _gone(run, name, zv)
     return [member, score]

@@ -246,6 +246,28 @@ class ZsetValue:
             return True
         return False
 
+    def end(self, top: bool) -> Pair:
+        """The lowest pair (top: the highest) of a non-empty set; a packed run reads it where
+        it lies (ZPOPMIN / ZPOPMAX of one: no walk, no search)."""
+        data = self.data
+        if type(data) is Table:
+            n = len(data)
+            return self.span(n - 1, n, True)[0] if top else self.span(0, 1)[0]
+        assert type(data) is bytes
+        if top:
+            return _member_at(data, packed.skip_back(data, len(data) - 8)), _score_before(data, len(data))
+        return _member_at(data, 0), _score_before(data, _pair_end(data, 0))
+
+    def drop_end(self, top: bool, member: bytes) -> None:
+        """Remove `end(top)`, whose member is `member`: a packed run is cut at its end."""
+        data = self.data
+        if type(data) is Table:
+            self.delete(member)
+            return
+        assert type(data) is bytes
+        self.data = data[:packed.skip_back(data, len(data) - 8)] if top else data[_pair_end(data, 0):]
+        self.count -= 1
+
     def delete(self, member: bytes) -> bool:
         data = self.data
         if type(data) is Table:
