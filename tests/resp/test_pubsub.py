@@ -133,6 +133,25 @@ def test_many_messages_in_order_to_many_subscribers(inproc: InProc) -> None:
         assert exact(s, len(want)) == want
 
 
+def test_a_pipelined_run_of_publish_is_counted_and_answered_as_alone(inproc: InProc) -> None:
+    """PUBLISH runs past the dispatcher (batch_colls.py): each its own reply, in order, a
+    wrong arity or a subscribed client's PUBLISH still the dispatcher's, and INFO's counts
+    (commandstats calls, last command) as if each ran alone."""
+    sub, pub = inproc.connect(), inproc.connect()
+    sub.sendall(frame(b"SUBSCRIBE", b"c"))
+    exact(sub, 30)
+    pub.sendall(frame(b"PUBLISH", b"c", b"1") + frame(b"publish", b"nobody", b"2")
+                + frame(b"PUBLISH", b"c") + frame(b"PuBlIsH", b"c", b"3"))
+    want = (b":1\r\n:0\r\n-ERR wrong number of arguments for 'publish' command\r\n:1\r\n")
+    assert read_until(pub, want) == want
+    msgs = b"".join(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\n%d\r\n" % i for i in (1, 3))
+    assert exact(sub, len(msgs)) == msgs
+    assert b"cmd=publish" in call(inproc.connect(), b"CLIENT", b"LIST", want=b"\n\r\n")
+    stats = call(pub, b"INFO", b"commandstats", want=b"\r\n\r\n")
+    line = stats.split(b"cmdstat_publish:")[1].split(b"\r\n")[0]
+    assert line.startswith(b"calls=3,") and b"rejected_calls=1," in line
+
+
 def test_keyspace_notifications(inproc: InProc) -> None:
     c, s = inproc.connect(), inproc.connect()
     assert call(c, b"CONFIG", b"GET", b"notify-keyspace-events", want=b"\r\n$0\r\n\r\n") == \

@@ -1,5 +1,5 @@
-"""Runs of the common list, hash, set and sorted-set commands, past the per-command dispatch
-(as batch.py's SET and GET runs: its Rules 4, 6, 9 and 10 hold here).
+"""Runs of the common list, hash, set and sorted-set commands, and of PUBLISH, past the
+per-command dispatch (as batch.py's SET and GET runs: its Rules 4, 6, 9 and 10 hold here).
 
 Rule 1: a run is consecutive commands of one name among FAST (any keys), each with an argument
 count its entry admits; every command runs its own handler (the function the command table
@@ -123,6 +123,12 @@ def _zpopmin(run: Run, argv: list[bytes]) -> Any:
     return runs.zpop(run, argv[1].decode("latin-1"), False)
 
 
+def _publish(ctx: CommandContext, args: list[bytes]) -> Any:
+    """PUBLISH's handler (commands/pubsub.py), here as a native call (issue 38: PUBLISH to one
+    subscriber at P1 is the dispatcher's checks and this call)."""
+    return ctx.server.bus.publish(args[0], args[1])
+
+
 _add(Fast("lpush", lcmd.lpush, 3, -1, True, step=_lpush))
 _add(Fast("rpush", lcmd.rpush, 3, -1, True, step=_rpush))
 _add(Fast("lpop", lcmd.lpop, 2, 2, True, step=_lpop))
@@ -135,6 +141,7 @@ _add(Fast("zadd", zcmd.zadd, 4, -1, True, step=_zadd))
 _add(Fast("zscore", zcmd.zscore, 3, 3, False))
 _add(Fast("zpopmin", zcmd.zpopmin, 2, 2, True, step=_zpopmin))
 _add(Fast("zrangebyscore", zrcmd.zrangebyscore, 4, -1, False))
+_add(Fast("publish", _publish, 3, 3, False))
 
 
 def _lookup(name: bytes) -> Fast | None:
