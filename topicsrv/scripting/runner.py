@@ -100,7 +100,6 @@ class Runner:
         job = Job(work, threshold)
         try:
             trio.lowlevel.current_trio_token()
-            job.finished = trio.Event()
         except RuntimeError:  # Rule 4
             job.yield_at = float("inf")
         me = threading.get_ident()
@@ -116,6 +115,7 @@ class Runner:
             return job.outcome()
         job.on_busy = on_busy
         job.busy = True
+        job.finished = trio.Event()  # only a busy script is waited for (not one a script)
         on_busy(busy_text)
         trio.lowlevel.spawn_system_task(self._drive, job, name="topicsrv-lua-busy")
         return _wait(job)
