@@ -48,13 +48,14 @@ class PubRow:
     subscribers: int
     pipeline: int
     requests: int  # full size
+    target: float  # on the ratio topicsrv / redis-server (issue 38)
 
 
 ROWS: dict[str, PubRow] = {
-    "sub1p1": PubRow("PUBLISH to 1 subscriber, P1", 1, 1, 100_000),
-    "sub1p16": PubRow("PUBLISH to 1 subscriber, P16", 1, 16, 500_000),
-    "sub50p1": PubRow("PUBLISH to 50 subscribers, P1", 50, 1, 50_000),
-    "sub50p16": PubRow("PUBLISH to 50 subscribers, P16", 50, 16, 100_000),
+    "sub1p1": PubRow("PUBLISH to 1 subscriber, P1", 1, 1, 100_000, 0.9),
+    "sub1p16": PubRow("PUBLISH to 1 subscriber, P16", 1, 16, 500_000, 0.4),
+    "sub50p1": PubRow("PUBLISH to 50 subscribers, P1", 50, 1, 50_000, 0.6),
+    "sub50p16": PubRow("PUBLISH to 50 subscribers, P16", 50, 16, 100_000, 0.3),
 }
 
 

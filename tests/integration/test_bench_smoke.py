@@ -73,20 +73,24 @@ def test_bench_tiny_runs_and_reports(tmp_path: Path) -> None:
             assert isinstance(rows[label]["redis"], float), rows[label]
             assert isinstance(rows[label]["topicsrv"], float), rows[label]
     assert rows["GET key:__rand_int__, P1"]["target"] == rows["PING, P1"]["ratio"]
+    assert rows["SET key:__rand_int__ <100 B>, P1"]["target"] == 0.85  # issue 38
     # The scripting rows (issue 27): EVALSHA of the GET + INCR script ran on both servers
     # (scriptbench checks the counters sum to the EVALSHAs sent, else the cells are errors).
     for p in (1, 16):
         label = f"EVALSHA <GET + INCR> 1 n:__rand_int__, P{p}"
         assert isinstance(rows[label]["redis"], float), rows[label]
         assert isinstance(rows[label]["topicsrv"], float), rows[label]
+        assert rows[label]["target"] == (0.5 if p == 1 else 0.3)  # issue 38
     assert rows["RSS growth per key"]["target"] == 2.0
     assert isinstance(rows["RSS growth per key"]["topicsrv"], float), rows["RSS growth per key"]
     # The pub/sub rows (issue 26) ran on both servers; pubbench raises (an error cell) unless
     # every subscriber counted every message, so a number here means all were delivered.
-    for label in ("PUBLISH to 1 subscriber, P1", "PUBLISH to 1 subscriber, P16",
-                  "PUBLISH to 50 subscribers, P1", "PUBLISH to 50 subscribers, P16"):
+    for label, target in (("PUBLISH to 1 subscriber, P1", 0.9), ("PUBLISH to 1 subscriber, P16", 0.4),
+                          ("PUBLISH to 50 subscribers, P1", 0.6),
+                          ("PUBLISH to 50 subscribers, P16", 0.3)):
         assert isinstance(rows[label]["redis"], float), rows[label]
         assert isinstance(rows[label]["topicsrv"], float), rows[label]
+        assert rows[label]["target"] == target  # issue 38
     # The blocked-clients rows (issue 40) ran on both servers.
     for label in ("memory per blocked client (50 XREADGROUP BLOCK)",
                   "PING p50 during 20 XADDs, 50 group readers blocked",
