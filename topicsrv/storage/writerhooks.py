@@ -72,12 +72,25 @@ class WriterHooks:
             self.engine.notify(topic.name)  # held while a script runs (engine/core.py Rule 3)
 
     def _durable(self, batch: Batch) -> None:
-        """A batch is durable: its hidden (fsync-class) records become readable."""
-        for topic, epoch, first, count, _rc in batch.ranges:
-            if routerlog.release(topic, first + count):
+        """A batch is durable: its hidden (fsync-class) records become readable. Consecutive
+        ranges of one topic incarnation (a P1 writer's appends: a range each) are released and
+        revealed once, up to their highest end, as one by one would leave them: `release` pops
+        every entry below the end and the oldest decides whether a router may move; `reveal`
+        keeps the highest end."""
+        ranges = batch.ranges
+        n = len(ranges)
+        i = 0
+        while i < n:
+            topic, epoch, first, count, _rc = ranges[i]
+            end = first + count
+            i += 1
+            while i < n and ranges[i][0] is topic and ranges[i][1] == epoch:
+                end = max(end, ranges[i][2] + ranges[i][3])
+                i += 1
+            if routerlog.release(topic, end):
                 self._wake(topic.name)
             if topic.visible_next is not None and topic.epoch == epoch and self._current(topic):
-                self._reveal(topic, first + count)
+                self._reveal(topic, end)
 
     def _failed(self, batch: Batch) -> None:
         """A batch could not be made durable. Records readers could already see (disk and
