@@ -264,3 +264,34 @@ async def test_pacer_lets_one_held_worker_step_at_a_time(
         for _ in range(3):
             nursery.start_soon(worker)
     assert starts == pytest.approx([0.090, 0.180, 0.270])
+
+
+def test_the_routers_listener_is_told_only_while_a_router_or_worker_exists() -> None:
+    """engine/core.py Rule 4: with no router and no worker the routers task has nothing to do
+    with a write, and no write calls it; once a router exists every topic change reaches it
+    (held changes included), and after the last router is deleted, while its worker is still
+    there (to be woken so that it exits), it still does."""
+    eng = Engine(clock=FakeClock())
+    svc = Routers(eng)
+    heard: list[str] = []
+    eng.router_listener = heard.append  # what Routers registered (svc.changed), recorded
+    write(eng, "a", {"data": 1})
+    assert heard == [] and eng.router_listener in eng.all_listeners()
+    eng.router_put("r", {"source": "a", "dest": "b"})
+    heard.clear()
+    write(eng, "a", {"data": 2})
+    assert heard == ["a"]
+    eng.hold_changes()
+    write(eng, "a", {"data": 3})
+    assert heard == ["a"]
+    eng.release_changes()
+    assert heard == ["a", "a"]
+    eng.router_delete("r")
+    svc.workers["r"] = object()  # type: ignore[assignment]  # a worker not yet gone
+    heard.clear()
+    write(eng, "a", {"data": 4})
+    assert heard == ["a"]
+    svc.workers.clear()
+    heard.clear()
+    write(eng, "a", {"data": 5})
+    assert heard == []

@@ -7,12 +7,15 @@ waiters: long-poll diff, SSE, XREAD BLOCK); storage hears through the Journal. B
 `hold_changes` and `release_changes` (a Lua script running: its writes are one step to other
 clients) the names are gathered and told once each at the release, in first-change order,
 each remembering whether a topic of that name changed (Rule 4 holds at the release too).
-Rule 4: `listeners` hear every key that changed (waiters, WATCH); `topic_listeners` (routers,
-the activity sampler) only topics: a change of string keys (engine/keyspace/space.py `tell`,
+Rule 4: `listeners` hear every key that changed (waiters, WATCH); `topic_listeners` (the
+activity sampler) only topics: a change of string keys (engine/keyspace/space.py `tell`,
 compiled: every string write calls it) is told to `listeners` only, with the list read once
 per change, not once per key. A listener added with `listen(fn, interest)` declares the names
 it can act on (a live mapping it keeps, e.g. the names someone waits on or WATCHes): a string
 change of any other name is not told to it, so a write nobody waits on calls no listener.
+The routers task's listener (`router_listener`) hears topics too, but only while a router
+or a router worker exists (`routers`, `router_workers`): otherwise it has nothing to do, and
+a write does not call it.
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ class Engine:
         self.listeners: list[Callable[[str], None]] = []
         self.interests: dict[int, Collection[str]] = {}  # id(listener) -> its names (Rule 4)
         self.topic_listeners: list[Callable[[str], None]] = []  # Rule 4
+        # the routers task's listener (tasks/routers.py), told only while a router or a router
+        # worker exists (Rule 4): with none it has nothing to do, and every write would call it
+        self.router_listener: Callable[[str], None] | None = None
+        self.router_workers: dict[str, Any] = {}  # that task's workers (read, never changed here)
         # names changed while held (Rule 3), in first-change order -> whether a topic of that
         # name changed (False: only a string key did: topic_listeners are not told, Rule 4)
         self.held: dict[str, bool] | None = None
@@ -87,7 +94,8 @@ class Engine:
             self.interests[id(listener)] = interest
 
     def all_listeners(self) -> list[Callable[[str], None]]:
-        return [*self.listeners, *self.topic_listeners]
+        rl = self.router_listener
+        return [*self.listeners, *self.topic_listeners, *(() if rl is None else (rl,))]
 
     def hold_changes(self) -> None:
         """Rule 3: gather the changed names instead of telling the listeners."""

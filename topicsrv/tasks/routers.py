@@ -106,7 +106,8 @@ class Routers:
         self._nursery: trio.Nursery | None = None
         self.steps = 0
         self.acting: Callable[[], bool] = lambda: True  # False on a replica (repl/state.py Rule 1)
-        engine.topic_listeners.append(self.changed)  # engine/core.py Rule 4
+        engine.router_listener = self.changed  # engine/core.py Rule 4: while routers exist
+        engine.router_workers = self.workers
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run a worker per router until cancelled (Rule 1)."""

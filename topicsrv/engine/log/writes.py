@@ -134,3 +134,6 @@ def notify(engine: Engine, name: str) -> None:
         listener(name)
     for listener in engine.topic_listeners:
         listener(name)
+    rl = engine.router_listener
+    if rl is not None and (engine.routers or engine.router_workers):  # as Routers.changed's own
+        rl(name)  # first test: with no router and no worker it returns at once
