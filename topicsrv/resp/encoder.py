@@ -50,28 +50,28 @@ _BULK: Final = [b"$%d\r\n" % n for n in range(_HEADS)]  # the headers of short b
 _ARRAY: Final = [b"*%d\r\n" % n for n in range(_HEADS)]
 
 
+def _bulk(out: bytearray, v: bytes) -> None:
+    n = len(v)
+    out += _BULK[n] if n < _HEADS else b"$%d\r\n" % n
+    out += v
+    out += b"\r\n"
+
+
 def encode(out: bytearray, v: Any, resp3: bool) -> None:
     """Append the encoding of reply value `v`."""
     t = type(v)
-    if t is bytes or t is Raw:
-        if t is Raw:
-            out += v
-        else:
-            n = len(v)
-            out += _BULK[n] if n < _HEADS else b"$%d\r\n" % n
-            out += v
-            out += b"\r\n"
+    if t is bytes:
+        _bulk(out, v)
+    elif t is Raw:
+        out += v
     elif t is int:
         out += b":%d\r\n" % v
     elif t is list or t is tuple:
         n = len(v)
         out += _ARRAY[n] if n < _HEADS else b"*%d\r\n" % n
         for x in v:
-            if type(x) is bytes:  # the common element (LRANGE, ZRANGE, HGETALL): no call
-                n = len(x)
-                out += _BULK[n] if n < _HEADS else b"$%d\r\n" % n
-                out += x
-                out += b"\r\n"
+            if type(x) is bytes:  # the common element (LRANGE, ZRANGE, HGETALL): no dispatch
+                _bulk(out, x)
             else:
                 encode(out, x, resp3)
     else:

@@ -24,7 +24,7 @@ Pair = tuple[bytes, float]
 
 
 class Order:
-    """Rule 2: members in (score, member) order, chunked, with positions in O(log n)."""
+    """Rule 1: members in (score, member) order, chunked, with positions in O(log n)."""
 
     __slots__ = ("scores", "members", "maxes", "tree")
 

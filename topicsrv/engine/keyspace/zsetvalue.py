@@ -9,9 +9,8 @@ Rule 2 (cost): the packed form holds at most `max_entries` pairs, each the membe
 packed.py element then its score as 8 raw bytes (a double, little-endian), and is walked in
 place (as a listpack): a look-up compares members where they lie, a change cuts and splices
 the run (one new bytes object, no Python object per pair). The big form answers a member's
-score in one dict lookup and a rank, a position, a score or lex bound in O(log n): `Order` (zsetorder.py) is
-a list of chunks (parallel arrays of scores and members, at most 2 * LOAD each), the chunks'
-last (score, member) for bisecting, and a Fenwick tree over the chunks' lengths for positions.
+score in one dict lookup and a rank, a position, a score or lex bound in O(log n) (its
+`Order`: zsetorder.py Rule 1).
 Rule 3 (conversion, as Redis 7.0's zsetAdd): an insert of a new member converts the packed
 form when the set then holds more than `max_entries` members or the member is longer than
 `max_value`; an update never converts. The limits are the server's at each change, carried by
@@ -113,8 +112,7 @@ def _place(run: bytes, score: float, member: bytes) -> int:
     key = _D.pack(score + 0.0)
     khi, klo = _key_hi(key, 0), _key_lo(key, 0)
     while pos < end:
-        n = run[pos]
-        nxt = pos + n + 10 if n < packed.SMALL - 1 else packed.skip(run, pos) + 8
+        nxt = _pair_end(run, pos)
         hi = _key_hi(run, nxt - 8)
         if hi > khi:
             return pos
