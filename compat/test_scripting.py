@@ -34,6 +34,12 @@ def test_conversions(differ: Any, key: str, proto: int) -> None:
         S("EVAL", "return -3.99", "0"), S("EVAL", "return 'x'", "0"),
         S("EVAL", "return {1, {2, {'x', {ok='s'}}}}", "0"),
         S("EVAL", "return KEYS[1] .. ARGV[1] .. #KEYS .. #ARGV", "1", k, "a", "b"),
+        # KEYS and ARGV built in Lua from the run's arguments (lua.py Rule 6: up to FEW = 8
+        # values) and from tables past that
+        S("EVAL", "return {#KEYS, #ARGV}", "0"),
+        S("EVAL", "return {#KEYS, #ARGV, KEYS[2], ARGV[1], ARGV[6]}", "2", k, "", "", *"bcdef"),
+        S("EVAL", "return {#KEYS, #ARGV, KEYS[2], ARGV[1], ARGV[7]}", "2", k, "", "", *"bcdefg"),
+        S("EVAL", "return {#KEYS, #ARGV, KEYS[9], ARGV[1]}", "9", *[f"{k}{i}" for i in range(9)]),
         S("EVAL", "redis.setresp(3); return {double=3.5}", "0"),
         S("EVAL", "redis.setresp(3); return {map={a=1}}", "0"),
         S("EVAL", "redis.setresp(3); return {set={a=true}}", "0"),
@@ -45,6 +51,9 @@ def test_conversions(differ: Any, key: str, proto: int) -> None:
         S("EVAL", "return type(redis.call('get', KEYS[1] .. 'none'))", "1", k),
         S("EVAL", "redis.setresp(3); return type(redis.call('get', KEYS[1] .. 'none'))", "1", k),
         S("EVAL", "return redis.call('incr', KEYS[1] .. 'n')", "1", k),
+        S("EVAL", "local n = redis.call('incr', KEYS[1] .. 'n') return {type(n), n + 1}", "1", k),
+        S("EVAL", "local v = redis.call('get', KEYS[1]) return {type(v), #v, v}", "1", k),
+        S("EVAL", "return type(redis.call('set', KEYS[1], 'v'))", "1", k),
         S("EVAL", "return redis.pcall('incr', KEYS[1])", "1", k),
         S("EVAL", "return redis.call('exists', KEYS[1], KEYS[1] .. 'n')", "1", k),
         S("EVAL", "return redis.call('ping')", "0"),

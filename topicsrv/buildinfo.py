@@ -96,6 +96,12 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.restore",  # put_live: a replica's APPEND frames; recovery's slots
     "topicsrv.repl.backlog",  # a primary feeds every WAL frame to its replicas' output
     "topicsrv.engine.keyspace.runs",  # a run of LPUSH / HSET / ZADD / ... as one operation
+    "topicsrv.resp.commands.scripts",  # EVALSHA and the redis.call bridge (issue 38)
+    "topicsrv.scripting.lua",  # the Lua state: a script's run and each redis.call's crossing
+    "topicsrv.scripting.convert",  # a reply's conversions between RESP and Lua
+    "topicsrv.scripting.bridge",  # the memory cap kept across every crossing
+    "topicsrv.scripting.runner",  # the greenlet a script runs in
+    "topicsrv.scripting.service",  # a script's commit group and held changes
 )
 
 _stale: list[str] = []

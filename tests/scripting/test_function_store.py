@@ -5,13 +5,10 @@ library (functions.py Rule 2)."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
-from topicsrv.repl.primary import Primary
-from topicsrv.repl.state import ReplState
+from topicsrv.context import ServerConfig, make_context
 from topicsrv.scripting import service
 from topicsrv.scripting.lua import ScriptError
 from topicsrv.storage import functions as stored
@@ -21,9 +18,8 @@ LIB = b"#!lua name=test\nredis.register_function('f', function() return %d end)"
 
 def test_a_replace_with_the_same_code_does_not_rewrite_the_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    server: Any = SimpleNamespace(config=SimpleNamespace(storage=True, data_dir=tmp_path,
-                                                         max_memory=0),
-                                  repl=ReplState(), primary=Primary(ReplState()))
+    server = make_context(ServerConfig(storage=True, data_dir=tmp_path, http_port=None,
+                                       resp_port=None))
     sc = service.Scripting(server)
     saves: list[list[bytes]] = []
     real = stored.save
@@ -47,9 +43,8 @@ def test_a_replace_with_the_same_code_does_not_rewrite_the_file(
 
 
 def test_a_library_that_loops_at_load_time_fails_and_the_old_one_stays(tmp_path: Path) -> None:
-    server: Any = SimpleNamespace(repl=ReplState(), primary=Primary(ReplState()),
-                                  config=SimpleNamespace(storage=False, data_dir=tmp_path,
-                                                         max_memory=0))
+    server = make_context(ServerConfig(storage=False, data_dir=tmp_path, http_port=None,
+                                       resp_port=None))
     sc = service.Scripting(server)
     sc.libraries.load(LIB % 1, replace=False)
     with pytest.raises(ScriptError, match="^ERR Error registering functions: ERR FUNCTION LOAD timeout$"):

@@ -112,6 +112,7 @@ class CommandContext:
     server: ServerContext
     client: Client
     front: Front
+    scripts: Any = None  # the redis.call bridge of its scripts (resp/commands/scripts.py)
 
     @property
     def engine(self) -> Engine:

@@ -167,7 +167,8 @@ class Bridge:
 
 
 def _max_args(f: Callable[..., Any]) -> int:
-    """How many positional arguments `f` takes (a large number when it takes *args)."""
+    """How many positional arguments `f` takes (a large number when it takes *args). A
+    compiled lambda has no signature: expose a named function instead."""
     params = inspect.signature(f).parameters.values()
     if any(p.kind is p.VAR_POSITIONAL for p in params):
         return 1 << 30

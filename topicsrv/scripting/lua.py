@@ -18,6 +18,11 @@ a string error is prefixed by "ERR ", and both get " script: <sha or function>, 
 Rule 5 (INFO errorstats, as Redis 7.0): the error table of a command that failed inside the
 script carries `ignore_error_stats_update = true` (the caller counted the error when it
 happened); returned or raised as the script's reply, it is not counted a second time.
+Rule 6 (no round trip for a plain reply): a Caller answers (PLAIN, value) for a reply Lua
+takes as it is (an integer: a number; a bulk string: a string; a null: false in RESP2, nil in
+RESP3), and (True, RESP bytes) for any other, which convert.resp_to_lua reads. Few keys and
+arguments (FEW) cross into the script as the call's own arguments, and sandbox.lua builds
+KEYS and ARGV from them: a table made from Python costs more than the call.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -57,32 +61,56 @@ class ScriptError(Exception):
         self.counted = counted
 
 
-# argv -> (True, RESP bytes of the reply) | (False, error text)
-Caller = Callable[[list[bytes], "Run"], tuple[bool, bytes]]
+PLAIN = 2  # a Caller's status for a reply that crosses as it is (Rule 6)
+FEW = 8  # at most this many keys and arguments cross as the run's own arguments (Rule 6)
+
+# argv -> (True, RESP bytes of the reply) | (PLAIN, int, bytes, False or None) |
+# (False, error text)
+Caller = Callable[[list[bytes], "Run"], tuple[int, Any]]
 
 
-@dataclass(slots=True)
+def _allowed(argv: list[bytes]) -> bool | None:
+    return True
+
+
+def _no_tick() -> None:
+    return None
+
+
 class Run:
-    """The script running now: what `redis.call` and the kill hook consult."""
+    """The script running now: what `redis.call` and the kill hook consult. (A plain class,
+    not a dataclass: one is made per EVAL, and a compiled dataclass's __init__ is Python's.)"""
 
-    name: str  # the SHA1 (EVAL) or the function name (FCALL)
-    function: bool  # FCALL: errors say @user_function, kill says FUNCTION KILL
-    read_only: bool  # EVAL_RO / FCALL_RO / a no-writes function or script
-    caller: Caller
-    allow_oom: bool = False  # the allow-oom flag: its writes pass over maxmemory
-    resp: int = 2  # redis.setresp
-    wrote: bool = False  # a write command ran: SCRIPT KILL refuses (UNKILLABLE)
-    kill: bool = False
-    kill_text: bytes | None = None  # the error a kill raises, when not SCRIPT/FUNCTION KILL's
-    tokens: list[Any] = field(default_factory=list)  # commit tokens of its writes
-    # redis.acl_check_cmd: True/False for the calling user, None for an unknown command
-    acl_check: Callable[[list[bytes]], bool | None] = lambda argv: True
-    # called by the count hook: past busy-reply-threshold it hands the loop back (runner.py)
-    tick: Callable[[], None] = lambda: None
+    __slots__ = ("name", "function", "read_only", "caller", "allow_oom", "resp", "wrote",
+                 "kill", "kill_text", "tokens", "acl_check", "tick")
+
+    def __init__(self, name: str, function: bool, read_only: bool, caller: Caller,
+                 allow_oom: bool = False, kill_text: bytes | None = None,
+                 acl_check: Callable[[list[bytes]], bool | None] = _allowed) -> None:
+        self.name = name  # the SHA1 (EVAL) or the function name (FCALL)
+        self.function = function  # FCALL: errors say @user_function, kill says FUNCTION KILL
+        self.read_only = read_only  # EVAL_RO / FCALL_RO / a no-writes function or script
+        self.caller = caller
+        self.allow_oom = allow_oom  # the allow-oom flag: its writes pass over maxmemory
+        self.resp = 2  # redis.setresp
+        self.wrote = False  # a write command ran: SCRIPT KILL refuses (UNKILLABLE)
+        self.kill = False
+        self.kill_text = kill_text  # the error a kill raises, when not SCRIPT/FUNCTION KILL's
+        self.tokens: list[Any] = []  # commit tokens of its writes
+        # redis.acl_check_cmd: True/False for the calling user, None for an unknown command
+        self.acl_check = acl_check
+        # called by the count hook: past busy-reply-threshold it hands the loop back
+        # (runner.py)
+        self.tick: Callable[[], None] = _no_tick
 
 
 def sha1hex(code: bytes) -> str:
     return hashlib.sha1(code).hexdigest()
+
+
+def _sha1hex(code: bytes) -> bytes:
+    """redis.sha1hex (sandbox.lua checked the argument)."""
+    return sha1hex(code).encode()
 
 
 def _argv(args: tuple[Any, ...]) -> list[bytes] | str:
@@ -132,12 +160,12 @@ class LuaState:
         helpers = {
             "lift": br.lift, "cap": br.cap, "null": null,
             "call": self._call, "call_packed": self._call_packed,
-            "sha1hex": br.expose(lambda s: sha1hex(s).encode(), "redis.sha1hex"),
+            "sha1hex": br.expose(_sha1hex, "redis.sha1hex"),
             "log": br.expose(self._log, "redis.log"),
             "setresp": br.expose(self._setresp, "redis.setresp"),
             "killed": br.expose(self._killed, "killed"),
             "acl_check": br.expose(self._acl_check, "redis.acl_check_cmd"),
-            "register": br.expose(lambda *a: self.register(*a), "redis.register_function"),
+            "register": br.expose(self._register, "redis.register_function"),
             "version": REDIS_VERSION.encode(), "version_num": REDIS_VERSION_NUM,
             "cjson": lib(self.cjson.functions, "cjson"),
             "cmsgpack": lib(libs.make_cmsgpack(rt, null, br), "cmsgpack"),
@@ -147,9 +175,9 @@ class LuaState:
         code = resources.files("topicsrv.scripting").joinpath("sandbox.lua").read_bytes()
         self.runner = rt.execute(code, _table(rt, helpers))
         br.lift()  # on only while a script runs (bridge.py Rule 3)
-        self._compile, self._run, self._run_with, self._run_load = (
-            self.runner[b"compile"], self.runner[b"run"], self.runner[b"run_with"],
-            self.runner[b"run_load"])
+        self._compile, self._run, self._run_args, self._run_with, self._run_load = (
+            self.runner[b"compile"], self.runner[b"run"], self.runner[b"run_args"],
+            self.runner[b"run_with"], self.runner[b"run_load"])
         # the setup's garbage goes now, so a fresh state reports what it holds (Valkey's
         # "EVAL does not leak in the Lua stack" wants used_memory_lua under 100 KB)
         rt.execute("collectgarbage('collect')")
@@ -185,6 +213,8 @@ class LuaState:
         if isinstance(argv, str):
             return False, rt.table_from({b"err": argv.encode()})
         ok, data = run.caller(argv, run)
+        if ok == PLAIN:
+            return True, data
         if not ok:
             return False, rt.table_from({b"err": data, convert.COUNTED: True})
         return True, convert.resp_to_lua(rt, data, self.bridge.check)
@@ -202,6 +232,9 @@ class LuaState:
     def counted(self, value: Any) -> bool:
         """Is `value` the error table of a failed command (Rule 5)?"""
         return lua_type(value) == "table" and self.rawget(value, convert.COUNTED) is True
+
+    def _register(self, *args: Any) -> Any:
+        return self.register(*args)
 
     def _log(self, level: float, text: bytes) -> None:
         # sandbox.lua checked the level (a number in [0, 4)) and joined the text
@@ -260,39 +293,46 @@ class LuaState:
         """Run `f` (a compiled script, or a function's callback with (keys, args)); its Lua
         return value. ScriptError on failure (Rule 4)."""
         rt = self.rt
-
-        def go() -> Any:
-            k, a = rt.table_from(keys), rt.table_from(argv)
-            return self._run_with(f, k, a) if function_args else self._run(k, a, f)
-
-        return self._execute(run, go)
+        if function_args:
+            return self._execute(run, self._run_with,
+                                 (f, rt.table_from(keys), rt.table_from(argv)))
+        if len(keys) + len(argv) <= FEW:  # Rule 6
+            return self._execute(run, self._run_args, (f, len(keys), *keys, *argv))
+        return self._execute(run, self._run, (rt.table_from(keys), rt.table_from(argv), f))
 
     def load_library(self, run: Run, f: Any) -> None:
         """Run a library's top-level code in the library context (sandbox.lua Rule 4).
         ScriptError `ERR <text>` without the script/line suffix (FUNCTION LOAD's)."""
-        self._execute(run, lambda: self._run_load(f), where=False)
+        self._execute(run, self._run_load, (f,), where=False)
 
-    def _execute(self, run: Run, go: Callable[[], Any], where: bool = True) -> Any:
+    def _execute(self, run: Run, how: Any, args: tuple[Any, ...], where: bool = True) -> Any:
+        """`how(*args)`, a runner of sandbox.lua, as `run`: its value, or ScriptError."""
+        self._start(run)
+        try:
+            try:
+                ok, value = how(*args)
+            except MemoryError:
+                self._collect()
+                raise ScriptError("ERR Error running script: not enough memory") from None
+        finally:
+            self._stop()
+        if not ok:
+            text = self._error(run, value, where)
+            self._collect()
+            raise ScriptError(text, lua_type(value) == "table" and self.counted(value[1]))
+        return value
+
+    def _start(self, run: Run) -> None:
         self._runs += 1
         if self._runs >= GC_PERIOD:
             self._runs = 0
             self._gc_step()
         self.run = run
         self.cjson.reset()  # settings a script changed do not outlive it (sandbox.lua Rule 6)
-        try:
-            try:
-                ok, value = go()
-            except MemoryError:
-                self._collect()
-                raise ScriptError("ERR Error running script: not enough memory") from None
-        finally:
-            self.run = None
-            self.bridge.lift()  # whatever path ended the run: Python holds the state now
-        if not ok:
-            text = self._error(run, value, where)
-            self._collect()
-            raise ScriptError(text, lua_type(value) == "table" and self.counted(value[1]))
-        return value
+
+    def _stop(self) -> None:
+        self.run = None
+        self.bridge.lift()  # whatever path ended the run: Python holds the state now
 
     def _collect(self) -> None:
         """A full collection after a failed script (Rule 3): what a script that ran out of

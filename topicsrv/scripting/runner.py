@@ -15,7 +15,7 @@ Rule 2 (busy): `tick` (called by the count hook every 100,000 Lua instructions a
 each `redis.call`) switches back to the loop when the script is past the threshold. EVAL
 then returns an awaitable (the session waits for it as for a blocking command), `on_busy`
 publishes the BUSY text, which the dispatcher answers to every command but the `allow_busy`
-ones (SCRIPT KILL, FUNCTION KILL, SHUTDOWN, ...), and a system task (`_drive`, not the
+ones (SCRIPT KILL, FUNCTION KILL, SHUTDOWN, ...), and a system task (busy.py `drive`, not the
 client's: the script ends even if its client goes away) resumes the script for slices of
 SLICE_S, giving the loop one turn (a checkpoint: its ready I/O is served) between slices.
 Its `redis.call`s still run directly. At the end `on_busy(None)` and the waiters wake.
@@ -27,6 +27,8 @@ Rule 5: a greenlet belongs to the thread that made it: the runner makes its gree
 use and again if it is used from another thread (tests run servers in threads). A greenlet
 left suspended (the loop ended under a busy script) is kept referenced (`_PARKED`) so it is
 never collected mid-script (collection would throw GreenletExit into the Lua code).
+Rule 6: this module is compiled (buildinfo.HOT_MODULES: every EVAL switches in here); the
+loop side of Rule 2, async, is busy.py's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from typing import Any
 
 import greenlet
 import trio
+
+from topicsrv.scripting.busy import drive, wait
 
 SLICE_S = 0.01  # Rule 2: the script's share between two loop turns while busy
 _PARKED: list[Any] = []  # Rule 5
@@ -98,9 +102,7 @@ class Runner:
         if self.current is not None:
             raise RuntimeError("a script is already running")  # the dispatcher answers BUSY
         job = Job(work, threshold)
-        try:
-            trio.lowlevel.current_trio_token()
-        except RuntimeError:  # Rule 4
+        if not trio.lowlevel.in_trio_run():  # Rule 4
             job.yield_at = float("inf")
         me = threading.get_ident()
         if self.glet is None or self.glet.dead or self.thread != me:
@@ -117,28 +119,24 @@ class Runner:
         job.busy = True
         job.finished = trio.Event()  # only a busy script is waited for (not one a script)
         on_busy(busy_text)
-        trio.lowlevel.spawn_system_task(self._drive, job, name="topicsrv-lua-busy")
-        return _wait(job)
+        trio.lowlevel.spawn_system_task(drive, self, job, name="topicsrv-lua-busy")
+        return wait(job)
 
-    async def _drive(self, job: Job) -> None:
-        """Loop side of Rule 2: resume the script slice by slice until it ends."""
-        try:
-            while not job.done:
-                await trio.lowlevel.checkpoint()
-                job.back = greenlet.getcurrent()
-                job.yield_at = time.monotonic() + SLICE_S
-                self.glet.switch()
-        except trio.Cancelled:  # the loop is ending (shutdown) under a busy script: Rule 5
-            _PARKED.append(self.glet)
-            self.glet = None
-            raise
+    def resume(self, job: Job) -> None:
+        """One slice of a busy script (Rule 2, busy.py's loop side)."""
+        job.back = greenlet.getcurrent()
+        job.yield_at = time.monotonic() + SLICE_S
+        self.glet.switch()
+
+    def park(self) -> None:
+        """The loop is ending under a busy script (Rule 5)."""
+        _PARKED.append(self.glet)
+        self.glet = None
+
+    def ended(self, job: Job) -> None:
+        """A busy script ended: its waiters wake (Rule 2)."""
         self.current = None
         job.on_busy(None)
         assert job.finished is not None
         job.finished.set()
 
-
-async def _wait(job: Job) -> Any:
-    assert job.finished is not None
-    await job.finished.wait()
-    return job.outcome()

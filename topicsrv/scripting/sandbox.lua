@@ -374,6 +374,14 @@ runner.run = function(keys, argv, f)
   base.KEYS, base.ARGV = nil, nil
   return ok, v
 end
+-- the same with KEYS and ARGV given as its own arguments: nk keys, then the arguments (few of
+-- them: lua.py Rule 6)
+runner.run_args = function(f, nk, ...)
+  local keys, argv = {}, {}
+  for i = 1, nk do keys[i] = (select(i, ...)) end
+  for i = nk + 1, select("#", ...) do argv[i - nk] = (select(i, ...)) end
+  return runner.run(keys, argv, f)
+end
 runner.run_with = function(f, a, b)
   chunk = "@user_function"
   globals = base

@@ -142,14 +142,7 @@ class Scripting:
         """Run `work` (which runs the script) in the runner's greenlet on the loop thread: its
         result or an awaitable (runner.py Rules 1-2)."""
         self.running, self.running_command = run, command
-        inner, tick = run.caller, self.runner.tick
-
-        def on_loop(argv: list[bytes], r: Run) -> tuple[bool, bytes]:
-            tick()  # past the threshold: hand the loop back first (runner.py Rule 2)
-            return inner(argv, r)
-
-        run.caller = on_loop
-        run.tick = tick
+        run.tick = self.runner.tick  # the caller's first step (runner.py Rule 2)
 
         def job() -> Any:
             try:

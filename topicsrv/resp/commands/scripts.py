@@ -31,6 +31,9 @@ that may write is refused before it runs on a replica (READONLY) and short of go
 (NOREPLICAS), as a write command. A
 script's writes over maxmemory are refused only until its first write (it cannot stop half
 way), as Redis's scriptVerifyOOM.
+Rule 7 (compiled, buildinfo.HOT_MODULES): every EVALSHA and every `redis.call` runs through
+this module; what waits (a busy script's end, the commit of its writes) is async and lives
+in script_waits.py.
 """
 
 from __future__ import annotations
@@ -58,13 +61,14 @@ from topicsrv.resp.commands.base import (
     parse_int,
 )
 from topicsrv.resp.commands.replication import write_refusal
+from topicsrv.resp.commands.script_waits import Tokens, finish_later
 from topicsrv.resp.commands.server import SETTERS, parse_count
-from topicsrv.resp.dispatch import count_call, count_rejected, execute
+from topicsrv.resp.dispatch import count_call, count_rejected, execute, is_awaitable
 from topicsrv.resp.encoder import encode
 from topicsrv.scripting.convert import ReplyTooBig
 from topicsrv.scripting.functions import FLAGS
-from topicsrv.scripting.lua import Run, ScriptError
-from topicsrv.scripting.service import DISCARDED, Scripting, scripting_of
+from topicsrv.scripting.lua import PLAIN, Run, ScriptError
+from topicsrv.scripting.service import scripting_of
 from topicsrv.splitargs import split_args
 
 OK = Simple("OK")
@@ -96,96 +100,108 @@ SCRIPT_HELP = [
 ]
 
 
-class Tokens:
-    """The commit tokens of one script's writes, awaited as one (Rule 3)."""
+class Bridge:
+    """The `redis.call` bridge of the scripts one client runs (Rules 1, 5): the client its
+    commands run as (the caller's ACL user, `script`, never answered BUSY) and what each call
+    reads. Made on the client's first script and kept on its context while its user stays
+    (`caller_of`): the script client's fields no script command can change (CLIENT, HELLO,
+    AUTH, SELECT, MULTI, WATCH and SUBSCRIBE are `noscript`), but its protocol, set per call.
+    A call returns (PLAIN, value) for a reply Lua takes as it is (an integer, a bulk string,
+    a null: no RESP round trip, scripting/lua.py Rule 6), (True, RESP bytes) for any other
+    reply, or (False, error text)."""
 
-    __slots__ = ("tokens",)
+    __slots__ = ("user", "client", "sctx", "front", "memory", "limit")
 
-    def __init__(self, tokens: list[Any]) -> None:
-        self.tokens = tokens
+    def __init__(self, ctx: CommandContext) -> None:
+        me = ctx.client
+        self.user = me.user
+        self.client = Client(id=0, addr=me.addr, laddr=me.laddr, user=me.user,
+                             authenticated=True, script=True)
+        self.sctx = CommandContext(ctx.server, self.client, ctx.front)
+        self.front = ctx.front
+        self.memory = ctx.server.memory
+        self.limit = ctx.server.config.client_output_limit
 
-    async def wait(self) -> float:
-        for t in self.tokens:
-            await t.wait()
-        return 0.0
-
-
-def make_caller(ctx: CommandContext) -> Callable[[list[bytes], Run], tuple[bool, bytes]]:
-    """The `redis.call` bridge for a script run by `ctx`'s client (Rules 1, 5)."""
-    me = ctx.client
-    client = Client(id=0, addr=me.addr, laddr=me.laddr, user=me.user, authenticated=True,
-                    script=True)
-    sctx = CommandContext(ctx.server, client, ctx.front)
-    front = ctx.front
-    memory = ctx.server.memory
-    limit = ctx.server.config.client_output_limit
-
-    def refuse(name: str, text: bytes) -> tuple[bool, bytes]:  # a rejected call (Rule 5)
-        count_rejected(front, name)
+    def _refuse(self, name: str, text: bytes) -> tuple[int, Any]:  # a rejected call (Rule 5)
+        count_rejected(self.front, name)
         return False, text
 
-    def run_command(argv: list[bytes], run: Run) -> tuple[bool, bytes]:
+    def _run(self, argv: list[bytes], run: Run) -> tuple[int, Any]:
+        run.tick()  # past the threshold: hand the loop back first (runner.py Rule 2)
         spec, used = lookup(argv)
         if spec is None:
             return False, b"ERR Unknown Redis command called from script"
         n = len(argv)
         if (spec.arity > 0 and n != spec.arity) or n < -spec.arity or \
                 (spec.subcommands and used == 1):
-            return refuse(spec.name, b"ERR Wrong number of args calling Redis command from "
-                                     b"script")
+            return self._refuse(spec.name, b"ERR Wrong number of args calling Redis command "
+                                           b"from script")
         flags = spec.flags
         if "noscript" in flags:
-            return refuse(spec.name, b"ERR This Redis command is not allowed from script")
+            return self._refuse(spec.name, b"ERR This Redis command is not allowed from script")
+        client = self.client
         if client.user != acl.DEFAULT and not acl.permitted(client.user, spec):
-            return refuse(spec.name, SCRIPT_NOPERM)
+            return self._refuse(spec.name, SCRIPT_NOPERM)
         write = "write" in flags
         if write and run.read_only:
-            return refuse(spec.name, NO_WRITES.encode())
+            return self._refuse(spec.name, NO_WRITES.encode())
         # Redis's scriptVerifyOOM: not with allow-oom, and never once the script has written
         # (it cannot stop half way)
-        if "denyoom" in flags and not run.allow_oom and not run.wrote and memory.limit and \
+        memory = self.memory
+        if memory.limit and "denyoom" in flags and not run.allow_oom and not run.wrote and \
                 memory.over(sum(map(len, argv))):
-            return refuse(spec.name, OOM_TEXT.encode())
-        client.protocol = run.resp
-        reply = execute(sctx, argv, nowait=True)
-        if inspect.isawaitable(reply):
+            return self._refuse(spec.name, OOM_TEXT.encode())
+        resp = run.resp
+        client.protocol = resp
+        reply = execute(self.sctx, argv, nowait=True)
+        if write:
+            run.wrote = True
+        t = type(reply)
+        if t is Pending:
+            run.tokens.append(reply.token)
+            reply = reply.reply
+            t = type(reply)
+        if t is int:
+            return PLAIN, reply
+        if t is bytes and len(reply) < self.limit - 32:
+            return PLAIN, reply
+        if reply is None:
+            return PLAIN, None if resp == 3 else False
+        if is_awaitable(reply):
             if inspect.iscoroutine(reply):
                 reply.close()
             return False, b"ERR this command cannot run inside a script (it would wait)"
-        if type(reply) is Pending:
-            run.tokens.append(reply.token)
-            reply = reply.reply
-        if write:
-            run.wrote = True
         if isinstance(reply, Err):
             return False, reply.text.encode("utf-8", "surrogateescape")
         out = bytearray()
-        encode(out, reply, run.resp == 3)
-        if len(out) > limit:
+        encode(out, reply, resp == 3)
+        if len(out) > self.limit:
             return False, b"ERR reply of the command is over the client output limit"
         return True, bytes(out)
 
-    def call(argv: list[bytes], run: Run) -> tuple[bool, bytes]:
-        ok, data = run_command(argv, run)
+    def permits(self, argv: list[bytes]) -> bool | None:
+        """`redis.acl_check_cmd`: may the script's user run argv? None for an unknown
+        command (the script gets Redis's error)."""
+        spec, _ = lookup(argv)
+        if spec is None:
+            return None
+        return acl.permitted(self.user, spec)
+
+    def __call__(self, argv: list[bytes], run: Run) -> tuple[int, Any]:
+        ok, data = self._run(argv, run)
         if not ok:  # counted where it happens; the script's reply will not count it again
             ERROR_STATS[data.partition(b" ")[0].decode("utf-8", "replace")] += 1
         return ok, data
 
-    return call
 
-
-def make_acl_check(ctx: CommandContext) -> Callable[[list[bytes]], bool | None]:
-    """`redis.acl_check_cmd` for a script run by `ctx`'s client: may that user run argv?
-    None for an unknown command (the script gets Redis's error)."""
-    user = ctx.client.user
-
-    def check(argv: list[bytes]) -> bool | None:
-        spec, _ = lookup(argv)
-        if spec is None:
-            return None
-        return acl.permitted(user, spec)
-
-    return check
+def caller_of(ctx: CommandContext) -> Bridge:
+    """The bridge of `ctx`'s client (made on its first script, again after AUTH changed its
+    user)."""
+    b = ctx.scripts
+    if b is None or b.user != ctx.client.user:
+        b = ctx.scripts = Bridge(ctx)
+    assert isinstance(b, Bridge)
+    return b
 
 
 def refuse_flagged(ctx: CommandContext, flags: Collection[str] | None) -> None:
@@ -210,9 +226,10 @@ def new_run(ctx: CommandContext, name: str, function: bool, read_only: bool,
     no_writes = flags is not None and "no-writes" in flags
     if read_only and flags is not None and not no_writes:
         raise Err("ERR Can not execute a script with write flag using *_ro command.")
-    return Run(name, function, read_only or no_writes, make_caller(ctx),
+    bridge = caller_of(ctx)
+    return Run(name, function, read_only or no_writes, bridge,
                allow_oom=flags is not None and "allow-oom" in flags,
-               acl_check=make_acl_check(ctx))
+               acl_check=bridge.permits)
 
 
 def run_script(ctx: CommandContext, run: Run, command: list[bytes],
@@ -220,19 +237,13 @@ def run_script(ctx: CommandContext, run: Run, command: list[bytes],
     """Run `work` (the Lua call) as the running script; the reply value (Rules 2-4)."""
     sc = scripting_of(ctx.server)
     result = sc.execute(run, command, work)
-    if inspect.isawaitable(result):
-        return _finish_later(result, run, sc)
-    return _reply(result, run)
+    if is_awaitable(result):
+        return finish_later(result, run, sc, reply_of)
+    return reply_of(result, run)
 
 
-async def _finish_later(aw: Any, run: Run, sc: Scripting) -> Any:
-    result = await aw
-    if sc.discarded:  # SHUTDOWN NOSAVE dropped its writes, whatever it returned (service Rule 6)
-        return Err(DISCARDED)
-    return _reply(result, run)
-
-
-def _reply(result: Any, run: Run) -> Any:
+def reply_of(result: Any, run: Run) -> Any:
+    """The reply of a script that returned `result`: after its writes are durable (Rule 3)."""
     if isinstance(result, Err):
         return result  # an error reply need not wait for the writes before it
     reply: Any = Raw(result)
@@ -283,7 +294,8 @@ def _count_nested(ctx: CommandContext, name: str, errors: list[tuple[bytes, bool
 def split_keys(args: list[bytes], bad: str = NOT_INT) -> tuple[list[bytes], list[bytes]]:
     """numkeys key... arg... as Redis parses them (`bad`: the error of a numkeys that is not
     an integer: FCALL's differs)."""
-    n = parse_int(args[0], bad)
+    a = args[0]
+    n = a[0] - 0x30 if len(a) == 1 and 0x30 <= a[0] <= 0x39 else parse_int(a, bad)
     if n < 0:
         raise Err("ERR Number of keys can't be negative")
     if n > len(args) - 1:
