@@ -278,6 +278,33 @@ async def test_a_group_spanning_turns_is_acknowledged_with_its_own_frame_only(tm
         assert [len(_group_frames(tmp_path, s)) for s in (0, OTHER)] == [1, 1]
 
 
+async def test_a_group_told_late_that_it_spans_turns_holds_its_earlier_writes_too(
+        tmp_path: Path) -> None:
+    """Rule 7, `span_turns` (a script that goes past busy-reply-threshold after it wrote): the
+    writes captured before it hold their shards' open batches, which the writers may write
+    before the group; the tokens span_turns returns (one per shard the group owns so far)
+    and the later writes' own tokens are released only with the group's copies."""
+    async with running(tmp_path, shards=SHARDS, keyspace_class="fsync") as (e, st):
+        e.put_topic(TOPIC, {"durability": "fsync"})
+        kstrings.put(e.keyspace, [("before", b"v")])  # shard 0's open batch has a frame
+        e.journal.begin_group()
+        early = kstrings.put(e.keyspace, [("k", b"v")])  # given shard 0's open batch
+        held = e.journal.span_turns()
+        assert len(held) == 1  # shard 0 only: the group owns nothing else yet
+        late = e.write(TOPIC, [prepare_json({"data": "in-group"}, 0)])[1]
+        assert early is not None and late is not None
+        await early.wait()  # the batch open at the first write went out without the group
+        for sh in st.shards:
+            await sh.drain()
+        assert not any(t.commit.event.is_set() for t in [*held, late])
+        assert _group_frames(tmp_path, 0) == _group_frames(tmp_path, OTHER) == []
+        e.journal.end_group()
+        for t in [*held, late]:
+            await t.wait()
+        assert [len(_group_frames(tmp_path, s)) for s in (0, OTHER)] == [1, 1]
+        assert e.journal.span_turns() == []  # no group open
+
+
 async def test_a_checkpoint_waits_while_a_group_spans_turns(tmp_path: Path) -> None:
     """Rule 12: a checkpoint snapshots memory; with a script's group open it would keep part
     of the script (its first SET) past a crash that loses the rest."""

@@ -13,9 +13,12 @@ ended, for replicas only (they run the same step: engine/routing/routerrepl.py R
 Rule 4 (commit groups): `begin_group` .. `end_group` bracket one synchronous step whose
 journal calls must survive a crash all or none (a MULTI/EXEC, a string write replacing a
 topic); groups nest (the outermost decides). A journal without storage ignores them.
-`begin_group(spans_turns=True)` (a Lua script, whose commands may run across scheduler turns
-once it is past busy-reply-threshold) opens a group whose writes wait on the group's own
-commits rather than on the shards' open batches (storage/txgroup.py Rule 7).
+A group that turns out to span scheduler turns (a Lua script past busy-reply-threshold, whose
+commands then run across turns) is told so with `span_turns` before the loop gets its turn:
+from then on its writes wait on the group's own commits rather than on the shards' open
+batches, and the tokens it returns are what the writes captured before must also wait for
+(storage/txgroup.py Rule 7). `begin_group(spans_turns=True)` opens a group spanning turns from
+its start.
 Rule 5 (a stop under a running script): `discard_group` drops such a group unwritten, so the
 script leaves nothing durable (storage/txgroup.py Rule 11); a journal without storage has
 nothing to drop.
@@ -121,6 +124,11 @@ class Journal(Protocol):
 
     def end_group(self) -> None: ...
 
+    def span_turns(self) -> list[CommitToken]:
+        """Rule 4: the open group spans turns from now on; the tokens its writes so far must
+        also wait for (none without a group or without storage)."""
+        ...
+
     def discard_group(self) -> bool:
         """Rule 5: drop the open group unwritten (the server stops under a running script);
         every later mutation is refused. True when there was one."""
@@ -216,6 +224,9 @@ class NullJournal:
 
     def end_group(self) -> None:
         return None
+
+    def span_turns(self) -> list[CommitToken]:
+        return []
 
     def discard_group(self) -> bool:
         return False

@@ -8,8 +8,10 @@ Rule 2); the dispatcher reads it.
 Rule 3 (one commit group): a script's writes are one commit group (engine/journal.py Rule 4,
 storage/txgroup.py): opened before the script starts, closed on the loop thread when it ends,
 whether it ends inside the EVAL step or past the threshold (then also when its client went
-away meanwhile). After a crash all of its writes are back or none. The group spans turns
-(txgroup.py Rule 7): past the threshold other tasks run while it is open.
+away meanwhile). After a crash all of its writes are back or none. Past the threshold other
+tasks run while it is open: the group is told it spans turns (`span_turns`, txgroup.py Rule
+7) as the script goes busy, before the loop gets its turn, and the tokens that returns join
+the script's own (its reply waits for the group to be durable).
 Rule 4 (no partial state seen): while a script runs the engine holds its change
 notifications (engine/core.py Rule 3): a blocked XREAD, an SSE watch or a long poll woken by
 the script's first write would otherwise read the state between two of its writes once the
@@ -113,6 +115,9 @@ class Scripting:
         if text is not None:  # past the threshold: a request in flight until it ends (Rule 6)
             drain.enter()
             self.server.busy = text
+            run = self.running
+            if self.group_open and run is not None:  # Rule 3, before the loop's turn
+                run.tokens.extend(self.server.engine.journal.span_turns())
             return
         if not self.discarded:  # Rule 6: else BUSY until the process exits
             self.server.busy = None
@@ -151,7 +156,7 @@ class Scripting:
                 self.running = None
 
         engine = self.server.engine
-        engine.journal.begin_group(spans_turns=True)
+        engine.journal.begin_group()  # told `span_turns` if it goes busy (Rule 3)
         engine.hold_changes()
         self.group_open = True
         try:

@@ -33,7 +33,12 @@ Rule 7 (spanning turns: a Lua script past busy-reply-threshold, scripting/runner
 writers may run while such a group is open, so a captured write cannot wait on its shard's
 open batch (that batch may be written before the group's frames). The group then hands out
 its OWN Commit per shard (`commit_for`); at `flush` each is attached to the batch the group's
-copy joins and released with it (wal.py Rule 8). What Rules 2-5 say holds unchanged: only the
+copy joins and released with it (wal.py Rule 8). A script's group is opened as one step (a
+script that ends inside its EVAL step, the usual case, makes no Commit of its own) and told
+`span_turns` when it goes past the threshold, before the loop gets a turn: its writes from
+then on get own commits, and the writes captured before, handed their shards' open batches,
+are acknowledged with the group through the tokens `span_turns` returns (one own commit per
+shard the group owns so far), which the script's reply waits for as well. What Rules 2-5 say holds unchanged: only the
 moment the frames are enqueued moves to the group's end. Checkpoints wait (Rule 12).
 Rule 8 (no limit but memory): a copy is a run of T_GROUP_CHUNK frames, `index` of `count`,
 each holding whole frames of the group up to CHUNK_BYTES (a bigger frame is a chunk of its
@@ -357,6 +362,19 @@ class GroupJournal:
             group.own_commits()
         for sh in self.shards:
             sh.group = group
+
+    def span_turns(self) -> list[Any]:
+        """Rule 7: the open group spans turns from now on; a token per shard it owns so far
+        (its own commits), for the writes it captured already to wait on."""
+        from topicsrv.storage.wal import Token  # wal.py imports this module
+
+        group = self._open_group()
+        if group is None:
+            return []
+        group.own_commits()
+        shards = self.shards
+        return [Token(group.commit_for(i, shards[i].batch.commit), False)
+                for i in sorted(group.owners)]
 
     def end_group(self) -> None:
         """Close the group opened by the matching `begin_group`; the outermost writes it."""
