@@ -39,6 +39,13 @@ def _writes(r: redis.Redis, tag: str, n: int = 50) -> None:
         p.execute()
     r.eval("redis.call('set', KEYS[1], 'lua'); redis.call('incr', KEYS[2]); return 1", 2,
            f"{tag}:lua", f"{tag}:count")
+    # groups whose frames are all the keyspace's (one frame): fed to the replica once
+    r.eval("redis.call('lpush', KEYS[1], 'lua'); return redis.call('rpush', KEYS[1], 'x')", 1,
+           f"{tag}:list")
+    with r.pipeline(transaction=True) as p:
+        p.rpush(f"{tag}:list", "tx2")
+        p.hincrby(f"{tag}:hash", "n", 1)
+        p.execute()
     first = r.xrange(f"{tag}:stream", count=1)[0][0]
     r.xdel(f"{tag}:stream", first)
     r.delete(f"{tag}:s0")

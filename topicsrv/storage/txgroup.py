@@ -241,7 +241,9 @@ class Group:
         if len(parts) == 1:
             shard, ftype, data, rng = parts[0]
             sh = shards[shard]
-            sh.enqueue(data if isinstance(data, bytes) else frames.encode(ftype, b"".join(data)), rng)
+            # the tee had its parts as they were captured: not this frame again (wal.py Rule 10)
+            sh.enqueue_held(data if isinstance(data, bytes) else frames.encode(ftype, b"".join(data)),
+                            rng)
             if shard in own:
                 sh.follow(sh.batch, own[shard])
             return

@@ -39,7 +39,9 @@ frame is copied whole when it is sealed, and a batch of big values sealed as one
 hold three copies of all of them at once (the resident memory `--max-memory` samples).
 Rule 10 (replication): once a replica attached, `tee` is the primary's backlog
 (repl/backlog.py) and every enqueue hands it the frame (or body) first, inside or outside a
-commit group (the backlog holds a group's frames itself), in the engine's order.
+commit group (the backlog holds a group's frames itself), in the engine's order. A group's
+frames reach the tee as they are captured, so its one frame enqueued at the group's end
+(`enqueue_held`) is not handed over again: a replica would apply a script's LPUSH twice.
 """
 
 from __future__ import annotations
@@ -246,6 +248,12 @@ class Shard:
         if group is not None:  # Rule 8: the group's frames join this same batch
             group.add(self.index, frame, rng)
             return group.commit_for(self.index, self.batch.commit)
+        return self.enqueue_held(frame, rng)
+
+    def enqueue_held(self, frame: bytes,
+                     rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
+        """`enqueue` of a frame the replication backlog already had (Rule 10): a commit
+        group's one frame, whose parts the tee got as they were captured (txgroup.py Rule 2)."""
         self.open_frame = None  # Rule 9: bodies enqueued from now on come after this frame
         b = self._add(frame)
         if rng is None:
