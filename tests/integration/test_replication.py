@@ -39,7 +39,9 @@ def _writes(r: redis.Redis, tag: str, n: int = 50) -> None:
         p.execute()
     r.eval("redis.call('set', KEYS[1], 'lua'); redis.call('incr', KEYS[2]); return 1", 2,
            f"{tag}:lua", f"{tag}:count")
-    # groups whose frames are all the keyspace's (one frame): fed to the replica once
+    # a body past wal.OPEN_BODY_MAX (a frame of its own), and groups whose frames are all
+    # the keyspace's (one frame): each fed to the replica once
+    r.rpush(f"{tag}:big", *[b"v" * 100 for _ in range(300)])
     r.eval("redis.call('lpush', KEYS[1], 'lua'); return redis.call('rpush', KEYS[1], 'x')", 1,
            f"{tag}:list")
     with r.pipeline(transaction=True) as p:

@@ -273,7 +273,7 @@ class Shard:
             group.add_body(self.index, ftype, body)
             return group.commit_for(self.index, self.batch.commit)
         if len(body) >= OPEN_BODY_MAX:
-            return self.enqueue(frames.encode(ftype, body))
+            return self.enqueue_held(frames.encode(ftype, body))  # the tee had the body
         b = self.batch
         of = self.open_frame
         if of is None or of.batch is not b or of.ftype != ftype or of.size >= OPEN_FRAME_MAX:
