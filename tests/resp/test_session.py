@@ -15,6 +15,7 @@ import trio.testing
 from tests.resp.conftest import frame
 from topicsrv.context import ServerConfig, ServerContext, make_context
 from topicsrv.errors import TopicsError
+from topicsrv.resp import dispatch
 from topicsrv.resp.commands import load_all
 from topicsrv.resp.commands.base import REGISTRY, Front, Pending
 from topicsrv.resp.dispatch import BIG_ARGV
@@ -451,3 +452,22 @@ def test_unread_output_past_the_limit_closes() -> None:
             break
         assert r is NEED_DATA
     assert r is CLOSE and not s.out and front.stats.output_limit_disconnects == 1
+
+
+def test_the_command_table_is_found_by_the_name_as_sent(env: tuple[ServerContext, Front]) -> None:
+    """dispatch.py Rule 12: `GET` and `get` find the one spec, a container is looked up each
+    time (its subcommand decides), a name that is no command is not remembered, and the
+    names remembered are bounded."""
+    ctx, front = env
+    assert dispatch.find([b"GET", b"k"]) == (REGISTRY["get"], 1)
+    assert dispatch.find([b"gEt", b"k"]) == (REGISTRY["get"], 1)
+    assert b"GET" in dispatch._SPECS and b"gEt" in dispatch._SPECS
+    assert dispatch.find([b"CONFIG", b"GET", b"x"])[1] == 2 and b"CONFIG" not in dispatch._SPECS
+    assert dispatch.find([b"NOSUCHCMD"]) == (None, 0) and b"NOSUCHCMD" not in dispatch._SPECS
+    for i in range(2 * dispatch._SPECS_MAX):  # every case of a long name: never more than MAX
+        name = bytes(c ^ 0x20 if i >> j & 1 else c for j, c in enumerate(b"zrangebyscore"))
+        assert dispatch.find([name])[0] is REGISTRY["zrangebyscore"]
+    assert len(dispatch._SPECS) <= dispatch._SPECS_MAX
+    s = new(env)
+    assert run(s, frame(b"gEt", b"k") + frame(b"config", b"get", b"maxclients"))[0] == (
+        b"$-1\r\n*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n")

@@ -52,6 +52,11 @@ answers `-READONLY` (a script's own included, as on redis-server), and on a prim
 refusal aborts the transaction, as Redis's. With `--min-replicas-to-ack N` the reply of a
 command that fed the replication backlog waits for N replicas' acknowledgements
 (repl/primary.py Rule 6).
+Rule 12 (the command table, by name as sent): a command without subcommands is found by the
+bytes its client sent (`GET`, `get`) in a dict of the names met, at most _SPECS_MAX of them,
+before `lookup` decodes and lowers the name. The table is complete once the command modules
+are loaded (nothing registers or renames a command later); a spec's fields may change (a
+test's handler), the spec object found stays the same.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ from topicsrv.resp.commands.base import (
     NO_REPLY,
     NULL_ARRAY,
     CommandContext,
+    CommandSpec,
     Err,
     Front,
     Pending,
@@ -101,6 +107,22 @@ SECURITY_WARNING: Final = (
 
 
 _NOT_AWAITABLE: Final[set[type]] = set()  # reply types seen not to be awaitable (never a generator)
+# Rule 12: a command's spec by its name as sent, for commands without subcommands
+_SPECS: Final[dict[bytes, CommandSpec]] = {}
+_SPECS_MAX: Final = 1024
+
+
+def find(argv: list[bytes]) -> tuple[CommandSpec | None, int]:
+    """`lookup` (commands/base.py), remembering the spec of a command without subcommands
+    under its name as sent (Rule 12)."""
+    name = argv[0]
+    spec = _SPECS.get(name)
+    if spec is not None:
+        return spec, 1
+    spec, used = lookup(argv)
+    if spec is not None and used == 1 and not spec.subcommands and len(_SPECS) < _SPECS_MAX:
+        _SPECS[name] = spec
+    return spec, used
 
 
 def is_awaitable(value: object) -> bool:
@@ -225,7 +247,7 @@ def _reject(front: Front, name: str, tx: Tx | None, err: Err) -> Err:
 def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     front = ctx.front
     front.stats.total_commands += 1
-    spec, used = lookup(argv)
+    spec, used = find(argv)
     client = ctx.client
     tx = client.tx
     if spec is None:

@@ -34,9 +34,9 @@ replaces its set with it (`replace_all`, which server.py hands its link) and sto
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -165,7 +165,7 @@ class Scripting:
         except BaseException:
             self._end_group()
             raise
-        if not inspect.isawaitable(result):
+        if type(result) is not CoroutineType:  # runner.py: a coroutine once it went busy
             self._end_group()
         return result
 

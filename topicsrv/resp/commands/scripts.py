@@ -57,13 +57,12 @@ from topicsrv.resp.commands.base import (
     Simple,
     command,
     container,
-    lookup,
     parse_int,
 )
 from topicsrv.resp.commands.replication import write_refusal
 from topicsrv.resp.commands.script_waits import Tokens, finish_later
 from topicsrv.resp.commands.server import SETTERS, parse_count
-from topicsrv.resp.dispatch import count_call, count_rejected, execute, is_awaitable
+from topicsrv.resp.dispatch import count_call, count_rejected, execute, find, is_awaitable
 from topicsrv.resp.encoder import encode
 from topicsrv.scripting.convert import ReplyTooBig
 from topicsrv.scripting.functions import FLAGS
@@ -128,7 +127,7 @@ class Bridge:
 
     def _run(self, argv: list[bytes], run: Run) -> tuple[int, Any]:
         run.tick()  # past the threshold: hand the loop back first (runner.py Rule 2)
-        spec, used = lookup(argv)
+        spec, used = find(argv)
         if spec is None:
             return False, b"ERR Unknown Redis command called from script"
         n = len(argv)
@@ -182,7 +181,7 @@ class Bridge:
     def permits(self, argv: list[bytes]) -> bool | None:
         """`redis.acl_check_cmd`: may the script's user run argv? None for an unknown
         command (the script gets Redis's error)."""
-        spec, _ = lookup(argv)
+        spec, _ = find(argv)
         if spec is None:
             return None
         return acl.permitted(self.user, spec)
