@@ -56,8 +56,9 @@ test: setup
 	$(PY) -m ruff check topicsrv tests compat bench spark
 	$(PY) -m mypy
 	$(PY) -m pytest -q -ra $(XDIST)
-	@echo "-- the RESP, engine and delivery-order tests again on the pure-Python hot path (TOPICS_PURE=1)"
-	TOPICS_PURE=1 $(PY) -m pytest -q $(XDIST) tests/resp tests/engine tests/notify tests/httpapi/test_http_priority.py
+	@echo "-- the RESP, engine, delivery-order and scripting tests again on the pure-Python hot path (TOPICS_PURE=1)"
+	TOPICS_PURE=1 $(PY) -m pytest -q $(XDIST) tests/resp tests/engine tests/notify tests/httpapi/test_http_priority.py \
+		tests/scripting compat/test_scripting.py
 
 soak: setup  ## the 20-cycle kill -9 soak over every feature (minutes; not in make test)
 	$(PY) -m pytest -q -ra -m soak tests/integration/test_soak.py
