@@ -49,6 +49,22 @@ STRINGS: list[bytes | int] = [
     frame(b"GET", b"k") + frame(b"DBSIZE") + frame(b"DEL", b"a", b"b", b"nokey"),
     frame(b"MULTI") + frame(b"SET", b"m", b"1") + frame(b"INCR", b"m") + frame(b"GET", b"m") + frame(b"EXEC"),
 ]
+SCRIPT = b"redis.call('set', KEYS[1], ARGV[1]) return {redis.call('incr', KEYS[1]), #KEYS, #ARGV}"
+SCRIPTS: list[bytes] = [  # the script path is compiled too (issue 38): RESP2, then RESP3
+    frame(b"EVAL", b"return {1, 2, 3.7, 'a', nil, 5}", b"0")
+    + frame(b"EVAL", b"return {redis.call('get', KEYS[1]), type(redis.call('get', 'nokey'))}",
+            b"1", b"a"),
+    frame(b"EVAL", b"return redis.call('incr', KEYS[1])", b"1", b"sc")
+    + frame(b"EVAL", b"return redis.pcall('incr', KEYS[1])", b"1", b"s")
+    + frame(b"EVAL", b"return redis.call('xrange', KEYS[1], '-', '+', 'COUNT', 2)", b"1", b"s"),
+    frame(b"EVAL", b"return {#KEYS, #ARGV, KEYS[2], ARGV[9]}", b"2", b"k1", b"k2",
+          *[b"a%d" % i for i in range(9)])
+    + frame(b"EVAL", b"return {#KEYS, #ARGV, ARGV[6]}", b"2", b"k1", b"k2", *[b"a%d" % i for i in range(6)]),
+    frame(b"SCRIPT", b"LOAD", SCRIPT) + frame(b"EVAL", SCRIPT, b"1", b"sk", b"41")
+    + frame(b"EVALSHA", b"0" * 40, b"0") + frame(b"EVAL", b"return (", b"0"),
+    frame(b"EVAL", b"redis.setresp(3) return {redis.call('get', 'nokey') == nil, {double=1.5}}",
+          b"0") + frame(b"EVAL", b"return redis.call('get', KEYS[1])", b"1", b"s"),
+]
 BATCHES: list[bytes | int] = [
     frame(b"PING"),
     frame(b"PING", b"hello"),
@@ -96,6 +112,10 @@ BATCHES: list[bytes | int] = [
     xadd(b"q", b"f", b"v") * 3,
     frame(b"HELLO", b"2"),
     *STRINGS,
+    *SCRIPTS,
+    frame(b"HELLO", b"3"),
+    *SCRIPTS,
+    frame(b"HELLO", b"2"),
     frame(b"SET", b"q", b"replaces the stream") + frame(b"TYPE", b"q") + frame(b"GET", b"q"),
     b"PING\r\nECHO \"quoted \\x41 \\n\" 'single'\r\nECHO \"q \\x41\\t\"\r\n",
     b"ECHO \"unbalanced\r\n",
