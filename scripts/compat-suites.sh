@@ -21,11 +21,20 @@
 #   VALKEY_UNITS="type/string expire" ...      # only these Valkey units (tests/unit/<unit>.tcl)
 #   REDISPY_PARTS="colls hashfields" ...       # only these redis-py parts (see run_redispy)
 #   KEEP=1 ...                                 # keep the work dir (logs) and say where it is
+#   scripts/compat-suites.sh --help            # this text
 #
 # Needs: tclsh, redis-server, the project's venv (.venv) and PyPI access for a venv with the
 # snapshot's own redis-py and its test dependencies (cached in $CACHE_DIR, built once).
 # Prints `suite  target  passed  failed  skipped`; per-test logs are in the work dir.
 set -euo pipefail
+case "${1:-}" in
+    -h|--help)  # the header above, without the shebang and the comment marks
+        sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+        exit 0 ;;
+    "") ;;
+    *) echo "compat-suites: no arguments but -h/--help; choose with the variables (see --help)" >&2
+       exit 2 ;;
+esac
 VALKEY_UNITS_GIVEN=${VALKEY_UNITS+given}  # the caller chose the units: no block adds its own
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
