@@ -102,6 +102,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.scripting.bridge",  # the memory cap kept across every crossing
     "topicsrv.scripting.runner",  # the greenlet a script runs in
     "topicsrv.scripting.service",  # a script's commit group and held changes
+    "topicsrv.repl.state",  # the role every dispatched command reads (READONLY, WAIT's acks)
 )
 
 _stale: list[str] = []

@@ -15,6 +15,10 @@ and CONFIG REWRITE (so a restarted server comes back in the role it was given; i
 `--replicaof`), after a full sync, and at a clean stop (`clean: true`, the offset of the final
 checkpoint). A replica that starts without `clean` resumes with a full sync: its disk may hold
 frames past the offset it knows.
+Rule 4 (compiled, buildinfo.HOT_MODULES): the dispatcher reads the role and the replica
+settings on every command (READONLY, NOREPLICAS, WAIT's acknowledgements), so they are fields
+of a compiled class rather than a Python object's generic attributes; CONFIG SET sets them by
+name (declared fields only, as any compiled class).
 """
 
 from __future__ import annotations
@@ -26,11 +30,11 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 log = logging.getLogger("topicsrv.repl")
 
-FILE = "replication.json"
+FILE: Final = "replication.json"
 
 
 def new_id() -> str:
