@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from topicsrv.storage.wal import Shard
 
 log = logging.getLogger("topicsrv.storage")
+_ids = random.Random()  # group ids (Rule 2); not the module's own generator, which callers seed
 
 _HEAD = struct.Struct("<QH")  # T_GROUP (earlier versions, read only): group id, number of frames
 _CHUNK = struct.Struct("<QII")  # T_GROUP_CHUNK: group id, chunk index, number of chunks
@@ -247,7 +248,7 @@ class Group:
             if shard in own:
                 sh.follow(sh.batch, own[shard])
             return
-        chunks = encode_chunks(random.getrandbits(64), parts)
+        chunks = encode_chunks(_ids.getrandbits(64), parts)
         for shard in sorted(self.owners):
             shards[shard].enqueue_group(chunks, [p[3] for p in parts if p[0] == shard and p[3] is not None],
                                         own.get(shard))

@@ -196,7 +196,7 @@ def randomkey(ctx: CommandContext, args: list[bytes]) -> Any:
     total = ks.size()
     if not total:
         return None
-    i = random.randrange(total)
+    i = _random.randrange(total)
     order = ks.order
     name: str = order.choice(_random) if i < len(order) else \
         ctx.engine.topics.keys()[i - len(order)]
