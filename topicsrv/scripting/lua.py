@@ -307,7 +307,12 @@ class LuaState:
 
     def _execute(self, run: Run, how: Any, args: tuple[Any, ...], where: bool = True) -> Any:
         """`how(*args)`, a runner of sandbox.lua, as `run`: its value, or ScriptError."""
-        self._start(run)
+        self._runs += 1
+        if self._runs >= GC_PERIOD:
+            self._runs = 0
+            self._gc_step()
+        self.run = run
+        self.cjson.reset()  # settings a script changed do not outlive it (sandbox.lua Rule 6)
         try:
             try:
                 ok, value = how(*args)
@@ -315,24 +320,13 @@ class LuaState:
                 self._collect()
                 raise ScriptError("ERR Error running script: not enough memory") from None
         finally:
-            self._stop()
+            self.run = None
+            self.bridge.lift()  # whatever path ended the run: Python holds the state now
         if not ok:
             text = self._error(run, value, where)
             self._collect()
             raise ScriptError(text, lua_type(value) == "table" and self.counted(value[1]))
         return value
-
-    def _start(self, run: Run) -> None:
-        self._runs += 1
-        if self._runs >= GC_PERIOD:
-            self._runs = 0
-            self._gc_step()
-        self.run = run
-        self.cjson.reset()  # settings a script changed do not outlive it (sandbox.lua Rule 6)
-
-    def _stop(self) -> None:
-        self.run = None
-        self.bridge.lift()  # whatever path ended the run: Python holds the state now
 
     def _collect(self) -> None:
         """A full collection after a failed script (Rule 3): what a script that ran out of

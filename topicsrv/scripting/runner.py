@@ -117,7 +117,7 @@ class Runner:
             return job.outcome()
         job.on_busy = on_busy
         job.busy = True
-        job.finished = trio.Event()  # only a busy script is waited for (not one a script)
+        job.finished = trio.Event()  # only a busy script is waited for: others make none
         on_busy(busy_text)
         trio.lowlevel.spawn_system_task(drive, self, job, name="topicsrv-lua-busy")
         return wait(job)

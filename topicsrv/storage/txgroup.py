@@ -38,8 +38,9 @@ script that ends inside its EVAL step, the usual case, makes no Commit of its ow
 `span_turns` when it goes past the threshold, before the loop gets a turn: its writes from
 then on get own commits, and the writes captured before, handed their shards' open batches,
 are acknowledged with the group through the tokens `span_turns` returns (one own commit per
-shard the group owns so far), which the script's reply waits for as well. What Rules 2-5 say holds unchanged: only the
-moment the frames are enqueued moves to the group's end. Checkpoints wait (Rule 12).
+shard the group owns so far), which the script's reply waits for as well. What Rules 2-5 say
+holds unchanged: only the moment the frames are enqueued moves to the group's end.
+Checkpoints wait (Rule 12).
 Rule 8 (no limit but memory): a copy is a run of T_GROUP_CHUNK frames, `index` of `count`,
 each holding whole frames of the group up to CHUNK_BYTES (a bigger frame is a chunk of its
 own): no field bounds the number of frames or the group's bytes (a frame is still bounded by
@@ -369,14 +370,12 @@ class GroupJournal:
     def span_turns(self) -> list[Any]:
         """Rule 7: the open group spans turns from now on; a token per shard it owns so far
         (its own commits), for the writes it captured already to wait on."""
-        from topicsrv.storage.wal import Token  # wal.py imports this module
-
         group = self._open_group()
         if group is None:
             return []
         group.own_commits()
         shards = self.shards
-        return [Token(group.commit_for(i, shards[i].batch.commit), False)
+        return [group.commit_for(i, shards[i].batch.commit).token(False)
                 for i in sorted(group.owners)]
 
     def end_group(self) -> None:

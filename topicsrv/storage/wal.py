@@ -253,7 +253,8 @@ class Shard:
     def enqueue_held(self, frame: bytes,
                      rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
         """`enqueue` of a frame the replication backlog already had (Rule 10): a commit
-        group's one frame, whose parts the tee got as they were captured (txgroup.py Rule 2)."""
+        group's one frame, whose parts the tee got as they were captured (txgroup.py Rule 2),
+        or a body too big for the open frame, which the tee got as a body."""
         self.open_frame = None  # Rule 9: bodies enqueued from now on come after this frame
         b = self._add(frame)
         if rng is None:

@@ -42,6 +42,7 @@ import inspect
 from collections.abc import Callable, Collection
 from typing import Any
 
+from topicsrv.engine.keyspace.values import parse_i64
 from topicsrv.memory import OOM_MESSAGE
 from topicsrv.resp import acl
 from topicsrv.resp.commands.base import (
@@ -293,8 +294,9 @@ def _count_nested(ctx: CommandContext, name: str, errors: list[tuple[bytes, bool
 def split_keys(args: list[bytes], bad: str = NOT_INT) -> tuple[list[bytes], list[bytes]]:
     """numkeys key... arg... as Redis parses them (`bad`: the error of a numkeys that is not
     an integer: FCALL's differs)."""
-    a = args[0]
-    n = a[0] - 0x30 if len(a) == 1 and 0x30 <= a[0] <= 0x39 else parse_int(a, bad)
+    n = parse_i64(args[0])  # compiled; parse_int (the same rules) for the error's text
+    if n is None:
+        n = parse_int(args[0], bad)
     if n < 0:
         raise Err("ERR Number of keys can't be negative")
     if n > len(args) - 1:
