@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topicsrv.engine.keyspace import packed
-from topicsrv.engine.keyspace.quicklist import ListValue, node_limits
+from topicsrv.engine.keyspace.quicklist import TUPLE_NODES, ListValue, node_limits
 
 SIZES = [0, 1, 125, 126, 127, 128, 300, 70_000]
 element = st.one_of(st.binary(max_size=20), st.sampled_from(SIZES).map(lambda n: b"x" * n))
@@ -69,6 +69,11 @@ def test_the_list_value_is_a_list(fill: int, steps: list[tuple]) -> None:  # typ
         assert all(n.count > 0 for n in lv.nodes)
         assert all(n.count <= max_count for n in lv.nodes)
         assert all(n.count == 1 or len(n.run) <= max_bytes for n in lv.nodes)
+        nodes = len(lv.nodes)  # quicklist.py Rule 4's shapes
+        assert (lv.one is not None) == (nodes == 1)
+        assert type(lv.many) is (type(None) if nodes < 2 else tuple if nodes <= TUPLE_NODES else list)
+        if model:
+            assert list(lv.iter_from(len(model) // 2)) == model[len(model) // 2:]
     for i in range(-len(model) - 1, len(model) + 1):
         want = model[i] if -len(model) <= i < len(model) else None
         assert lv.get(i) == want

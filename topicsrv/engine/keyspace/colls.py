@@ -20,7 +20,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, Final
 
 from topicsrv.engine.keyspace.hashvalue import HashValue
-from topicsrv.engine.keyspace.quicklist import ListValue, Node
+from topicsrv.engine.keyspace.quicklist import ListValue
 from topicsrv.engine.keyspace.setvalue import SetValue, limits_of
 from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 
@@ -116,10 +116,7 @@ def copy(value: Any) -> Any:
     image of a key changed before it is written: snapshot.py Rule 2). A list copies its
     nodes' bytes; other kinds are rebuilt from their whole-collection change."""
     if value.KIND == LIST:
-        out = ListValue(value.fill)
-        out.nodes = [Node(bytearray(n.run), n.count) for n in value.nodes]
-        out.length, out.nbytes = value.length, value.nbytes
-        return out
+        return value.copy()
     if value.KIND == SET:
         return value.copy()
     if value.KIND == ZSET:

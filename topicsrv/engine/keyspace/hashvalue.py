@@ -9,33 +9,38 @@ listpack); the dict keeps insertion order too (Redis's hashtable order is its ow
 compare hashtable replies as sets).
 Rule 2 (cost): a lookup in the packed form walks at most `hash-max-listpack-entries` pairs; in
 the dict it is one hash lookup. `nbytes` is the packed size, or the sum of field and value
-lengths.
+lengths (kept in `count`, which counts the packed run's pairs while there is one).
 Rule 3 (conversion, as Redis 7.0's hashTypeSet): a set converts the packed form when the
 field or the value is longer than `max_value`, or when the hash then holds more than
 `max_entries` pairs (an update too: the limits may have been lowered by CONFIG SET since).
 The limits are the server's at each change, passed to every set, so a replay converts at the
 same change.
 Rule 4 (HSCAN): a dict-encoded hash that has been scanned keeps its fields in SCAN order
-(`Table.index`, by scanorder.field_hash) from then on, in step with every set and delete: a
+(`index`, by scanorder.field_hash) from then on, in step with every set and delete: a
 scan page is O(log n + count), a hash never scanned pays nothing.
 Rule 5 (memory: 100,000 small hashes must cost at most twice redis-server's): a small hash is
-this object (four slots) and ONE immutable bytes run, allocated to its exact size; what only
-a big hash needs (its byte count, its scan index) lives on its dict (`Table`), what only a
-hash with field TTLs needs on its `FieldTTLs`. A set rebuilds the run (a copy of at most
+this object (five slots) and ONE immutable bytes run, allocated to its exact size; a big
+hash's byte count is `count` (Rule 2), what only a hash with field TTLs needs is on its
+`FieldTTLs`. A set rebuilds the run (a copy of at most
 `max_entries` pairs, as Redis's listpack insert moves its tail); a set of many pairs
 rebuilds it once.
 Rule 6 (field TTLs): `ttls` is None until a field gets a deadline, then a `FieldTTLs` kept
 even when no field has one any more: the encoding is then `listpackex` (or `hashtable`), as
 Redis 7.4 keeps OBJ_ENCODING_LISTPACK_EX. A set or a delete of a field removes its deadline
 (HSET clears a field's TTL, as 7.4); deadlines are absolute Unix milliseconds.
+Rule 7 (outside the cyclic GC): HashValue and FieldTTLs are acyclic native classes, and the
+dict form is a plain dict of bytes, which CPython never tracks: in the compiled build a hash
+of any size adds nothing for a full collection to walk (docs/decisions.md, "The keyspace's
+values outside the cyclic GC").
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Final
 
+from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedKeyList
 
 from topicsrv.engine.keyspace import packed
@@ -49,17 +54,7 @@ DEFAULT_LIMITS: Final = (512, 64)
 _BULK: Final = 4
 
 
-class Table(dict[bytes, bytes]):
-    """A dict-encoded hash's fields, with what only a big hash needs (Rules 4-5)."""
-
-    __slots__ = ("nbytes", "index")
-
-    def __init__(self, pairs: Iterable[tuple[bytes, bytes]] = ()) -> None:
-        super().__init__(pairs)
-        self.nbytes = sum(len(f) + len(v) for f, v in self.items())
-        self.index: SortedKeyList | None = None
-
-
+@mypyc_attr(acyclic=True)  # Rule 7
 class FieldTTLs:
     """The deadlines of a hash's fields: a dict (the truth) and a heap of (deadline, field)
     that may hold stale pairs, dropped as they surface (as expiry.py's index)."""
@@ -104,37 +99,38 @@ class FieldTTLs:
         return out
 
 
+@mypyc_attr(acyclic=True)  # Rule 7
 class HashValue:
-    __slots__ = ("data", "count", "ttls", "second")
+    __slots__ = ("data", "count", "ttls", "second", "index")
     KIND: Final = "hash"
 
     def __init__(self) -> None:
-        self.data: bytes | Table = b""  # Rule 5: the packed run, or the dict
-        self.count = 0  # pairs in the packed run
+        self.data: bytes | dict[bytes, bytes] = b""  # Rule 5: the packed run, or the dict
+        self.count = 0  # pairs in the packed run; the dict's field and value bytes (Rule 2)
         self.ttls: FieldTTLs | None = None  # Rule 6
         self.second = 0  # the last access, in whole seconds (OBJECT IDLETIME; space.py Entry)
+        self.index: SortedKeyList | None = None  # a scanned dict's fields in SCAN order (Rule 4)
 
     @property
-    def table(self) -> Table | None:
+    def table(self) -> dict[bytes, bytes] | None:
+        """The dict form, None while packed."""
         data = self.data
-        return data if type(data) is Table else None
+        return data if type(data) is dict else None
 
     @property
     def encoding(self) -> str:
-        if type(self.data) is Table:
+        if type(self.data) is dict:
             return HASHTABLE
         return LISTPACK if self.ttls is None else LISTPACKEX
 
     @property
     def nbytes(self) -> int:
         data = self.data
-        if type(data) is Table:
-            return data.nbytes
-        return len(data)
+        return self.count if type(data) is dict else len(data)
 
     def __len__(self) -> int:
         data = self.data
-        return len(data) if type(data) is Table else self.count
+        return len(data) if type(data) is dict else self.count
 
     def _find(self, field: bytes) -> tuple[int, int]:
         """(offset of the pair, offset past it) in the packed run; (-1, -1) if absent."""
@@ -154,7 +150,7 @@ class HashValue:
 
     def get(self, field: bytes) -> bytes | None:
         data = self.data
-        if type(data) is Table:
+        if type(data) is dict:
             return data.get(field)
         start, end = self._find(field)
         if start < 0:
@@ -171,17 +167,17 @@ class HashValue:
         if self.ttls is not None:
             self.ttls.clear(field)
         data = self.data
-        if type(data) is not Table and (len(field) > max_value or len(value) > max_value):
+        if type(data) is not dict and (len(field) > max_value or len(value) > max_value):
             data = self._convert()
-        if type(data) is Table:
+        if type(data) is dict:
             old = data.get(field)
             data[field] = value
             if old is None:
-                data.nbytes += len(field) + len(value)
-                if data.index is not None:
-                    data.index.add(field)
+                self.count += len(field) + len(value)
+                if self.index is not None:
+                    self.index.add(field)
                 return True
-            data.nbytes += len(value) - len(old)
+            self.count += len(value) - len(old)
             return False
         assert type(data) is bytes
         start, end = self._find(field)
@@ -199,7 +195,7 @@ class HashValue:
     def set_many(self, pairs: list[tuple[bytes, bytes]],
                  limits: tuple[int, int] = DEFAULT_LIMITS) -> None:
         """Set each pair in order, as `set` of each; a packed run is rebuilt once (Rule 5)."""
-        if len(pairs) <= _BULK or type(self.data) is Table:
+        if len(pairs) <= _BULK or type(self.data) is dict:
             for f, v in pairs:
                 self.set(f, v, limits)
             return
@@ -212,7 +208,7 @@ class HashValue:
                 ttls.clear(f)
         if len(items) > max_entries or any(len(f) > max_value or len(v) > max_value
                                            for f, v in pairs):
-            self.data, self.count = Table(items.items()), 0
+            self._to_dict(items)
             return
         self.data = packed.encode_many([x for pair in items.items() for x in pair])
         self.count = len(items)
@@ -221,13 +217,13 @@ class HashValue:
         if self.ttls is not None:
             self.ttls.clear(field)
         data = self.data
-        if type(data) is Table:
+        if type(data) is dict:
             old = data.pop(field, None)
             if old is None:
                 return False
-            data.nbytes -= len(field) + len(old)
-            if data.index is not None:
-                data.index.remove(field)
+            self.count -= len(field) + len(old)
+            if self.index is not None:
+                self.index.remove(field)
             return True
         start, end = self._find(field)
         if start < 0:
@@ -239,7 +235,7 @@ class HashValue:
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         data = self.data
-        if type(data) is Table:
+        if type(data) is dict:
             yield from data.items()
             return
         assert type(data) is bytes
@@ -276,15 +272,18 @@ class HashValue:
     def scan_index(self) -> SortedKeyList:
         """The fields of a dict-encoded hash in SCAN order, built on first use (Rule 4)."""
         table = self.data
-        assert type(table) is Table
-        index = table.index
+        assert type(table) is dict
+        index = self.index
         if index is None:
-            index = table.index = SortedKeyList(table, key=field_hash)
+            index = self.index = SortedKeyList(table, key=field_hash)
         return index
 
-    def _convert(self) -> Table:
-        table = Table(self.items())
-        self.data, self.count = table, 0
+    def _convert(self) -> dict[bytes, bytes]:
+        return self._to_dict(dict(self.items()))
+
+    def _to_dict(self, table: dict[bytes, bytes]) -> dict[bytes, bytes]:
+        """The dict form (Rule 3), `count` its bytes (Rule 2)."""
+        self.data, self.count = table, sum(len(f) + len(v) for f, v in table.items())
         return table
 
     @classmethod

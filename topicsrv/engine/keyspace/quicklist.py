@@ -15,17 +15,28 @@ Rule 3 (one primitive for changes): every mutation is `splice(pos, remove, inser
 position `pos`, remove `remove` elements, then insert `insert` there. The commands compute
 positions; replay applies the same splices (engine/keyspace/ops.py), so the list after
 replay is the list the commands made.
+Rule 4 (outside the cyclic GC): Node and ListValue are acyclic native classes (data only, no
+reference back), so in the compiled build CPython's cyclic GC neither tracks nor walks them;
+a list of one node (every list up to the node size) holds it in `one`, and `many` holds two
+to TUPLE_NODES nodes in a tuple (CPython stops tracking a tuple of untracked objects at the
+first collection it survives), more in a list (a node added or removed at an end stays O(1)
+for a long list; a tuple is copied, at most TUPLE_NODES pointers): a keyspace of lists up to
+~100 KB adds no object for a full collection to walk (docs/decisions.md, "The keyspace's
+values outside the cyclic GC").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Final
+
+from mypy_extensions import mypyc_attr
 
 from topicsrv.engine.keyspace import packed
 
 DEFAULT_FILL: Final = -2
 HEAD_BYTES: Final = 1024  # Rule 2: a head node this big takes no more pushes at the head
+TUPLE_NODES: Final = 32  # Rule 4: the most nodes `many` keeps in a tuple
 
 
 def node_limits(fill: int) -> tuple[int, int]:
@@ -36,6 +47,7 @@ def node_limits(fill: int) -> tuple[int, int]:
     return 1 << 30, 4096 << (level - 1)
 
 
+@mypyc_attr(acyclic=True)  # Rule 4
 class Node:
     __slots__ = ("run", "count")
 
@@ -44,18 +56,58 @@ class Node:
         self.count = count
 
 
+@mypyc_attr(acyclic=True)  # Rule 4
 class ListValue:
-    __slots__ = ("nodes", "length", "nbytes", "max_count", "max_bytes", "fill", "second")
+    __slots__ = ("one", "many", "length", "nbytes", "max_count", "max_bytes", "fill", "second")
     KIND: Final = "list"
     ENCODING: Final = "quicklist"  # Redis 7.0's, whatever the length
 
     def __init__(self, fill: int = DEFAULT_FILL) -> None:
         self.fill = fill
         self.second = 0  # the last access, in whole seconds (OBJECT IDLETIME; space.py Entry)
-        self.nodes: list[Node] = []
+        self.one: Node | None = None  # Rule 4: the only node of a one-node list
+        self.many: tuple[Node, ...] | list[Node] | None = None  # Rule 4: two nodes or more
         self.length = 0
         self.nbytes = 0  # the packed bytes of every node (MEMORY USAGE, INFO)
         self.max_count, self.max_bytes = node_limits(fill)
+
+    # ---- the nodes, in either shape (Rule 4) -----------------------------------------------
+
+    @property
+    def nodes(self) -> list[Node]:
+        """The nodes in order: `many` itself when it is a list, else a new list."""
+        many = self.many
+        if type(many) is list:
+            return many
+        if many is not None:
+            return list(many)
+        one = self.one
+        return [] if one is None else [one]
+
+    def _seq(self) -> Sequence[Node]:
+        """The nodes in order, for reading: `many` itself, or a tuple of the one."""
+        many = self.many
+        if many is not None:
+            return many
+        one = self.one
+        return () if one is None else (one,)
+
+    def _set(self, nodes: list[Node]) -> None:
+        """`nodes` (non-empty ones, in order) become the value's, in Rule 4's shape."""
+        n = len(nodes)
+        if n > TUPLE_NODES:
+            self.one, self.many = None, nodes
+        elif n > 1:
+            self.one, self.many = None, tuple(nodes)
+        else:
+            self.one, self.many = (nodes[0] if nodes else None), None
+
+    def copy(self) -> ListValue:
+        """A copy with its own bytes (the checkpoint's image of a key about to change)."""
+        out = ListValue(self.fill)
+        out._set([Node(bytearray(n.run), n.count) for n in self.nodes])
+        out.length, out.nbytes = self.length, self.nbytes
+        return out
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -65,7 +117,9 @@ class ListValue:
     def _locate(self, index: int) -> tuple[int, int]:
         """(node number, index within it) of element `index` (0 <= index < length), walking
         node counts from the nearer end (Rule 1)."""
-        nodes = self.nodes
+        nodes = self.many
+        if nodes is None:
+            return 0, index  # one node (Rule 4)
         if index < self.length - index:
             for k, node in enumerate(nodes):
                 if index < node.count:
@@ -87,7 +141,7 @@ class ListValue:
         if not 0 <= index < self.length:
             return None
         k, i = self._locate(index)
-        node = self.nodes[k]
+        node = self._seq()[k]
         return packed.read(node.run, packed.offset(node.run, node.count, i))[0]
 
     def range(self, start: int, stop: int) -> list[bytes]:
@@ -97,7 +151,7 @@ class ListValue:
             return out
         k, i = self._locate(start)
         want = stop - start + 1
-        nodes = self.nodes
+        nodes = self._seq()
         while want > 0:
             node = nodes[k]
             run = node.run
@@ -112,7 +166,7 @@ class ListValue:
         return out
 
     def __iter__(self) -> Iterator[bytes]:
-        for node in self.nodes:
+        for node in self._seq():
             yield from packed.values(node.run)
 
     def iter_from(self, start: int) -> Iterator[bytes]:
@@ -120,15 +174,16 @@ class ListValue:
         if start >= self.length:
             return
         k, i = self._locate(start)
-        nodes = self.nodes
+        nodes = self._seq()
         node = nodes[k]
         yield from packed.values(node.run, packed.offset(node.run, node.count, i))
         for node in nodes[k + 1:]:
             yield from packed.values(node.run)
 
     def reversed(self) -> Iterator[bytes]:
-        for k in range(len(self.nodes) - 1, -1, -1):
-            yield from packed.values_back(self.nodes[k].run)
+        nodes = self._seq()
+        for k in range(len(nodes) - 1, -1, -1):
+            yield from packed.values_back(nodes[k].run)
 
     # ---- the ends (Rule 1) --------------------------------------------------------------
 
@@ -137,42 +192,54 @@ class ListValue:
 
     def push_head(self, value: bytes) -> None:
         data = packed.encode(value)
-        nodes = self.nodes
-        if nodes and len(nodes[0].run) < HEAD_BYTES and self._fits(nodes[0], len(data)):
-            node = nodes[0]
+        many = self.many
+        node = self.one if many is None else many[0]
+        if node is not None and len(node.run) < HEAD_BYTES and self._fits(node, len(data)):
             node.run[0:0] = data
             node.count += 1
+        elif node is None:
+            self.one = Node(bytearray(data), 1)
+        elif type(many) is list:
+            many.insert(0, Node(bytearray(data), 1))
         else:
-            nodes.insert(0, Node(bytearray(data), 1))
+            self._set([Node(bytearray(data), 1), *self.nodes])
         self.length += 1
         self.nbytes += len(data)
 
     def push_tail(self, value: bytes) -> None:
         data = packed.encode(value)
-        nodes = self.nodes
-        if nodes and self._fits(nodes[-1], len(data)):
-            node = nodes[-1]
+        many = self.many
+        node = self.one if many is None else many[-1]
+        if node is not None and self._fits(node, len(data)):
             node.run += data
             node.count += 1
+        elif node is None:
+            self.one = Node(bytearray(data), 1)
+        elif type(many) is list:
+            many.append(Node(bytearray(data), 1))
         else:
-            nodes.append(Node(bytearray(data), 1))
+            self._set([*self.nodes, Node(bytearray(data), 1)])
         self.length += 1
         self.nbytes += len(data)
 
     def pop_head(self) -> bytes:
-        node = self.nodes[0]
+        many = self.many
+        node = self.one if many is None else many[0]
+        assert node is not None
         value, end = packed.read(node.run, 0)
         del node.run[:end]
         self._popped(node, 0, end)
         return value
 
     def pop_tail(self) -> bytes:
-        node = self.nodes[-1]
+        many = self.many
+        node = self.one if many is None else many[-1]
+        assert node is not None
         run = node.run
         value, start = packed.read_back(run, len(run))
         size = len(run) - start
         del run[start:]
-        self._popped(node, len(self.nodes) - 1, size)
+        self._popped(node, -1, size)
         return value
 
     def _popped(self, node: Node, k: int, size: int) -> None:
@@ -180,20 +247,25 @@ class ListValue:
         self.length -= 1
         self.nbytes -= size
         if node.count == 0:
-            del self.nodes[k]
+            if self.many is None:
+                self.one = None
+            else:
+                nodes = self.nodes
+                del nodes[k]
+                self._set(nodes)
 
     # ---- any position (Rule 3) ----------------------------------------------------------
 
     def splice(self, pos: int, remove: int, insert: list[bytes]) -> list[bytes]:
         """From position `pos` (0 <= pos <= length), remove `remove` elements (as many as
         there are), then insert `insert` there; the removed elements, in order."""
+        if pos == self.length and remove == 0:  # an empty list's too: nodes filled up (Rule 2)
+            for v in insert:
+                self.push_tail(v)
+            return []
         if pos == 0 and remove == 0:
             for v in reversed(insert):
                 self.push_head(v)
-            return []
-        if pos == self.length and remove == 0:
-            for v in insert:
-                self.push_tail(v)
             return []
         if pos == 0 and not insert and remove <= self.length:
             return [self.pop_head() for _ in range(remove)]
@@ -226,6 +298,7 @@ class ListValue:
         old = sum(len(n.run) for n in nodes[first:k])
         fresh = self._pack(items)
         nodes[first:k] = fresh
+        self._set(nodes)
         self.length += len(insert) - len(removed)
         self.nbytes += sum(len(n.run) for n in fresh) - old
         return removed
@@ -248,7 +321,8 @@ class ListValue:
     @classmethod
     def of(cls, items: list[bytes], fill: int = DEFAULT_FILL) -> ListValue:
         lv = cls(fill)
-        lv.nodes = lv._pack(items)
+        nodes = lv._pack(items)
+        lv._set(nodes)
         lv.length = len(items)
-        lv.nbytes = sum(len(n.run) for n in lv.nodes)
+        lv.nbytes = sum(len(n.run) for n in nodes)
         return lv

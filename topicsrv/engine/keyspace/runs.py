@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from mypy_extensions import mypyc_attr
+
 from topicsrv.engine.keyspace import colls as colls_mod
 from topicsrv.engine.keyspace import hashes, sets, zsets
 from topicsrv.engine.keyspace.colls import HASH, LIST, SET, ZSET
@@ -46,6 +48,7 @@ class Slow:
 SLOW: Final = Slow()
 
 
+@mypyc_attr(acyclic=True)  # data only, never in a cycle: outside the cyclic GC (docs/decisions.md)
 class Run:
     __slots__ = ("ks", "op", "names", "now", "second", "writes")
 

@@ -22,6 +22,11 @@ move nothing a scan relies on (the role of Redis's reverse-binary cursor across 
 Rule 4: the strings keep their names in hash order themselves (keyspace `order`); the topics
 in `TopicMap.scan`, which the SortedDict's own add/remove/clear keep in step: every way the
 map changes its key set goes through those cached methods, so no caller needs to know.
+Rule 5 (outside the cyclic GC): a bucket is a dict of names (to None), not a list: CPython
+never tracks a plain dict holding no container, and always tracks a list, so a full collection
+walked every key's name (~1M type checks, 100+ ms at 1M keys) and now walks none; a name is
+added and removed in O(1); the i-th name of a bucket is reached in at most `MAX` steps
+(RANDOMKEY). docs/decisions.md, "The keyspace's values outside the cyclic GC".
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from hashlib import blake2b
 from heapq import merge
-from itertools import accumulate
+from itertools import accumulate, islice
 from operator import itemgetter
 from random import Random
 from typing import Any
@@ -70,11 +75,11 @@ class ScanOrder:
         self.key = key
         self.cap = cap  # Rule 3's MAX (tests make it small)
         self.lows: list[int] = [0]
-        self.buckets: list[list[Any]] = [[]]
+        self.buckets: list[dict[Any, None]] = [{}]  # Rule 5: dicts, not lists
         self.size = 0
         self.version = 0  # bumped by every change (`_starts` is of one version)
         self.overfull = False  # a bucket may hold more than `cap` names (one hash: `_split`)
-        self._sorted: tuple[list[Any], list[tuple[int, Any]]] | None = None  # (names, pairs)
+        self._sorted: tuple[dict[Any, None], list[tuple[int, Any]]] | None = None  # (names, pairs)
         self._starts: tuple[int, list[int]] | None = None  # (version, first index per bucket)
         self.update(names)
 
@@ -87,7 +92,10 @@ class ScanOrder:
     def add(self, name: Any) -> None:
         i = bisect_right(self.lows, self.key(name)) - 1
         bucket = self.buckets[i]
-        bucket.append(name)
+        n = len(bucket)
+        bucket[name] = None
+        if len(bucket) == n:
+            return  # already here
         self.size += 1
         self.version += 1
         if len(bucket) > self.cap:
@@ -97,14 +105,17 @@ class ScanOrder:
         """ValueError when `name` is not here (as SortedKeyList.remove)."""
         i = bisect_right(self.lows, self.key(name)) - 1
         bucket = self.buckets[i]
-        bucket.remove(name)
+        try:
+            del bucket[name]
+        except KeyError:
+            raise ValueError(f"{name!r} is not in the order") from None
         self.size -= 1
         self.version += 1
         if len(bucket) < self.cap // 8:
             self._merge(i)
 
     def clear(self) -> None:
-        self.lows, self.buckets = [0], [[]]
+        self.lows, self.buckets = [0], [{}]
         self.size = 0
         self.version += 1
         self.overfull = False
@@ -131,7 +142,8 @@ class ScanOrder:
                 self.overfull = True
                 return  # every name shares one hash: nothing to split on
             lo, cut = hi, pairs[hi][0]
-        self.buckets[i:i + 1] = [[n for _, n in pairs[:lo]], [n for _, n in pairs[lo:]]]
+        self.buckets[i:i + 1] = [dict.fromkeys(n for _, n in pairs[:lo]),
+                                 dict.fromkeys(n for _, n in pairs[lo:])]
         self.lows.insert(i + 1, cut)
 
     def _merge(self, i: int) -> None:
@@ -141,7 +153,7 @@ class ScanOrder:
         j = i if i + 1 < len(buckets) else i - 1  # merge bucket j + 1 into bucket j
         if buckets[i] and len(buckets[j]) + len(buckets[j + 1]) > self.cap // 2:
             return
-        buckets[j] += buckets[j + 1]
+        buckets[j].update(buckets[j + 1])
         del buckets[j + 1]
         del self.lows[j + 1]
 
@@ -149,13 +161,13 @@ class ScanOrder:
         """Bucket i's (hash, name) pairs in hash order. The last bucket sorted is kept with a
         copy of its names: while a bucket holds the same names, its order is the same, so a
         scan's pages and a checkpoint's parts that start in it hash nothing again, whatever
-        changed elsewhere (comparing the names is a pointer comparison each)."""
+        changed elsewhere (comparing the names is a look-up each, by their cached hashes)."""
         bucket = self.buckets[i]
         cached = self._sorted
         if cached is not None and cached[0] == bucket:
             return cached[1]
         pairs = sorted(zip(map(self.key, bucket), bucket, strict=True), key=_first)
-        self._sorted = (list(bucket), pairs)
+        self._sorted = (dict(bucket), pairs)
         return pairs
 
     # ---- ordered reads ---------------------------------------------------------------------
@@ -190,7 +202,7 @@ class ScanOrder:
             starts = list(accumulate((len(b) for b in self.buckets), initial=0))
             cached = self._starts = (self.version, starts)
         i = bisect_right(cached[1], index) - 1
-        return self.buckets[i][index - cached[1][i]]
+        return _at(self.buckets[i], index - cached[1][i])
 
     def choice(self, rnd: Random) -> Any:
         """One name, uniformly at random (RANDOMKEY), in O(1) expected: a random slot of a
@@ -204,7 +216,7 @@ class ScanOrder:
             bucket = buckets[rnd.randrange(len(buckets))]
             slot = rnd.randrange(top)
             if slot < len(bucket):
-                return bucket[slot]
+                return _at(bucket, slot)
         return self[rnd.randrange(self.size)]  # a sparse order: by position, still uniform
 
     def check(self) -> None:
@@ -217,6 +229,11 @@ class ScanOrder:
         for i, bucket in enumerate(self.buckets):
             top = lows[i + 1] if i + 1 < len(lows) else U64 + 1
             assert all(lows[i] <= key(n) < top for n in bucket), "a name out of its bucket"
+
+
+def _at(bucket: dict[Any, None], k: int) -> Any:
+    """The k-th name of a bucket (0 <= k < len): at most `MAX` steps."""
+    return next(islice(bucket, k, None))
 
 
 def scan_list() -> ScanOrder:

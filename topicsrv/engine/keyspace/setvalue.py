@@ -49,6 +49,7 @@ from collections.abc import Iterable, Iterator
 from itertools import chain, islice
 from typing import Final
 
+from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedKeyList
 
 from topicsrv.engine.keyspace import packed
@@ -137,6 +138,7 @@ def _packed_head(stamp: bytes, count: int) -> bytes:
     return b"\x00" + stamp + _U32.pack(count)
 
 
+@mypyc_attr(acyclic=True)  # data only, never in a cycle: outside the cyclic GC (docs/decisions.md)
 class SetValue:
     __slots__ = ("data",)
     KIND: Final = "set"

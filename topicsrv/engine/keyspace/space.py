@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock
@@ -62,6 +63,7 @@ LIST, HASH = colls_mod.LIST, colls_mod.HASH
 ZSET = colls_mod.ZSET
 
 
+@mypyc_attr(acyclic=True)  # data only, never in a cycle: outside the cyclic GC (docs/decisions.md)
 class Entry:
     """A string key's value and its last access (OBJECT IDLETIME), in one object: a write of a
     key already present changes its entry in place and a read records its access there, so

@@ -30,6 +30,7 @@ from array import array
 from collections.abc import Iterable
 from typing import Final
 
+from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedKeyList
 
 from topicsrv.engine.keyspace import packed
@@ -163,6 +164,7 @@ def _pack(pairs: Iterable[Pair]) -> bytes:
     return b"".join([_encode(m, s) for m, s in pairs])
 
 
+@mypyc_attr(acyclic=True)  # data only, never in a cycle: outside the cyclic GC (docs/decisions.md)
 class ZsetValue:
     __slots__ = ("data", "count", "second")
     KIND: Final = "zset"
