@@ -103,6 +103,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.scripting.runner",  # the greenlet a script runs in
     "topicsrv.scripting.service",  # a script's commit group and held changes
     "topicsrv.repl.state",  # the role every dispatched command reads (READONLY, WAIT's acks)
+    "topicsrv.engine.groups.delivery",  # a PEL entry: acyclic, outside the cyclic GC
 )
 
 _stale: list[str] = []

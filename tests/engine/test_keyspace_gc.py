@@ -1,8 +1,9 @@
-"""The keyspace's values stay outside CPython's cyclic GC in the compiled build (docs/decisions.md,
-"The keyspace's values outside the cyclic GC"): a full collection walks every tracked object, so
-with 100,000 keys of each kind tracked it stalled the loop for ~300 ms (docs/performance.md). A
-value holds data only (bytes, ints, floats and containers of them), never a reference back, so
-`@mypyc_attr(acyclic=True)` classes are freed by their reference count alone, as before."""
+"""The keyspace's values, and a consumer group's pending entries, stay outside CPython's cyclic
+GC in the compiled build (docs/decisions.md, "The keyspace's values outside the cyclic GC"): a
+full collection walks every tracked object, so with 100,000 keys of each kind tracked it stalled
+the loop for ~300 ms (docs/performance.md). A value holds data only (bytes, ints, floats and
+containers of them), never a reference back, so `@mypyc_attr(acyclic=True)` classes are freed by
+their reference count alone, as before."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from topicsrv import buildinfo
 from topicsrv.clock import FakeClock
 from topicsrv.engine import Engine
+from topicsrv.engine.groups.delivery import Delivery
 from topicsrv.engine.journal import NullJournal
 from topicsrv.engine.keyspace import hashes, lists, sets, zsets
 from topicsrv.engine.keyspace import strings as ks_strings
@@ -76,3 +78,9 @@ def test_the_tracked_objects_do_not_grow_with_the_keys() -> None:
     grown = len(gc.get_objects()) - before
     assert len(e.keyspace.strings) + len(e.keyspace.colls) == 6 * (KEYS + 10)
     assert grown <= KEYS // 100, f"{grown} tracked objects for {6 * KEYS} keys"
+
+
+def test_a_pending_entry_is_not_tracked_by_the_gc() -> None:
+    """A consumer group's PEL holds one Delivery per pending entry (groups/delivery.py)."""
+    d = Delivery(7, 1700000000000, "alice", 5, 1)
+    assert not gc.is_tracked(d) and d.idle(12) == 7 and "alice" in repr(d)

@@ -29,24 +29,11 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
+from topicsrv.engine.groups.delivery import Delivery
 from topicsrv.engine.log.segments import LIVE
 from topicsrv.engine.log.topic import Topic
 
 EXT_KEY = "groups"
-
-
-@dataclass(slots=True, eq=False)
-class Delivery:
-    """A pending entry (a lease): who holds it, since when, how many deliveries so far."""
-
-    seq: int
-    ms: int  # the ms part of the entry's id, kept so a deleted entry can still be named
-    consumer: str
-    time: int  # last delivery time (ms)
-    count: int  # delivery count
-
-    def idle(self, now: int) -> int:
-        return max(0, now - self.time)
 
 
 @dataclass(slots=True, eq=False)
