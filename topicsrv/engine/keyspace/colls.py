@@ -113,11 +113,9 @@ def tail_changes(name: str, value: Any) -> list[tuple[Any, ...]]:
 
 def copy(value: Any) -> Any:
     """A copy of a collection that later changes of the original leave alone (the checkpoint's
-    image of a key changed before it is written: snapshot.py Rule 2). A list copies its
-    nodes' bytes; other kinds are rebuilt from their whole-collection change."""
-    if value.KIND == LIST:
-        return value.copy()
-    if value.KIND == SET:
+    image of a key changed before it is written: snapshot.py Rule 2). A list and a set copy
+    themselves; other kinds are rebuilt from their whole-collection change."""
+    if value.KIND == LIST or value.KIND == SET:
         return value.copy()
     if value.KIND == ZSET:
         return ZsetValue.of(value.pairs(), zset_limits(value))

@@ -48,7 +48,8 @@ class Slow:
 SLOW: Final = Slow()
 
 
-@mypyc_attr(acyclic=True)  # data only, never in a cycle: outside the cyclic GC (docs/decisions.md)
+# outside the cyclic GC (docs/decisions.md): it refers to its keyspace, which never refers back
+@mypyc_attr(acyclic=True)
 class Run:
     __slots__ = ("ks", "op", "names", "now", "second", "writes")
 
