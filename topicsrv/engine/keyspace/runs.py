@@ -33,9 +33,10 @@ from topicsrv.engine.keyspace import colls as colls_mod
 from topicsrv.engine.keyspace import hashes, sets, zsets
 from topicsrv.engine.keyspace.colls import HASH, LIST, SET, ZSET
 from topicsrv.engine.keyspace.hashvalue import HashValue
+from topicsrv.engine.keyspace.host import tell, told
 from topicsrv.engine.keyspace.quicklist import ListValue
 from topicsrv.engine.keyspace.setvalue import SetValue
-from topicsrv.engine.keyspace.space import Keyspace, tell, told, wrongtype
+from topicsrv.engine.keyspace.space import Keyspace, wrongtype
 from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 
 

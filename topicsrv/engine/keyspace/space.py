@@ -39,22 +39,22 @@ A crash keeps all of them or none; the replies share the one token.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
 from mypy_extensions import mypyc_attr
-from sortedcontainers import SortedDict
 
 from topicsrv.clock import Clock
 from topicsrv.engine.keyspace import colls as colls_mod
 from topicsrv.engine.keyspace import hashexpiry
 from topicsrv.engine.keyspace.expiry import ExpiryIndex
+from topicsrv.engine.keyspace.host import Host, tell, told
 from topicsrv.engine.keyspace.ops import Op
 from topicsrv.engine.keyspace.scanorder import ScanOrder, page, scan_list
 from topicsrv.errors import TopicsError
 
 if TYPE_CHECKING:
-    from topicsrv.engine.journal import CommitToken, Journal
+    from topicsrv.engine.journal import CommitToken
 
 WRONGTYPE_TEXT: Final = "Operation against a key holding the wrong kind of value"
 ACTIVE_BUDGET: Final = 200  # heap pops per active-expiry tick (Rule 3)
@@ -82,60 +82,6 @@ def wrongtype(name: str | None = None) -> TopicsError:
     """The one type error (Rule 1)."""
     detail = {"key": name} if name is not None else None
     return TopicsError("key_type_conflict", WRONGTYPE_TEXT, detail, resp_prefix="WRONGTYPE")
-
-
-class Host(Protocol):
-    """What the keyspace needs of the engine (a narrow view of engine/core.py's Engine)."""
-
-    topics: SortedDict  # a scanorder.TopicMap
-    journal: Journal
-    clock: Clock
-
-    def now(self) -> int: ...
-
-    def notify(self, name: str) -> None: ...
-
-    listeners: list[Callable[[str], None]]
-    interests: dict[int, Collection[str]]
-    held: dict[str, bool] | None
-
-    def delete_topic(self, name: str) -> tuple[Any, CommitToken | None]: ...
-
-
-def told(host: Host) -> bool:
-    """Whether a string change is gathered or told to anyone at all (Rules 3-4 of
-    engine/core.py): changes are held, or some listener has no interest (it hears every
-    name) or a non-empty one. Nobody watching and no waiter armed: a write skips `tell`."""
-    if host.held is not None:
-        return True
-    interests = host.interests
-    for listener in host.listeners:
-        wanted = interests.get(id(listener))
-        if wanted is None or wanted:
-            return True
-    return False
-
-
-def tell(host: Host, names: Collection[str]) -> None:
-    """engine/core.py Rules 3-4: string keys changed: gathered while changes are held, else
-    told to each of `host.listeners` whose interest (`host.interests`, by id) holds the name
-    (no interest: every name)."""
-    held = host.held
-    if held is not None:
-        for name in names:
-            if name not in held:
-                held[name] = False  # a string change: not for topic_listeners (Rule 4)
-        return
-    interests = host.interests
-    for listener in host.listeners:
-        wanted = interests.get(id(listener))
-        if wanted is None:
-            for name in names:
-                listener(name)
-        elif wanted:
-            for name in names:
-                if name in wanted:
-                    listener(name)
 
 
 class Keyspace:
