@@ -282,6 +282,11 @@ class Run:
                 self.rows.append(Row(sec, f"{name}, P{p}", "ops/s", per(r), per(t),
                                      target=target, ref_note=f"{why}; {note}" if p == 1 else ""))
                 self.extra[f"{name.split()[0].lower()}_p{p}"] = {"redis": r, "topicsrv": t}
+        r, t = self.both(pair, "SET new keys P16", partial(
+            stringbench.new_keys_bench, requests=s["str_p16"], pipeline=16))
+        self.rows.append(Row(sec, "SET new:__rand_int__ <100 B> (each SET creates its key), P16",
+                             "ops/s", per(r), per(t), ref_note="reported, no target: what "
+                             "creating a key costs (bench/stringbench.py Rule 3)"))
 
     def script_workloads(self, pair: tuple[Proc, Proc], s: dict[str, int]) -> None:
         """EVALSHA of a script doing one GET and one INCR (bench/scriptbench.py), P1 and P16,

@@ -6,7 +6,11 @@ Rule 1: both servers get the same keys and values: `KEYS` distinct names `key:<1
 Rule 2: throughput rows are redis-benchmark `-c 50` with `-r KEYS` random keys: SET of a
 100-byte value and GET, at P1 and P16. The GET/SET P1 target is the PING P1 ratio of the same
 run (what one round trip costs here, bench/__main__.py); P16's is 0.5.
-Rule 3: memory per key is the RSS growth of a fresh server (bench/memory.py Rule 1) over the
+Rule 3 (keys created, reported without a target): SET of a 100-byte value to
+`new:<12 digits>` names drawn from NEW_KEYS (10^9) at P16, after the rows above: nearly every
+SET creates its key, on both servers, so the row shows what making a key costs beside
+overwriting one (docs/performance.md, "Keys created").
+Rule 4: memory per key is the RSS growth of a fresh server (bench/memory.py Rule 1) over the
 load of N keys, divided by N; DBSIZE must be N afterwards.
 """
 
@@ -55,8 +59,16 @@ def get_bench(port: int, requests: int, pipeline: int, keys: int = KEYS) -> Meas
     return keyed(port, ["GET", "key:__rand_int__"], requests, pipeline, keys)
 
 
+NEW_KEYS = 1_000_000_000  # Rule 3 (redis-benchmark's -r is an int)
+
+
+def new_keys_bench(port: int, requests: int, pipeline: int) -> Measure:
+    """Rule 3: a SET that creates its key, nearly every time."""
+    return keyed(port, ["SET", "new:__rand_int__", VALUE.decode()], requests, pipeline, NEW_KEYS)
+
+
 def memory_per_key(proc: Proc, n: int) -> dict[str, Any]:
-    """Rule 3, on a fresh server started for this measurement only."""
+    """Rule 4, on a fresh server started for this measurement only."""
     assert proc.resp_port is not None
     r = client(proc.resp_port)
     time.sleep(0.5)

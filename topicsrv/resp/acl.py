@@ -29,13 +29,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from topicsrv.context import ServerConfig
     from topicsrv.resp.commands.base import CommandSpec
 
-DEFAULT = "default"
+DEFAULT: Final = "default"  # a Final literal: compiled callers read it as a constant
 READER = "reader"
 READER_DENIES = frozenset({"@write", "@admin"})
 ALL_RULE = "+@all"

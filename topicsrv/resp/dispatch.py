@@ -57,6 +57,10 @@ bytes its client sent (`GET`, `get`) in a dict of the names met, at most _SPECS_
 before `lookup` decodes and lowers the name. The table is complete once the command modules
 are loaded (nothing registers or renames a command later); a spec's fields may change (a
 test's handler), the spec object found stays the same.
+Rule 13 (one way to a handler): `invoke` runs a handler once its checks passed, for this
+dispatcher and for the `redis.call` bridge (resp/commands/scripts.py Rule 1), which makes the
+checks a script's call needs itself and comes here for the rest: latency, commandstats and
+errors as replies are counted in one place.
 """
 
 from __future__ import annotations
@@ -276,8 +280,6 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
             if refusal is not None:
                 return _reject(front, spec.name, tx, Err(refusal))
     client.last_cmd = spec.name
-    handler = spec.handler
-    assert handler is not None
     memory = ctx.server.memory
     if memory.limit and not client.script and ("denyoom" in spec.flags or tx is not None
                                                and tx.multi and base not in NOT_QUEUED) \
@@ -297,11 +299,23 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
         if base == "reset":
             tx.end()
             client.tx = None
+    return invoke(ctx, spec, argv[used:], tx, nowait)
+
+
+def invoke(ctx: CommandContext, spec: CommandSpec, args: list[bytes], tx: Tx | None,
+           nowait: bool) -> Any:
+    """Rule 13: run `spec`'s handler on `args` (the arguments after the command's name) once
+    every check passed: its reply (errors as replies, Rule 2), latency and commandstats
+    counted (Rules 8, 10), synchronous replication waited for (Rule 11)."""
+    front = ctx.front
+    client = ctx.client
+    handler = spec.handler
+    assert handler is not None
     t0 = perf_counter()
     sync_acks = ctx.server.repl.min_replicas_to_ack
     fed = ctx.server.primary.offset if sync_acks else 0
     try:
-        result = handler(ctx, argv[used:])
+        result = handler(ctx, args)
     except Refused as e:
         return _reject(front, spec.name, tx, Err(e.text))
     except Err as e:

@@ -1,6 +1,7 @@
 """Per-connection and per-front state of the RESP front: `Client` (one connection: CLIENT
 LIST/INFO/KILL), `FrontStats` and `Front` (shared by the front's connections: INFO stats,
-commandstats) and `CommandContext` (what a handler gets). Re-exported by resp/commands/base.py,
+commandstats), `CommandContext` (what a handler gets) and `CommandSpec` (a command of the
+table: its name, arity, flags and handler). Re-exported by resp/commands/base.py,
 where the command framework lives.
 
 Rule 1: these are compiled (buildinfo.HOT_MODULES): every request reads and updates a dozen of
@@ -123,3 +124,30 @@ class CommandContext:
         return self.client.protocol == 3
 
 
+Handler = Callable[[CommandContext, list[bytes]], Any]  # a reply, or an awaitable of one
+
+
+@dataclass(slots=True)
+class CommandSpec:
+    """A command of the table (resp/commands/base.py `command`): what the dispatcher and the
+    script bridge read of it on every call (Rule 1)."""
+
+    name: str  # lower case; "parent|sub" for a subcommand
+    arity: int
+    flags: list[str]
+    first_key: int
+    last_key: int
+    step: int
+    group: str
+    summary: str
+    since: str = "5.0.0"
+    arguments: list[dict[str, Any]] | None = None
+    complexity: str | None = None
+    doc_flags: list[str] | None = None
+    handler: Handler | None = None
+    is_async: bool = False
+    subcommands: dict[str, CommandSpec] = field(default_factory=dict)
+
+    @property
+    def display_name(self) -> str:
+        return self.name.split("|")[-1]

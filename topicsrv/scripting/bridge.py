@@ -17,7 +17,9 @@ Lua error a script can catch: outside any Lua call it is a Lua panic (the proces
 inside a call-back it unwinds through lupa's frames and leaves the GIL taken (the process
 hangs). So the cap is lifted (`lift`) whenever Python holds the state: sandbox.lua's runner
 puts it on (`cap`) as a script starts and lifts it as it ends, and calls `lift` (no
-arguments, no allocation) before each call-back. An exposed wrapper puts the cap back before
+arguments, no allocation) before each call-back, but a redis.call whose few arguments are
+all strings and numbers: converting those allocates nothing in Lua, and its call-back
+(lua.py `_call_lifting`) lifts the cap as it starts (sandbox.lua Rule 5). An exposed wrapper puts the cap back before
 it returns; then the Lua memory in use, plus the strings it is about to return, must fit
 under the cap with MARGIN to spare, or the call answers "not enough memory" (Lua's own text)
 and what it built is collected. Helpers that build big values check `budget()` as they go, so

@@ -160,6 +160,7 @@ class LuaState:
         helpers = {
             "lift": br.lift, "cap": br.cap, "null": null,
             "call": self._call, "call_packed": self._call_packed,
+            "call_lifting": self._call_lifting,
             "sha1hex": br.expose(_sha1hex, "redis.sha1hex"),
             "log": br.expose(self._log, "redis.log"),
             "setresp": br.expose(self._setresp, "redis.setresp"),
@@ -188,6 +189,15 @@ class LuaState:
         """redis.call's crossing (bridge.py Rules 1 and 3): (True, the reply as Lua values) or
         (False, an error table); never raises; every table is built with the cap lifted and
         the cap is back before it returns."""
+        return self._answer(args)
+
+    def _call_lifting(self, *args: Any) -> tuple[bool, Any]:
+        """The same for arguments that are all strings and numbers (sandbox.lua Rule 5): they
+        crossed without Lua allocating, and the cap is lifted here instead of by `enter`."""
+        self.bridge.lift()
+        return self._answer(args)
+
+    def _answer(self, args: tuple[Any, ...]) -> tuple[bool, Any]:
         br = self.bridge
         try:
             ok, value = self._command(args)

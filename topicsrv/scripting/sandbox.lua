@@ -16,8 +16,10 @@
 -- globals' lookup is switched for the load and back, so the functions it registers see the
 -- normal globals when they run (and no register_function).
 -- Rule 5 (scripting/bridge.py): Python is reached only through `cross` and `invoke` below.
--- Each call-back is preceded by `enter` (the memory cap lifted, bridge.py Rule 3) and returns
--- a status first; a failure is raised here as a Lua string, never a Python object, and a
+-- Each call-back is preceded by `enter` (the memory cap lifted, bridge.py Rule 3), but for a
+-- redis.call whose few arguments are all strings and numbers: those cross without Lua
+-- allocating, so its call-back lifts the cap itself (`call_lifting`, one crossing less). A
+-- call-back returns a status first; a failure is raised here as a Lua string, never a Python object, and a
 -- value that is not a Lua string, number, boolean, nil, table or cjson.null is refused.
 -- Rule 6: nothing a script changes outlives it: every table and metatable a script can reach
 -- (globals, the libraries, the string metatable) is read-only, and the library settings a
@@ -32,6 +34,7 @@ local HOST = "internal error in a script library (logged)"
 -- string is pushed without allocating (bridge.py Bridge.failure)
 local NO_MEMORY = "not enough memory"
 local PACKED = 2  -- many values cross as one table (bridge.py)
+local FEW_ARGS = 8  -- a redis.call with at most this many arguments may skip `enter` (Rule 5)
 
 -- values a call-back returned, checked (Rule 5); `level` positions a refusal
 local function plain(v)
@@ -165,7 +168,7 @@ base.cjson, base.cmsgpack = lua_errors(py.cjson), lua_errors(py.cmsgpack)
 base.bit, base.struct = lua_errors(py.bit), lua_errors(py.struct)
 
 local redis = {}
-local pycall, pycall_packed = py.call, py.call_packed
+local pycall, pycall_packed, pycall_lifting = py.call, py.call_packed, py.call_lifting
 -- a call with many arguments crosses as one table: lupa cannot take ~8,000 arguments on the
 -- Lua stack of its Python call (Valkey's `Script check unpack with massive arguments`).
 -- The Python side never raises and returns (ok, reply or error table) (Rule 5).
@@ -175,6 +178,15 @@ local function reply(ok, status, v)
 end
 local function invoke(...)
   local n = select("#", ...)
+  if n <= FEW_ARGS then  -- Rule 5: strings and numbers only, the call-back lifts the cap
+    local i = 1
+    while i <= n do
+      local t = type((select(i, ...)))
+      if t ~= "string" and t ~= "number" then break end
+      i = i + 1
+    end
+    if i > n then return reply(pcall(pycall_lifting, ...)) end
+  end
   enter()
   if n > 64 then return reply(pcall(pycall_packed, {...}, n)) end
   return reply(pcall(pycall, ...))

@@ -47,15 +47,17 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 # the per-connection and per-front state, compiled (resp/state.py), re-exported here
 from topicsrv.resp.state import Client as Client
 from topicsrv.resp.state import CommandContext as CommandContext
+from topicsrv.resp.state import CommandSpec as CommandSpec
 from topicsrv.resp.state import Front as Front
 from topicsrv.resp.state import FrontStats as FrontStats
+from topicsrv.resp.state import Handler as Handler
 
 
 class Simple(str):
@@ -238,32 +240,6 @@ def parse_int_config(value: str) -> int:
     if not 0 <= n <= 2147483647:
         raise ValueError("argument must be between 0 and 2147483647 inclusive")
     return n
-
-
-Handler = Callable[[CommandContext, list[bytes]], Any | Awaitable[Any]]
-
-
-@dataclass(slots=True)
-class CommandSpec:
-    name: str  # lower case; "parent|sub" for a subcommand
-    arity: int
-    flags: list[str]
-    first_key: int
-    last_key: int
-    step: int
-    group: str
-    summary: str
-    since: str = "5.0.0"
-    arguments: list[dict[str, Any]] | None = None
-    complexity: str | None = None
-    doc_flags: list[str] | None = None
-    handler: Handler | None = None
-    is_async: bool = False
-    subcommands: dict[str, CommandSpec] = field(default_factory=dict)
-
-    @property
-    def display_name(self) -> str:
-        return self.name.split("|")[-1]
 
 
 REGISTRY: dict[str, CommandSpec] = {}

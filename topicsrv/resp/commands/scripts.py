@@ -3,12 +3,15 @@ the bridge every script (and function: functions.py) uses to call commands.
 
 The Lua side (sandbox, conversions, the runner) is topicsrv/scripting/.
 
-Rule 1 (one dispatch): `redis.call` goes through `dispatch.execute`, the fronts' own path,
-as a client of its own with the caller's ACL user and the script's `setresp` protocol, with
-`nowait` (a blocking command answers at once, as Redis runs them from scripts). Before it,
-the script rules, in Redis's order and texts: unknown command, arity, `noscript` commands
-(MULTI/EXEC/WATCH/SUBSCRIBE/EVAL...), the calling user's permission (acl.py Rule 5), writes
-from a read-only script.
+Rule 1 (one dispatch): `redis.call` runs its command through `dispatch.invoke`, the fronts'
+own way to a handler (dispatch.py Rule 13), as a client of its own with the caller's ACL user
+and the script's `setresp` protocol, with `nowait` (a blocking command answers at once, as
+Redis runs them from scripts). Before it, the checks a call from a script gets, in Redis's
+order and texts: unknown command, arity (a container without a known subcommand included),
+`noscript` commands (MULTI/EXEC/WATCH/SUBSCRIBE/EVAL...), the calling user's permission
+(acl.py Rule 5), writes from a read-only script, maxmemory (below), a write on a replica or
+short of good replicas (dispatch.py Rule 11). The dispatcher's other checks cannot apply to
+the script's client (authenticated, never in MULTI or subscribed, never answered BUSY).
 Rule 2 (atomic, topicsrv/scripting/runner.py): the script runs inline on the loop thread (in
 a greenlet) and every command it calls runs there while nothing else runs; past
 busy-reply-threshold others read -BUSY and SCRIPT KILL may stop it if it wrote nothing.
@@ -63,7 +66,7 @@ from topicsrv.resp.commands.base import (
 from topicsrv.resp.commands.replication import write_refusal
 from topicsrv.resp.commands.script_waits import Tokens, finish_later
 from topicsrv.resp.commands.server import SETTERS, parse_count
-from topicsrv.resp.dispatch import count_call, count_rejected, execute, find, is_awaitable
+from topicsrv.resp.dispatch import count_call, count_rejected, find, invoke, is_awaitable
 from topicsrv.resp.encoder import encode
 from topicsrv.scripting.convert import ReplyTooBig
 from topicsrv.scripting.functions import FLAGS
@@ -151,9 +154,18 @@ class Bridge:
         if memory.limit and "denyoom" in flags and not run.allow_oom and not run.wrote and \
                 memory.over(sum(map(len, argv))):
             return self._refuse(spec.name, OOM_TEXT.encode())
+        sctx = self.sctx
+        if write:  # on a replica, or short of good replicas (dispatch.py Rule 11)
+            repl = sctx.server.repl
+            if repl.master is not None or repl.min_replicas_to_write:
+                refusal = write_refusal(sctx)
+                if refusal is not None:
+                    return self._refuse(spec.name, refusal.encode())
         resp = run.resp
         client.protocol = resp
-        reply = execute(self.sctx, argv, nowait=True)
+        self.front.stats.total_commands += 1
+        client.last_cmd = spec.name
+        reply = invoke(sctx, spec, argv[used:], None, True)  # the checks above are Rule 1's
         if write:
             run.wrote = True
         t = type(reply)
