@@ -79,6 +79,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.resp.commands.lists",  # LPUSH / RPOP / ... commands
     "topicsrv.resp.commands.hashes",  # HSET / HGET / ... commands
     "topicsrv.resp.batch_colls",  # runs of LPUSH / RPOP / HSET / HGET past the dispatcher
+    "topicsrv.storage.walqueue",  # a WAL shard's batch: every durable write enqueues here
     "topicsrv.storage.frames",  # the frame header + checksum of every WAL write
     "topicsrv.memory",  # --max-memory's check before every write
     "topicsrv.clock",  # every TTL check and access stamp reads it

@@ -17,6 +17,10 @@ the file; nothing is changed.
 Rule 5: a damaged file the server can run without (functions.json: storage/functions.py
 Rule 3) is named in one ERROR line at `open` and kept in `damaged` (/v0/ready, the FUNCTION
 commands) until the command that replaces it ran.
+Rule 6 (the per-write calls compiled): once the shards are open, the instance's
+`check_writable` and `keyspace_changed` are those of a compiled walqueue.JournalFront over
+them (walqueue.py Rule 3), which every keyspace write and every XADD call; the methods below
+say the same for a Storage not open yet.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ import trio
 
 from topicsrv.engine import restore
 from topicsrv.engine.journal import NullJournal
-from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.engine.log import xids as xmod
 from topicsrv.engine.log.topic import Topic
 from topicsrv.engine.queues import queues
@@ -52,7 +55,8 @@ from topicsrv.storage.replstore import ReplJournal
 from topicsrv.storage.segtasks import SegTasks
 from topicsrv.storage.startup import Startup
 from topicsrv.storage.state import TState, near_ceiling, state_of
-from topicsrv.storage.wal import Shard, Token, storage_error
+from topicsrv.storage.wal import Shard, Token
+from topicsrv.storage.walqueue import SHUTTING_DOWN, JournalFront
 from topicsrv.storage.writerhooks import WriterHooks
 
 if TYPE_CHECKING:
@@ -155,6 +159,9 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks, 
                        for i in range(self.nshards)]
         for sh in self.shards:
             await trio.to_thread.run_sync(sh.open)
+        front = JournalFront(self, list(self.shards), keyspacelog.SHARD, self.keyspace_class)
+        self.check_writable = front.check_writable  # type: ignore[method-assign]  # Rule 6
+        self.keyspace_changed = front.keyspace_changed  # type: ignore[method-assign]
         self.engine.journal = self
         self.opened = True
         for name, first, count in rec.voids:  # before any new write of the topic (rederive Rule 3)
@@ -202,11 +209,10 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks, 
         return st, self.shards[st.shard]
 
     def check_writable(self, topic: Topic | None) -> None:
+        """Rule 1 before the shards are open (a closed storage refuses); once they are, the
+        instance's own answers (Rule 6: walqueue.JournalFront, which also asks the shards)."""
         if self.closed:
-            raise TopicsError("shutting_down", "the server is shutting down; retry on the next instance")
-        for sh in self.shards:
-            if sh.unwritable is not None:
-                raise storage_error(sh.unwritable)
+            raise TopicsError("shutting_down", SHUTTING_DOWN)
 
     def topic_upserted(self, topic: Topic) -> Token:
         _, sh = self._shard(topic)
@@ -257,14 +263,9 @@ class Storage(Startup, txgroup.GroupJournal, routerlog.RouterJournal, SegTasks, 
         return None
 
     def keyspace_changed(self, op: list[tuple[Any, ...]]) -> Token | None:
-        """One keyspace operation under the keyspace's class (keyspacelog.py Rules 1-2)."""
-        if self.keyspace_class == "memory":
-            tee = self.tee
-            if tee is not None:  # replicated all the same (repl/backlog.py)
-                tee.body(frames.T_KEYSPACE, ks_ops.encode(op))
-            return None
-        commit = self.shards[keyspacelog.SHARD].enqueue_body(frames.T_KEYSPACE, ks_ops.encode(op))
-        return Token(commit, True) if self.keyspace_class == "fsync" else None
+        """Rule 6: the instance's own journals the keyspace once the shards are open
+        (walqueue.JournalFront); the engine's journal is this storage only from then on."""
+        raise RuntimeError("a keyspace change reached a storage whose shards are not open")
 
     def _control(self, topic: Topic, ftype: int, obj: dict[str, Any], gated: bool) -> Token | None:
         _, sh = self._shard(topic)

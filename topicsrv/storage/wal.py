@@ -50,7 +50,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -62,123 +61,31 @@ from topicsrv.latency import SYNC_BUCKETS_S, Histogram
 from topicsrv.storage import frames
 from topicsrv.storage.fsops import OsOps
 from topicsrv.storage.iothread import IoThread
-from topicsrv.storage.txgroup import Group
+from topicsrv.storage.walqueue import LINGER_BYTES as LINGER_BYTES
+from topicsrv.storage.walqueue import OPEN_BODY_MAX as OPEN_BODY_MAX
+from topicsrv.storage.walqueue import OPEN_FRAME_MAX as OPEN_FRAME_MAX
+from topicsrv.storage.walqueue import Batch as Batch
+from topicsrv.storage.walqueue import Commit as Commit
+from topicsrv.storage.walqueue import OpenFrame as OpenFrame
+from topicsrv.storage.walqueue import ShardQueue
+from topicsrv.storage.walqueue import Token as Token
+from topicsrv.storage.walqueue import storage_error as storage_error
 
 log = logging.getLogger("topicsrv.storage")
 
 PROBE_INTERVAL_S = 0.25
 LINGER_S = 0.002  # longest a batch without waiters gathers before its sync (Rule 4)
-LINGER_BYTES = 256 * 1024
-OPEN_BODY_MAX = 16 * 1024  # a bigger body is a frame of its own (Rule 9)
-OPEN_FRAME_MAX = 256 * 1024  # an open frame holding this much takes no more bodies (Rule 9)
 _COUNT = itemgetter(3)  # a range's record count (enqueue's `rng`)
-
-
-def storage_error(reason: str) -> TopicsError:
-    return TopicsError(
-        "insufficient_storage",
-        f"the write could not be made durable ({reason}); nothing was acknowledged. "
-        "Reads keep working; writes are accepted again once the disk has room.",
-        {"reason": reason},
-    )
-
-
-class Commit:
-    """One group-commit batch; every write in it waits on the same event."""
-
-    __slots__ = ("event", "ms", "error", "urgent", "hurry", "leader", "tokens")
-
-    def __init__(self) -> None:
-        self.event = trio.Event()
-        self.ms = 0.0
-        self.error: TopicsError | None = None
-        self.urgent = False  # someone waits on this batch: do not linger (Rule 4)
-        self.hurry = trio.Event()  # set when the batch turns urgent or big
-        # a commit group's own commit, once its frame is in a batch: that batch (Rule 8)
-        self.leader: Commit | None = None
-        self.tokens: list[Token | None] = [None, None]  # one per `report` flag, made once
-
-    def token(self, report: bool) -> Token:
-        """The batch's token (one object per `report` flag, shared by every write in the
-        batch, so a front that waits for many writes awaits each batch once)."""
-        t = self.tokens[report]
-        if t is None:
-            t = self.tokens[report] = Token(self, report)
-        return t
-
-    def wanted(self) -> None:
-        if not self.urgent:
-            self.urgent = True
-            self.hurry.set()
-        if self.leader is not None:
-            self.leader.wanted()
-
-    def release(self, error: TopicsError | None, ms: float) -> None:
-        self.error, self.ms = error, ms
-        self.event.set()
-
-
-class Token:
-    """A CommitToken: `wait()` returns the batch's fsync ms (or 0 when not fsync-gated)."""
-
-    __slots__ = ("commit", "report")
-
-    def __init__(self, commit: Commit, report: bool) -> None:
-        self.commit = commit
-        self.report = report
-        commit.wanted()
-
-    async def wait(self) -> float:
-        await self.commit.event.wait()
-        if self.commit.error is not None:
-            raise self.commit.error
-        return self.commit.ms if self.report else 0.0
-
-
-class OpenFrame:
-    """Rule 9: a frame still taking bodies, in its place in the batch until sealed."""
-
-    __slots__ = ("batch", "ftype", "bodies", "size")
-
-    def __init__(self, batch: Batch, ftype: int) -> None:
-        self.batch = batch
-        self.ftype = ftype
-        self.bodies: list[bytes] = []
-        self.size = 0  # bytes of the bodies
-
-    def seal(self) -> bytes:
-        return frames.encode(self.ftype, b"".join(self.bodies))
-
-
-@dataclass
-class Batch:
-    frames: list[Any] = field(default_factory=list)  # bytes, or an OpenFrame until sealed
-    # (topic object, epoch, first_seq, count, rc) of the record frames in this batch; rc: the
-    # inbound router's cursor when the write ran (a router dest), else None
-    ranges: list[tuple[Any, int, int, int, int | None]] = field(default_factory=list)
-    control: list[Any] = field(default_factory=list)  # non-record frames (retried on failure)
-    commit: Commit = field(default_factory=Commit)
-    # commit groups' own commits released with this batch (txgroup.py Rule 7)
-    followers: list[Commit] = field(default_factory=list)
-    nbytes: int = 0
-    since: float = 0.0  # trio time of the first frame
-    opened: bool = False  # holds an OpenFrame (Rule 9)
-
-    def seal(self) -> None:
-        """Rule 9: every open frame becomes its bytes, in place."""
-        if self.opened:
-            self.opened = False
-            # an open frame is in both lists (Shard.enqueue_body): sealed once, shared
-            sealed = {id(f): f.seal() for f in self.frames if type(f) is OpenFrame}
-            self.frames = [sealed[id(f)] if type(f) is OpenFrame else f for f in self.frames]
-            self.control = [sealed[id(f)] if type(f) is OpenFrame else f for f in self.control]
 
 
 def wal_path(wal_dir: Path, shard: int, gen: int) -> Path:
     return wal_dir / f"wal-{shard:03d}-{gen:012d}.log"
 
 
-class Shard:
+class Shard(ShardQueue):
+    """A WAL shard: its files, writer task and I/O thread; the enqueue side is ShardQueue's
+    (walqueue.py, compiled)."""
+
     def __init__(
         self,
         index: int,
@@ -190,25 +97,19 @@ class Shard:
         on_durable: Callable[[Batch], None] | None = None,
         io_thread: bool | None = None,
     ) -> None:
-        self.index = index
+        super().__init__(index)
         self.wal_dir = wal_dir
         self.gen = gen
         self.ops = ops
         self.ceilings = ceilings
         self.on_failed = on_failed
         self.on_durable = on_durable
-        self.batch = Batch()
         self.before_cut: list[Batch] = []
         self.target_gen = gen
         self.rotated = trio.Event()
         self.rotated.set()
         self.retry: list[bytes] = []
-        self.group: Group | None = None  # an open commit group captures enqueues (Rule 8)
-        self.tee: Any = None  # the replication backlog, once a replica attached (Rule 10)
-        self.open_frame: OpenFrame | None = None  # the current batch's open frame (Rule 9)
         self.ceil_topics: dict[int, Any] = {}  # id(topic) -> topic: ceilings to check
-        self.wake = trio.Event()
-        self.unwritable: str | None = None
         self.closing = False
         self.fd = -1
         self.offset = 0
@@ -239,87 +140,6 @@ class Shard:
                 raise
         self.fd = fd
         self.offset = path.stat().st_size
-
-    def enqueue(self, frame: bytes, rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
-        tee = self.tee
-        if tee is not None:  # Rule 10: a replica follows every frame (repl/backlog.py)
-            tee.frame(frame)
-        group = self.group
-        if group is not None:  # Rule 8: the group's frames join this same batch
-            group.add(self.index, frame, rng)
-            return group.commit_for(self.index, self.batch.commit)
-        return self.enqueue_held(frame, rng)
-
-    def enqueue_held(self, frame: bytes,
-                     rng: tuple[Any, int, int, int, int | None] | None = None) -> Commit:
-        """`enqueue` of a frame the replication backlog already had (Rule 10): a commit
-        group's one frame, whose parts the tee got as they were captured (txgroup.py Rule 2),
-        or a body too big for the open frame, which the tee got as a body."""
-        self.open_frame = None  # Rule 9: bodies enqueued from now on come after this frame
-        b = self._add(frame)
-        if rng is None:
-            b.control.append(frame)
-        else:
-            b.ranges.append(rng)
-        return b.commit
-
-    def enqueue_body(self, ftype: int, body: bytes) -> Commit:
-        """Rule 9: `body` joins the batch's open frame of `ftype` (begun here if there is none);
-        inside a commit group it joins the group's bodies instead (Rule 8; txgroup.py Rule 9)."""
-        tee = self.tee
-        if tee is not None:  # Rule 10
-            tee.body(ftype, body)
-        group = self.group
-        if group is not None:
-            group.add_body(self.index, ftype, body)
-            return group.commit_for(self.index, self.batch.commit)
-        if len(body) >= OPEN_BODY_MAX:
-            return self.enqueue_held(frames.encode(ftype, body))  # the tee had the body
-        b = self.batch
-        of = self.open_frame
-        if of is None or of.batch is not b or of.ftype != ftype or of.size >= OPEN_FRAME_MAX:
-            of = self.open_frame = OpenFrame(b, ftype)
-            self._add(of, frames.HEADER_SIZE)
-            b.control.append(of)
-            b.opened = True
-        of.bodies.append(body)
-        of.size += len(body)
-        b.nbytes += len(body)
-        if b.nbytes >= LINGER_BYTES:
-            b.commit.hurry.set()
-        return b.commit
-
-    def enqueue_group(self, chunks: list[bytes], ranges: list[tuple[Any, int, int, int, int | None]],
-                      own: Commit | None = None) -> Commit:
-        """A commit group's copy, its chunks back to back (Rule 8; txgroup.py Rules 5, 8);
-        `own`: the group's own commit for this shard (txgroup.py Rule 7), released with this
-        batch."""
-        self.open_frame = None  # Rule 9
-        b = self.batch
-        for frame in chunks:
-            self._add(frame)
-            b.control.append(frame)
-        b.ranges.extend(ranges)
-        if own is not None:
-            self.follow(b, own)
-        return b.commit
-
-    def follow(self, b: Batch, own: Commit) -> None:
-        b.followers.append(own)
-        own.leader = b.commit
-        if own.urgent:
-            b.commit.wanted()
-
-    def _add(self, frame: Any, size: int = 0) -> Batch:
-        b = self.batch
-        if not b.frames:
-            b.since = trio.current_time()
-        b.frames.append(frame)
-        b.nbytes += size if type(frame) is OpenFrame else len(frame)
-        if b.nbytes >= LINGER_BYTES:
-            b.commit.hurry.set()
-        self.wake.set()
-        return b
 
     def want_ceiling(self, topic: Any) -> Commit:
         self.ceil_topics[id(topic)] = topic
