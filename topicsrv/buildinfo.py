@@ -63,6 +63,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.keyspace.expiry",  # the expiry index
     "topicsrv.engine.keyspace.space",  # GET / the keyspace write path
     "topicsrv.engine.keyspace.host",  # a write's listeners told (WATCH, waiters)
+    "topicsrv.notify.names",  # whether any waiter waits (asked by every keyspace write)
     "topicsrv.engine.keyspace.strings",  # SET / INCR / ... operations
     "topicsrv.resp.commands.string_args",  # SET / GETEX option parsing
     "topicsrv.resp.commands.strings",  # GET / SET / INCR / ... commands

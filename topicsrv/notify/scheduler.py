@@ -8,7 +8,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -16,6 +16,7 @@ import trio
 from topicsrv.engine.queues import priority
 from topicsrv.engine.queues.priority import AGE_CAP_MS, TICK_MS
 from topicsrv.notify.lines import Line, Lines
+from topicsrv.notify.names import ArmedNames
 from topicsrv.notify.runner import Runner
 from topicsrv.notify.waiter import NOTHING, Serve, Waiter
 
@@ -34,31 +35,6 @@ SERVICE_ROUNDS = 10_000  # a bound on one end-of-step service (each round does s
 
 def band_of(p_eff: int) -> int:
     return 0 if p_eff < 0 else (1 if p_eff < 500 else 2)
-
-
-class _Names:
-    """The names some waiter waits on, as a live collection (the engine tells a string change
-    only of these: engine/core.py Rule 4): armed fan-out waiters and consumer lines."""
-
-    __slots__ = ("_sched",)
-
-    def __init__(self, sched: Notifier) -> None:
-        self._sched = sched
-
-    def __contains__(self, name: object) -> bool:
-        s = self._sched
-        return name in s._by_topic or name in s.lines.by_name
-
-    def __bool__(self) -> bool:
-        return bool(self._sched._by_topic) or bool(self._sched.lines.by_name)
-
-    def __len__(self) -> int:
-        return len(set(self))
-
-    def __iter__(self) -> Iterator[str]:
-        s = self._sched
-        yield from s._by_topic
-        yield from (n for n in s.lines.by_name if n not in s._by_topic)
 
 
 class Notifier:
@@ -99,10 +75,10 @@ class Notifier:
 
     # ---- the engine side ---------------------------------------------------------------
 
-    def armed_names(self) -> _Names:
+    def armed_names(self) -> ArmedNames:
         """The names some waiter waits on, as a live collection (the engine tells a string
-        change only of these: engine/core.py Rule 4)."""
-        return _Names(self)
+        change only of these: engine/core.py Rule 4; notify/names.py)."""
+        return ArmedNames(self._by_topic, self.lines.by_name)
 
     def changed(self, topic: str) -> None:
         """Engine listener: `topic` was appended to, deleted from, trimmed, created or dropped."""
