@@ -272,13 +272,9 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
     if busy is not None and "allow_busy" not in spec.flags and not client.script:
         return _reject(front, spec.name, tx, Err(busy))
     if "write" in spec.flags:  # Rule 11
-        repl = ctx.server.repl
-        if repl.master is not None or repl.min_replicas_to_write:
-            from topicsrv.resp.commands.replication import write_refusal
-
-            refusal = write_refusal(ctx)
-            if refusal is not None:
-                return _reject(front, spec.name, tx, Err(refusal))
+        refusal = write_refused(ctx)
+        if refusal is not None:
+            return _reject(front, spec.name, tx, Err(refusal))
     client.last_cmd = spec.name
     memory = ctx.server.memory
     if memory.limit and not client.script and ("denyoom" in spec.flags or tx is not None
@@ -300,6 +296,17 @@ def _execute(ctx: CommandContext, argv: list[bytes], nowait: bool) -> Any:
             tx.end()
             client.tx = None
     return invoke(ctx, spec, argv[used:], tx, nowait)
+
+
+def write_refused(ctx: CommandContext) -> str | None:
+    """Rule 11: the error a write gets on this server now (READONLY, NOREPLICAS), or None;
+    the usual server, a primary without min-replicas-to-write, answers without a call."""
+    repl = ctx.server.repl
+    if repl.master is None and not repl.min_replicas_to_write:
+        return None
+    from topicsrv.resp.commands.replication import write_refusal  # it imports this module
+
+    return write_refusal(ctx)
 
 
 def invoke(ctx: CommandContext, spec: CommandSpec, args: list[bytes], tx: Tx | None,

@@ -19,8 +19,8 @@ hangs). So the cap is lifted (`lift`) whenever Python holds the state: sandbox.l
 puts it on (`cap`) as a script starts and lifts it as it ends, and calls `lift` (no
 arguments, no allocation) before each call-back, but a redis.call whose few arguments are
 all strings and numbers: converting those allocates nothing in Lua, and its call-back
-(lua.py `_call_lifting`) lifts the cap as it starts (sandbox.lua Rule 5). An exposed wrapper puts the cap back before
-it returns; then the Lua memory in use, plus the strings it is about to return, must fit
+(lua.py `_call_lifting`) lifts the cap as it starts (sandbox.lua Rule 5). An exposed
+wrapper puts the cap back before it returns; then the Lua memory in use, plus the strings it is about to return, must fit
 under the cap with MARGIN to spare, or the call answers "not enough memory" (Lua's own text)
 and what it built is collected. Helpers that build big values check `budget()` as they go, so
 a lifted cap never lets one call-back take more than the cap.

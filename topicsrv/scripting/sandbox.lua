@@ -19,8 +19,9 @@
 -- Each call-back is preceded by `enter` (the memory cap lifted, bridge.py Rule 3), but for a
 -- redis.call whose few arguments are all strings and numbers: those cross without Lua
 -- allocating, so its call-back lifts the cap itself (`call_lifting`, one crossing less). A
--- call-back returns a status first; a failure is raised here as a Lua string, never a Python object, and a
--- value that is not a Lua string, number, boolean, nil, table or cjson.null is refused.
+-- call-back returns a status first; a failure is raised here as a Lua string, never a Python
+-- object, and a value that is not a Lua string, number, boolean, nil, table or cjson.null is
+-- refused.
 -- Rule 6: nothing a script changes outlives it: every table and metatable a script can reach
 -- (globals, the libraries, the string metatable) is read-only, and the library settings a
 -- script may change (cjson's) are put back before the next run.

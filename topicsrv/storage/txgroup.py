@@ -79,6 +79,7 @@ import trio
 from topicsrv.engine.journal import NullJournal
 from topicsrv.errors import TopicsError
 from topicsrv.storage import frames
+from topicsrv.storage.walqueue import SHUTTING_DOWN
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
@@ -324,7 +325,7 @@ class Stopped(NullJournal):
     """The engine's journal once a group was discarded (Rule 11): every mutation is refused."""
 
     def check_writable(self, topic: Topic | None) -> None:
-        raise TopicsError("shutting_down", "the server is shutting down; retry on the next instance")
+        raise TopicsError("shutting_down", SHUTTING_DOWN)
 
 
 def fail_stop(exc: BaseException) -> NoReturn:

@@ -231,7 +231,7 @@ class ShardQueue:
 
 class JournalFront:
     """Rule 3: `check_writable` and `keyspace_changed` of one Storage (`storage`, read for
-    `closed` and `tee`), over its open shards."""
+    `closed`), over its open shards (the keyspace shard's `tee` is every shard's)."""
 
     def __init__(self, storage: Any, shards: list[ShardQueue], keyspace_shard: int,
                  keyspace_class: str) -> None:

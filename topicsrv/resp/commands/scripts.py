@@ -63,10 +63,16 @@ from topicsrv.resp.commands.base import (
     container,
     parse_int,
 )
-from topicsrv.resp.commands.replication import write_refusal
 from topicsrv.resp.commands.script_waits import Tokens, finish_later
 from topicsrv.resp.commands.server import SETTERS, parse_count
-from topicsrv.resp.dispatch import count_call, count_rejected, find, invoke, is_awaitable
+from topicsrv.resp.dispatch import (
+    count_call,
+    count_rejected,
+    find,
+    invoke,
+    is_awaitable,
+    write_refused,
+)
 from topicsrv.resp.encoder import encode
 from topicsrv.scripting.convert import ReplyTooBig
 from topicsrv.scripting.functions import FLAGS
@@ -156,11 +162,9 @@ class Bridge:
             return self._refuse(spec.name, OOM_TEXT.encode())
         sctx = self.sctx
         if write:  # on a replica, or short of good replicas (dispatch.py Rule 11)
-            repl = sctx.server.repl
-            if repl.master is not None or repl.min_replicas_to_write:
-                refusal = write_refusal(sctx)
-                if refusal is not None:
-                    return self._refuse(spec.name, refusal.encode())
+            refusal = write_refused(sctx)
+            if refusal is not None:
+                return self._refuse(spec.name, refusal.encode())
         resp = run.resp
         client.protocol = resp
         self.front.stats.total_commands += 1
@@ -226,7 +230,7 @@ def refuse_flagged(ctx: CommandContext, flags: Collection[str] | None) -> None:
     memory = ctx.server.memory
     if "allow-oom" not in flags and memory.limit and memory.over():
         raise Refused(OOM_TEXT)
-    refusal = write_refusal(ctx)
+    refusal = write_refused(ctx)
     if refusal is not None:
         raise Refused(refusal)
 
