@@ -12,13 +12,14 @@ docs/performance.md records what each reached next to redis-server.
 
 from __future__ import annotations
 
-import select
 import socket
 import sys
 from functools import partial
 
 import trio
 from trio.lowlevel import checkpoint, wait_readable, wait_writable
+
+from bench.epollio import accept_all, listen
 
 REPLY = b"$15\r\n1700000000000-1\r\n"
 
@@ -59,27 +60,13 @@ async def raw_handler(stream: trio.SocketStream) -> None:
 
 
 async def epoll_server(port: int) -> None:
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", port))
-    ls.listen(512)
-    ls.setblocking(False)
-    ep = select.epoll()
-    ep.register(ls.fileno(), select.EPOLLIN)
+    ls, ep = listen(port)
     socks: dict[int, socket.socket] = {}
     while True:
         await wait_readable(ep.fileno())
         for fd, _ in ep.poll(0, 512):
             if fd == ls.fileno():
-                try:
-                    while True:
-                        c, _addr = ls.accept()
-                        c.setblocking(False)
-                        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                        socks[c.fileno()] = c
-                        ep.register(c.fileno(), select.EPOLLIN)
-                except BlockingIOError:
-                    pass
+                socks.update((c.fileno(), c) for c in accept_all(ls, ep))
                 continue
             s = socks[fd]
             try:

@@ -149,3 +149,36 @@ def _is_zombie_of_other(pid: int) -> bool:
     except OSError:
         return True
     return b"redis-server" not in cmdline and b"topicsrv" not in cmdline
+
+
+@pytest.mark.parametrize("mode", ["bare", "sandbox"])
+def test_script_floor_server_answers_as_redis_would(mode: str) -> None:
+    """bench/scriptfloor.py's floor servers (Rule 1) must run the bench's script right, or
+    their speed means nothing: the SHA1 is Redis's, the counter counts, an unknown command or a
+    failing script is an error reply and the server goes on (Rule 3)."""
+    import hashlib
+
+    import redis
+
+    from bench import scriptbench, scriptfloor
+    from bench.procs import Procs
+
+    procs = Procs()
+    try:
+        proc = scriptfloor.start_floor(procs, mode)
+        assert proc.resp_port is not None
+        sha = scriptbench.load(proc.resp_port)
+        assert sha == hashlib.sha1(scriptbench.SCRIPT.encode()).hexdigest()
+        r = redis.Redis(host="127.0.0.1", port=proc.resp_port, protocol=2)
+        assert [r.evalsha(sha, 1, "n:1") for _ in range(3)] == [1, 2, 3]
+        assert r.evalsha(sha, 1, "n:2") == 1
+        assert scriptfloor.floor_sum(proc.resp_port) == 4
+        with pytest.raises(redis.ResponseError, match="unknown command"):
+            r.execute_command("LPUSH", "q", "x")
+        with pytest.raises(redis.ResponseError):
+            r.evalsha("0" * 40, 0)
+        assert r.ping() is True
+        r.close()
+    finally:
+        procs.stop_all()
+    assert not proc.alive()
