@@ -165,8 +165,9 @@ def test_exec_waits_for_every_commit_and_fails_only_its_own_element(
         token = made[args[0]] = _Token(failed if args[0] == b"fail" else None)
         return Pending(token, args[0])
 
+    env = make()  # loads the command table first: the test runs alone too
     monkeypatch.setattr(REGISTRY["echo"], "handler", echo)
-    s = new(make())
+    s = new(env)
     out, r = run(s, frame(b"MULTI") + frame(b"ECHO", b"ok") + frame(b"PING")
                  + frame(b"ECHO", b"fail") + frame(b"EXEC"))
     assert r is WAIT_COMMIT and out == b""  # nothing goes out before the commits

@@ -104,14 +104,9 @@ class Engine:
 
     def release_changes(self) -> None:
         """Rule 3: tell the listeners every name changed since `hold_changes`; the
-        topic_listeners only the names a topic change was held for (Rule 4)."""
-        held, self.held = self.held, None
-        for name, topic in (held or {}).items():
-            if topic:
-                self._notify(name)
-            else:
-                for listener in self.listeners:
-                    listener(name)
+        topic_listeners only the names a topic change was held for (Rule 4). Compiled with
+        the write path (engine/log/writes.py `release`): every script and MULTI ends here."""
+        writes.release(self)
 
     def notify(self, name: str) -> None:
         """Wake the waiters of `name` (a nack made jobs claimable again)."""

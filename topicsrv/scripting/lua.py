@@ -322,7 +322,8 @@ class LuaState:
             self._runs = 0
             self._gc_step()
         self.run = run
-        self.cjson.reset()  # settings a script changed do not outlive it (sandbox.lua Rule 6)
+        if self.cjson.cfg.changed:  # settings a script changed do not outlive it (sandbox.lua Rule 6)
+            self.cjson.reset()
         try:
             try:
                 ok, value = how(*args)

@@ -74,12 +74,14 @@ import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import trio
-
 from topicsrv.engine.journal import NullJournal
 from topicsrv.errors import TopicsError
 from topicsrv.storage import frames
-from topicsrv.storage.walqueue import SHUTTING_DOWN
+from topicsrv.storage.walqueue import BODIES_MAX as BODIES_MAX
+from topicsrv.storage.walqueue import SHUTTING_DOWN, close_group, open_group
+from topicsrv.storage.walqueue import Captured as Captured
+from topicsrv.storage.walqueue import Group as Group
+from topicsrv.storage.walqueue import Rng as Rng
 
 if TYPE_CHECKING:
     from topicsrv.engine.core import Engine
@@ -93,15 +95,11 @@ _HEAD = struct.Struct("<QH")  # T_GROUP (earlier versions, read only): group id,
 _CHUNK = struct.Struct("<QII")  # T_GROUP_CHUNK: group id, chunk index, number of chunks
 _ITEM = struct.Struct("<HBI")  # owning shard, frame type, body length
 CHUNK_BYTES = 16 << 20  # Rule 8
-BODIES_MAX = 256 << 10  # Rule 9
 TYPES = (frames.T_GROUP, frames.T_GROUP_CHUNK)
 STOPPED = ("the server is shutting down and discarded a script that was still running; "
            "none of its writes were kept")
 
-Rng = tuple[Any, int, int, int, int | None]
 Part = tuple[int, int, memoryview]  # owning shard, frame type, body
-# a captured frame: owning shard, type, the whole frame (or the bodies it joins: Rule 9), range
-Captured = tuple[int, int, bytes | list[bytes], Rng | None]
 
 
 def _body_size(data: bytes | list[bytes]) -> int:
@@ -184,95 +182,6 @@ def own(ftype: int, body: memoryview, shard: int) -> Iterator[tuple[int, memoryv
             yield t, b
 
 
-class Group:
-    """The frames captured while a group is open (Rule 1)."""
-
-    __slots__ = ("parts", "depth", "commits", "owners", "bodies", "bodies_size", "ended")
-
-    def __init__(self) -> None:
-        self.parts: list[Captured] = []
-        self.depth = 1
-        self.commits: dict[int, Any] | None = None  # shard -> own Commit (Rule 7)
-        self.owners: set[int] = set()
-        self.bodies: list[bytes] | None = None  # the last part's bodies, still joinable (Rule 9)
-        self.bodies_size = 0
-        self.ended: trio.Event | None = None  # made by the first waiter (Rule 12)
-
-    def own_commits(self) -> None:
-        """Rule 7: from now on captured writes wait on the group's own commits."""
-        if self.commits is None:
-            self.commits = {}
-
-    def commit_for(self, shard: int, batch_commit: Any) -> Any:
-        """The commit a write captured for `shard` waits on (Rules 1, 7)."""
-        commits = self.commits
-        if commits is None:
-            return batch_commit
-        c = commits.get(shard)
-        if c is None:
-            c = commits[shard] = type(batch_commit)()
-        return c
-
-    def add(self, shard: int, frame: bytes, rng: Rng | None) -> None:
-        self.parts.append((shard, frame[4], frame, rng))
-        self.owners.add(shard)
-        self.bodies = None
-
-    def add_body(self, shard: int, ftype: int, body: bytes) -> None:
-        """Rule 9: `body` joins the last part when that holds bodies of `ftype` for `shard`."""
-        bodies = self.bodies
-        if bodies is not None and self.bodies_size < BODIES_MAX:
-            last = self.parts[-1]
-            if last[0] == shard and last[1] == ftype:
-                bodies.append(body)
-                self.bodies_size += len(body)
-                return
-        self.bodies = [body]
-        self.bodies_size = len(body)
-        self.parts.append((shard, ftype, self.bodies, None))
-        self.owners.add(shard)
-
-    def owns(self, shard: int) -> bool:
-        return shard in self.owners
-
-    def flush(self, shards: list[Any]) -> None:
-        """Rule 2: enqueue the captured frames, one copy per owning shard."""
-        parts = self.parts
-        if not parts:
-            return
-        own = self.commits or {}
-        if len(parts) == 1:
-            shard, ftype, data, rng = parts[0]
-            sh = shards[shard]
-            # the tee had its parts as they were captured: not this frame again (wal.py Rule 10)
-            sh.enqueue_held(data if isinstance(data, bytes) else frames.encode(ftype, b"".join(data)),
-                            rng)
-            if shard in own:
-                sh.follow(sh.batch, own[shard])
-            return
-        chunks = encode_chunks(_ids.getrandbits(64), parts)
-        for shard in sorted(self.owners):
-            shards[shard].enqueue_group(chunks, [p[3] for p in parts if p[0] == shard and p[3] is not None],
-                                        own.get(shard))
-
-    def discard(self, error: TopicsError) -> None:
-        """Rule 11: nothing is enqueued; whoever waits on the group's own commits gets `error`."""
-        self.parts = []
-        self.bodies = None
-        for c in (self.commits or {}).values():
-            c.release(error, 0.0)
-        self.end()
-
-    def end(self) -> None:
-        if self.ended is not None:
-            self.ended.set()
-
-    async def wait_ended(self) -> None:
-        if self.ended is None:
-            self.ended = trio.Event()
-        await self.ended.wait()
-
-
 class Splicer:
     """Rule 3 at recovery: the frames each shard replays, groups expanded."""
 
@@ -352,21 +261,8 @@ class GroupJournal:
     def begin_group(self, spans_turns: bool = False) -> None:
         """Open a commit group (Rules 1, 7); nested calls join the open one (an inner
         `spans_turns` makes it span turns from then on: writes captured before it were made
-        inside one synchronous step)."""
-        tee = self.shards[0].tee if self.shards else None
-        if tee is not None:  # the backlog holds the group's frames too (repl/backlog.py Rule 3)
-            tee.begin_group()
-        group = self._open_group()
-        if group is not None:
-            group.depth += 1
-            if spans_turns:
-                group.own_commits()
-            return
-        group = Group()
-        if spans_turns:
-            group.own_commits()
-        for sh in self.shards:
-            sh.group = group
+        inside one synchronous step). Compiled: walqueue.open_group."""
+        open_group(self.shards, spans_turns)
 
     def span_turns(self) -> list[Any]:
         """Rule 7: the open group spans turns from now on; a token per shard it owns so far
@@ -380,18 +276,11 @@ class GroupJournal:
                 for i in sorted(group.owners)]
 
     def end_group(self) -> None:
-        """Close the group opened by the matching `begin_group`; the outermost writes it."""
-        tee = self.shards[0].tee if self.shards else None
-        if tee is not None:
-            tee.end_group()
-        group = self._open_group()
+        """Close the group opened by the matching `begin_group`; the outermost writes it
+        (walqueue.close_group detaches it, compiled)."""
+        group = close_group(self.shards)
         if group is None:
             return
-        group.depth -= 1
-        if group.depth:
-            return
-        for sh in self.shards:
-            sh.group = None
         try:
             group.flush(self.shards)
         except Exception as exc:  # Rule 10

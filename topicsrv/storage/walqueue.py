@@ -13,6 +13,11 @@ Rule 3 (`JournalFront`): the two calls every keyspace write makes of the journal
 `check_writable` (store.py Rule 1) and `keyspace_changed` (storage/keyspacelog.py Rules 1-2),
 compiled: Storage binds them on each instance once its shards are open (store.py Rule 6).
 Interpreted, with their loop over the shards, they were ~0.8 us of a SET at P1.
+Rule 4 (commit groups, txgroup.py): a group's capture (`Group`) and its opening and closing
+(`open_group`, `close_group`, the bodies of GroupJournal's begin_group and end_group) are
+here, compiled: every script and MULTI/EXEC opens and closes one, and interpreted they were
+~10% of an EVALSHA at P16 (docs/performance.md). The chunk codec, read at recovery too,
+stays in txgroup.py.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ from mypy_extensions import mypyc_attr
 from topicsrv.engine.keyspace import ops as ks_ops
 from topicsrv.errors import TopicsError
 from topicsrv.storage import frames
+
+BODIES_MAX: Final = 256 << 10  # txgroup.py Rule 9
+Rng = tuple[Any, int, int, int, int | None]
+# a captured frame: owning shard, type, the whole frame (or the bodies it joins: txgroup.py
+# Rule 9), range
+Captured = tuple[int, int, bytes | list[bytes], Rng | None]
 
 LINGER_BYTES: Final = 256 * 1024  # wal.py Rule 4
 OPEN_BODY_MAX: Final = 16 * 1024  # a bigger body is a frame of its own (wal.py Rule 9)
@@ -258,3 +269,128 @@ class JournalFront:
             return None
         commit = self.keyspace.enqueue_body(frames.T_KEYSPACE, ks_ops.encode(op))
         return Token(commit, True) if self.fsync else None
+
+
+class Group:
+    """The frames captured while a commit group is open (txgroup.py Rule 1; compiled: Rule 4)."""
+
+    def __init__(self) -> None:
+        self.parts: list[Captured] = []
+        self.depth = 1
+        self.commits: dict[int, Any] | None = None  # shard -> own Commit (Rule 7)
+        self.owners: set[int] = set()
+        self.bodies: list[bytes] | None = None  # the last part's bodies, still joinable (txgroup.py Rule 9)
+        self.bodies_size = 0
+        self.ended: trio.Event | None = None  # made by the first waiter (txgroup.py Rule 12)
+
+    def own_commits(self) -> None:
+        """txgroup.py Rule 7: from now on captured writes wait on the group's own commits."""
+        if self.commits is None:
+            self.commits = {}
+
+    def commit_for(self, shard: int, batch_commit: Any) -> Any:
+        """The commit a write captured for `shard` waits on (txgroup.py Rules 1, 7)."""
+        commits = self.commits
+        if commits is None:
+            return batch_commit
+        c = commits.get(shard)
+        if c is None:
+            c = commits[shard] = type(batch_commit)()
+        return c
+
+    def add(self, shard: int, frame: bytes, rng: Rng | None) -> None:
+        self.parts.append((shard, frame[4], frame, rng))
+        self.owners.add(shard)
+        self.bodies = None
+
+    def add_body(self, shard: int, ftype: int, body: bytes) -> None:
+        """Rule 9: `body` joins the last part when that holds bodies of `ftype` for `shard`."""
+        bodies = self.bodies
+        if bodies is not None and self.bodies_size < BODIES_MAX:
+            last = self.parts[-1]
+            if last[0] == shard and last[1] == ftype:
+                bodies.append(body)
+                self.bodies_size += len(body)
+                return
+        self.bodies = [body]
+        self.bodies_size = len(body)
+        self.parts.append((shard, ftype, self.bodies, None))
+        self.owners.add(shard)
+
+    def owns(self, shard: int) -> bool:
+        return shard in self.owners
+
+    def flush(self, shards: list[Any]) -> None:
+        """txgroup.py Rule 2: enqueue the captured frames, one copy per owning shard."""
+        parts = self.parts
+        if not parts:
+            return
+        own = self.commits or {}
+        if len(parts) == 1:
+            shard, ftype, data, rng = parts[0]
+            sh = shards[shard]
+            # the tee had its parts as they were captured: not this frame again (wal.py Rule 10)
+            sh.enqueue_held(data if isinstance(data, bytes) else frames.encode(ftype, b"".join(data)),
+                            rng)
+            if shard in own:
+                sh.follow(sh.batch, own[shard])
+            return
+        from topicsrv.storage import txgroup  # the chunk codec: read at recovery too, interpreted
+
+        chunks = txgroup.encode_chunks(txgroup._ids.getrandbits(64), parts)
+        for shard in sorted(self.owners):
+            shards[shard].enqueue_group(chunks, [p[3] for p in parts if p[0] == shard and p[3] is not None],
+                                        own.get(shard))
+
+    def discard(self, error: TopicsError) -> None:
+        """txgroup.py Rule 11: nothing is enqueued; whoever waits on the group's own commits gets `error`."""
+        self.parts = []
+        self.bodies = None
+        for c in (self.commits or {}).values():
+            c.release(error, 0.0)
+        self.end()
+
+    def end(self) -> None:
+        if self.ended is not None:
+            self.ended.set()
+
+    async def wait_ended(self) -> None:
+        if self.ended is None:
+            self.ended = trio.Event()
+        await self.ended.wait()
+
+
+def open_group(shards: list[Any], spans_turns: bool) -> None:
+    """txgroup.GroupJournal.begin_group's body (Rule 4): a new group captures every shard's
+    enqueues, or the open one is joined (nested: the outermost writes it)."""
+    tee = shards[0].tee if shards else None
+    if tee is not None:  # the backlog holds the group's frames too (repl/backlog.py Rule 3)
+        tee.begin_group()
+    group: Group | None = shards[0].group if shards else None
+    if group is not None:
+        group.depth += 1
+        if spans_turns:
+            group.own_commits()
+        return
+    group = Group()
+    if spans_turns:
+        group.own_commits()
+    for sh in shards:
+        sh.group = group
+
+
+def close_group(shards: list[Any]) -> Group | None:
+    """txgroup.GroupJournal.end_group's first half (Rule 4): the outermost end detaches the
+    group from the shards and returns it for the caller to write; a nested one returns None."""
+    tee = shards[0].tee if shards else None
+    if tee is not None:
+        tee.end_group()
+    group: Group | None = shards[0].group if shards else None
+    if group is None:
+        return None
+    group.depth -= 1
+    if group.depth:
+        return None
+    for sh in shards:
+        sh.group = None
+    return group

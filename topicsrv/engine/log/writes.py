@@ -124,6 +124,22 @@ def write(
     return result, token
 
 
+def release(engine: Engine) -> None:
+    """Engine.release_changes's body (engine/core.py Rule 3): the held names, in first-change
+    order, each told as a write tells it (`notify`), or only to the key listeners when no topic
+    of that name changed (Rule 4)."""
+    held = engine.held
+    engine.held = None
+    if not held:
+        return
+    for name, topic in held.items():
+        if topic:
+            notify(engine, name)
+        else:
+            for listener in engine.listeners:
+                listener(name)
+
+
 def notify(engine: Engine, name: str) -> None:
     """Engine._notify's body (engine/core.py Rule 3), here so a write calls it natively."""
     held = engine.held
