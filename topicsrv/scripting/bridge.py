@@ -112,6 +112,12 @@ class Bridge:
         need = sum(len(v) + STRING_OVERHEAD for v in values if type(v) is bytes)
         return need <= self.budget()
 
+    def fits_one(self, value: Any) -> bool:
+        """`fits((value,))` for the one value a `redis.call` returns, without the tuple and the
+        generator (twice a call of the usual script)."""
+        need = len(value) + STRING_OVERHEAD if type(value) is bytes else 0
+        return need <= self.budget()
+
     def plain(self, v: Any) -> bool:
         """Is `v` a value Rule 1 lets into Lua?"""
         if isinstance(v, PLAIN_TYPES):

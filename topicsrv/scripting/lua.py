@@ -202,7 +202,7 @@ class LuaState:
         try:
             ok, value = self._command(args)
             br.cap()
-            if br.fits((value,)):  # a table built past the cap fails here too
+            if br.fits_one(value):  # a table built past the cap fails here too
                 return ok, value
             failed = TOO_LARGE
         except MemoryError:

@@ -370,10 +370,14 @@ runner.compile = function(code, chunk)
 end
 -- run f(...) under the kill hook: true, value | false, {error, source, line}
 -- the memory cap is on for the script's own code only (bridge.py Rule 3): on as it starts,
--- lifted before anything goes back to Python
+-- lifted before anything goes back to Python that lupa must reference in the state (a table,
+-- a function, ...: a registry slot may allocate). A number, string, boolean or nil goes back
+-- without Lua allocating, so it skips that crossing: Python lifts the cap first thing after
+-- every run anyway (lua.py `_execute`).
 local function capped(ok, v)
   debug_sethook()
-  enter()
+  local t = type(v)
+  if t ~= "number" and t ~= "string" and t ~= "boolean" and t ~= "nil" then enter() end
   return ok, v
 end
 local function call_f_ab() return call_f(call_a, call_b) end
