@@ -63,6 +63,9 @@ never will), so no later write derived from them and no final checkpoint is writ
 Rule 12 (no snapshot inside a group): checkpoints and delete flips write memory's state
 outside the WAL; they wait (`groups_closed`) while a group spanning turns is open, so a crash
 in the middle of a script never finds part of it in a checkpoint or a segment file.
+Where: the capture of Rules 1, 7 and 9 (`Group`, and the bodies of `begin_group`/`end_group`)
+runs for every script and MULTI/EXEC, so it is compiled, in walqueue.py (its Rule 4); the chunk
+codec, the Splicer, Rule 10's stop and `GroupJournal` are here.
 """
 
 from __future__ import annotations
