@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 from redis import backoff as redis_backoff
+from redis.retry import Retry
 
 ROOT = Path(__file__).resolve().parent
 
@@ -42,6 +43,9 @@ settings.load_profile("topicsrv")
 # "Do not use the random module inside strategies". The backoff gets a generator of its own,
 # which changes no retry, delay or reply.
 redis_backoff.random = random.Random()  # type: ignore[assignment]
+# for the client of a thread that a kill -9 or a stop cuts off: no retry, so the thread ends
+# at once and no command is sent twice to a server that went
+NO_RETRY = Retry(redis_backoff.NoBackoff(), 0)
 
 
 def free_port() -> int:

@@ -10,13 +10,8 @@ from typing import Any
 
 import pytest
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-# the clients of threads that a kill -9 cuts off: no retry, so a thread ends at once and no
-# command is sent twice (redis-py's default retries for seconds, with a random backoff on the
-# global `random`, which Hypothesis sees in a later test of the same worker)
-NO_RETRY = Retry(NoBackoff(), 0)
+from conftest import NO_RETRY
 
 
 def _states() -> list[tuple[list[bytes], list[bytes]]]:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+
+from conftest import NO_RETRY
 
 # the script of the issue: it writes, then runs far past any threshold
 SPIN = "redis.call('SET','a',1) local i=0 while i<1e15 do i=i+1 end redis.call('SET','b',1)"
@@ -58,10 +58,8 @@ def _start_script(port: int, script: str, *args: Any) -> tuple[threading.Thread,
 
     def go() -> None:
         try:
-            # no retry: the EVAL must never be sent again after the server went (redis-py's
-            # default retries with a random backoff, on the global `random`, for seconds after
-            # this test ended: Hypothesis warns when a later test's draw sees that)
-            client = redis.Redis(port=port, socket_timeout=60, retry=Retry(NoBackoff(), 0))
+            # no retry: the EVAL must never be sent again after the server went
+            client = redis.Redis(port=port, socket_timeout=60, retry=NO_RETRY)
             box["reply"] = client.eval(script, 0, *args)
         except redis.RedisError as e:
             box["error"] = e

@@ -19,9 +19,10 @@ hangs). So the cap is lifted (`lift`) whenever Python holds the state: sandbox.l
 puts it on (`cap`) as a script starts and lifts it as it ends, and calls `lift` (no
 arguments, no allocation) before each call-back, but a redis.call whose few arguments are
 all strings and numbers: converting those allocates nothing in Lua, and its call-back
-(lua.py `_call_lifting`) lifts the cap as it starts (sandbox.lua Rule 5). An exposed
-wrapper puts the cap back before it returns; then the Lua memory in use, plus the strings it is about to return, must fit
-under the cap with MARGIN to spare, or the call answers "not enough memory" (Lua's own text)
+(lua.py `_call_lifting`) lifts the cap as it starts (sandbox.lua Rule 5); a script whose
+value is a number, string, boolean or nil leaves the lift to `_execute`, which lifts after
+every run. An exposed wrapper puts the cap back before it returns; then the Lua memory in
+use, plus the strings it is about to return, must fit under the cap with MARGIN to spare, or the call answers "not enough memory" (Lua's own text)
 and what it built is collected. Helpers that build big values check `budget()` as they go, so
 a lifted cap never lets one call-back take more than the cap.
 Rule 4 (no script code inside a call-back): helpers read Lua tables raw (`items()`, `rawget`),
@@ -46,6 +47,11 @@ INTERNAL = b"internal error in a script library (logged)"
 PLAIN_TYPES = (bytes, bool, int, float, type(None))
 MANY = 16  # more values than this cross as one table (LUA_MINSTACK is 20)
 PACKED = 2  # the status of a crossing whose values are in one table
+
+
+def _need(v: Any) -> int:
+    """The bytes a value pushed into Lua counts against the cap: a string's, with its header."""
+    return len(v) + STRING_OVERHEAD if type(v) is bytes else 0
 
 
 class LibError(Exception):
@@ -109,14 +115,12 @@ class Bridge:
 
     def fits(self, values: tuple[Any, ...]) -> bool:
         """Do the state and the strings about to be pushed fit under the cap?"""
-        need = sum(len(v) + STRING_OVERHEAD for v in values if type(v) is bytes)
-        return need <= self.budget()
+        return sum(map(_need, values)) <= self.budget()
 
     def fits_one(self, value: Any) -> bool:
-        """`fits((value,))` for the one value a `redis.call` returns, without the tuple and the
-        generator (twice a call of the usual script)."""
-        need = len(value) + STRING_OVERHEAD if type(value) is bytes else 0
-        return need <= self.budget()
+        """`fits((value,))` for the one value a `redis.call` returns, without the tuple (twice
+        a call of the usual script)."""
+        return _need(value) <= self.budget()
 
     def plain(self, v: Any) -> bool:
         """Is `v` a value Rule 1 lets into Lua?"""

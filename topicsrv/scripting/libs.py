@@ -289,8 +289,9 @@ class CJson:
         self.functions = _cjson_functions(rt, null, bridge, self.cfg)
 
     def reset(self) -> None:
-        if self.cfg.changed:
-            self.cfg.__init__()  # type: ignore[misc]
+        """The settings back to their defaults; lua.py calls it before a run once a script
+        changed one (`cfg.changed`)."""
+        self.cfg.__init__()  # type: ignore[misc]
 
 
 def _loads(text: bytes) -> Any:
