@@ -62,9 +62,9 @@ def load(port: int, keys: int) -> float:
     return load_keys(port, keys, queue)
 
 
-def load_keys(port: int, keys: int, queue: Callable[[Any, int], None]) -> float:
-    """`queue(pipeline, i)` for i < keys, pipelines of 1000 `i`, each writing two keys (DBSIZE
-    checked afterwards); returns seconds. Also bench/zsetbench.py's."""
+def load_keys(port: int, keys: int, queue: Callable[[Any, int], None], per: int = 2) -> float:
+    """`queue(pipeline, i)` for i < keys, pipelines of 1000 `i`, each writing `per` keys (DBSIZE
+    checked afterwards); returns seconds. Also bench/zsetbench.py's and bench/writefloor.py's."""
     r = client(port)
     t0 = time.perf_counter()
     for start in range(0, keys, 1000):
@@ -75,8 +75,8 @@ def load_keys(port: int, keys: int, queue: Callable[[Any, int], None]) -> float:
     seconds = time.perf_counter() - t0
     size = r.dbsize()
     r.close()
-    if size != 2 * keys:
-        raise RuntimeError(f"DBSIZE = {size} after loading, expected {2 * keys}")
+    if size != per * keys:
+        raise RuntimeError(f"DBSIZE = {size} after loading, expected {per * keys}")
     return seconds
 
 

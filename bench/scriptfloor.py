@@ -30,18 +30,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import socket
-import statistics
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import scriptbench
+from bench import floorrounds, scriptbench
 from bench.epollio import accept_all, listen
-from bench.procs import Proc, Procs, free_port, install_signal_handlers
-from bench.respbench import client, redis_benchmark
+from bench.procs import Proc, Procs, install_signal_handlers
+from bench.respbench import client
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("bare", "sandbox")
@@ -187,16 +184,8 @@ def serve(port: int, mode: str) -> None:
 # ---- the run (Rule 2) ----------------------------------------------------------------------
 
 def start_floor(procs: Procs, mode: str) -> Proc:
-    port = free_port()
-    workdir = Path(tempfile.mkdtemp(prefix=f"bench-floor-{mode}-"))
-    popen = subprocess.Popen([sys.executable, "-m", "bench.scriptfloor", "--serve", str(port),
-                              "--mode", mode], cwd=ROOT, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=open(workdir / "err.log", "wb"))  # noqa: SIM115
-    proc = Proc(f"floor-{mode}", popen, workdir, resp_port=port)
-    procs.items.append(proc)
-    procs.started.append((proc.name, proc.pid))
-    procs._wait_port(proc, port, 30.0)
-    return proc
+    return floorrounds.start(procs, f"floor-{mode}", lambda port, _: [
+        "-m", "bench.scriptfloor", "--serve", str(port), "--mode", mode])
 
 
 def floor_sum(port: int) -> int:
@@ -222,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     install_signal_handlers()
     scale = 1 if args.quick else 3
-    rows = {"PING, P1": (["PING"], 1, 100_000 * scale), "EVALSHA, P1": (None, 1, 30_000 * scale),
+    plan = {"PING, P1": (["PING"], 1, 100_000 * scale), "EVALSHA, P1": (None, 1, 30_000 * scale),
             "EVALSHA, P16": (None, 16, 60_000 * scale)}
     procs = Procs()
     try:
@@ -233,45 +222,17 @@ def main(argv: list[str] | None = None) -> int:
         if len(shas) != 1:
             raise RuntimeError(f"SCRIPT LOAD answered different SHA1s: {shas}")
         sha = shas.pop()
-        made = 0
-        rates: dict[tuple[str, str], list[float]] = {}
-        costs: dict[tuple[str, str], list[float]] = {}  # the server's CPU µs a request
-        for rnd in range(args.rounds):
-            order = servers if rnd % 2 == 0 else servers[::-1]
-            for row, (cmd, pipeline, n) in rows.items():
-                command = cmd or ["EVALSHA", sha, "1", "n:__rand_int__"]
-                made += n if cmd is None else 0
-                for name, proc in order:
-                    assert proc.resp_port is not None
-                    c0 = proc.cpu()
-                    m = redis_benchmark(proc.resp_port, command, requests=n, pipeline=pipeline,
-                                        extra=("-r", str(scriptbench.KEYS)))
-                    cpu = proc.cpu() - c0
-                    rates.setdefault((row, name), []).append(m.ops_per_s)
-                    costs.setdefault((row, name), []).append(cpu / n * 1e6)
-                    print(f"round {rnd + 1} {row:13s} {name:14s} {m.ops_per_s:>10,.0f}/s, "
-                          f"{cpu / n * 1e6:5.1f} us of CPU a request, server busy "
-                          f"{m.busy(cpu):4.0%}", flush=True)
+        evalsha = ["EVALSHA", sha, "1", "n:__rand_int__"]
+        rows = {name: (cmd or evalsha, pipeline, n) for name, (cmd, pipeline, n) in plan.items()}
+        made = args.rounds * sum(n for cmd, _, n in rows.values() if cmd is evalsha)
+        rates, costs = floorrounds.run(servers, rows, args.rounds, scriptbench.KEYS)
         for name, proc in servers:
             assert proc.resp_port is not None
             port = proc.resp_port
             got = floor_sum(port) if name.startswith("floor") else scriptbench.total(port)
             if got != made:
                 raise RuntimeError(f"{name}: the counters sum to {got}, {made} EVALSHAs were sent")
-        names = [n for n, _ in servers]
-        print(f"\nmedian of {args.rounds} rounds, requests/s and the ratio to redis-server")
-        print(f"{'row':14s}" + "".join(f"{n:>22s}" for n in names))
-        for row in rows:
-            ref = statistics.median(rates[(row, names[0])])
-            cells = []
-            for server in names:
-                v = statistics.median(rates[(row, server)])
-                cells.append(f"{v:>14,.0f} ({v / ref:4.2f})")
-            print(f"{row:14s}" + "".join(f"{c:>22s}" for c in cells))
-        print("\nthe server's CPU per request, µs (median; a server near 100% busy is bound by it)")
-        for row in rows:
-            print(f"{row:14s}" + "".join(f"{statistics.median(costs[(row, server)]):>22.1f}"
-                                          for server in names))
+        floorrounds.report([n for n, _ in servers], rows, rates, costs, args.rounds)
         return 0
     finally:
         procs.stop_all()

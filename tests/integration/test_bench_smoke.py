@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -181,4 +182,41 @@ def test_script_floor_server_answers_as_redis_would(mode: str) -> None:
         r.close()
     finally:
         procs.stop_all()
+    assert not proc.alive()
+
+
+@pytest.mark.parametrize("mode", ["bare", "packed"])
+def test_write_floor_server_answers_as_redis_would(mode: str, redis_server: Any) -> None:
+    """bench/writefloor.py's floor servers (writefloor_server.py, run interpreted here) must
+    answer the rows' commands as redis-server does, or their speed means nothing: the same
+    preload, then the bench's own CHECK sequence (its Rule 3) byte for byte against a real
+    redis-server, WRONGTYPE included; the journal holds the writes; an unknown command is an
+    error reply and the server goes on."""
+    import redis
+
+    from bench import writefloor
+    from bench.procs import Procs
+
+    ref = redis.Redis(host="127.0.0.1", port=redis_server.port)
+    ref.flushall()
+    writefloor.load(redis_server.port, 20)
+    procs = Procs()
+    try:
+        proc = writefloor.start_floor(procs, mode, None)
+        assert proc.resp_port is not None
+        writefloor.load(proc.resp_port, 20)
+        reference = writefloor.replies(redis_server.port, writefloor.CHECK)
+        assert any(b"WRONGTYPE" in r for r in reference)
+        writefloor.check(proc.resp_port, reference)
+        r = redis.Redis(host="127.0.0.1", port=proc.resp_port, protocol=2)
+        with pytest.raises(redis.ResponseError, match="unknown command"):
+            r.execute_command("LINDEX", "l", "0")
+        assert r.ping() is True
+        r.close()
+        journal = (proc.workdir / "journal.aof").read_bytes()
+        assert b"$5\r\nLPUSH\r\n$1\r\nl\r\n$1\r\nc\r\n" in journal
+        assert b"HGET" not in journal  # reads are not journaled
+    finally:
+        procs.stop_all()
+        ref.close()
     assert not proc.alive()
