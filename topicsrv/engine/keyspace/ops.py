@@ -113,9 +113,13 @@ def encode(op: Op) -> bytes:
     every key: docs/performance.md, "Fourth pass")."""
     out: list[bytes] = []
     for ch in op:
-        kind = ch[0]
+        # typed, so that the compiled build compares `kind` and encodes a name as str
+        # primitives do, not as calls on any object (HSET at P16: ~20% of this function)
+        kind: str = ch[0]
+        name: str
         if kind == "s":
-            raw: bytes = ch[1].encode("latin-1")
+            name = ch[1]
+            raw: bytes = name.encode("latin-1")
             value: bytes = ch[2]
             deadline: int = ch[3]
             n = len(raw)
@@ -136,7 +140,8 @@ def encode(op: Op) -> bytes:
         elif kind == "f":
             out.append(b"f")
         elif kind == "L":  # parts from tables, as a put's (LPUSH/RPOP at P16: one a command)
-            raw = ch[1].encode("latin-1")
+            name = ch[1]
+            raw = name.encode("latin-1")
             n = len(raw)
             out.append(_L_HEAD[n] if n < _SMALL else b"L" + _U32.pack(n))
             out.append(raw)
@@ -145,7 +150,8 @@ def encode(op: Op) -> bytes:
             _put_blobs(out, ch[4])
             out.append(_i32(ch[5]))
         elif kind == "H":
-            raw = ch[1].encode("latin-1")
+            name = ch[1]
+            raw = name.encode("latin-1")
             n = len(raw)
             out.append(_H_HEAD[n] if n < _SMALL else b"H" + _U32.pack(n))
             out.append(raw)
