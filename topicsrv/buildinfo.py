@@ -78,6 +78,7 @@ HOT_MODULES: tuple[str, ...] = (
     "topicsrv.engine.keyspace.colls",  # applying a list or hash change (every LPUSH / HSET)
     "topicsrv.engine.keyspace.hashvalue",  # HSET / HGET on a hash's run or dict
     "topicsrv.resp.commands.lists",  # LPUSH / RPOP / ... commands
+    "topicsrv.resp.commands.lists_blocking",  # BRPOP / BLPOP / BLMOVE: a worker's every pop
     "topicsrv.resp.commands.hashes",  # HSET / HGET / ... commands
     "topicsrv.resp.batch_colls",  # runs of LPUSH / RPOP / HSET / HGET past the dispatcher
     "topicsrv.storage.walqueue",  # a WAL shard's batch: every durable write enqueues here
