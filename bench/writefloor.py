@@ -39,6 +39,7 @@ from typing import Any
 
 from bench import collbench, floorrounds, zsetbench
 from bench.collbench import VALUE, hash_fields, load_keys
+from bench.hotpath import frame
 from bench.procs import Proc, Procs, install_signal_handlers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,20 +68,20 @@ def build(interpreted: bool) -> Path | None:
     out = CACHE / digest
     if any(out.glob("writefloor_server*.so")):
         return out
-    work = Path(tempfile.mkdtemp(prefix="writefloor-build-"))
-    shutil.copy(SOURCE, work / SOURCE.name)
     print("compiling the floor server with mypyc (once per source, ~1 minute) ...", flush=True)
-    done = subprocess.run([sys.executable, "-m", "mypyc", "--follow-imports=skip",
-                           "--ignore-missing-imports", SOURCE.name], cwd=work,
-                          capture_output=True, text=True)
-    built = list(work.glob("*.so"))
-    if done.returncode != 0 or not any(p.name.startswith("writefloor_server") for p in built):
-        raise RuntimeError(f"mypyc could not compile the floor (use --interpreted):\n"
-                           f"{(done.stdout + done.stderr)[-2000:]}")
-    out.mkdir(parents=True, exist_ok=True)
-    for p in built:
-        shutil.copy(p, out / p.name)
-    shutil.rmtree(work, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="writefloor-build-") as tmp:
+        work = Path(tmp)
+        shutil.copy(SOURCE, work / SOURCE.name)
+        done = subprocess.run([sys.executable, "-m", "mypyc", "--follow-imports=skip",
+                               "--ignore-missing-imports", SOURCE.name], cwd=work,
+                              capture_output=True, text=True)
+        built = list(work.glob("*.so"))
+        if done.returncode != 0 or not any(p.name.startswith("writefloor_server") for p in built):
+            raise RuntimeError(f"mypyc could not compile the floor (use --interpreted):\n"
+                               f"{(done.stdout + done.stderr)[-2000:]}")
+        out.mkdir(parents=True, exist_ok=True)
+        for p in built:
+            shutil.copy(p, out / p.name)
     return out
 
 
@@ -100,7 +101,7 @@ def replies(port: int, commands: list[list[bytes]]) -> list[bytes]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         reader = hiredis.Reader()
         for cmd in commands:
-            s.sendall(b"*%d\r\n" % len(cmd) + b"".join(b"$%d\r\n%b\r\n" % (len(a), a) for a in cmd))
+            s.sendall(frame(*cmd))
             raw = b""
             while True:
                 chunk = s.recv(65536)
@@ -126,9 +127,8 @@ def check(port: int, reference: list[bytes]) -> None:
 
 def load(port: int, keys: int) -> float:
     """Both modules' keys (collbench.load's and zsetbench.load's) on one server."""
-    zset = {b"z%09d" % j: float(j) for j in range(zsetbench.ZPRELOAD)}
     flat_hash = [x for pair in hash_fields(VALUE).items() for x in pair]
-    flat_zset = [x for m, s in zset.items() for x in (b"%d" % int(s), m)]
+    flat_zset = [x for j in range(zsetbench.ZPRELOAD) for x in (b"%d" % j, b"z%09d" % j)]
 
     def queue(p: Any, i: int) -> None:
         p.execute_command("RPUSH", b"list:%012d" % i, *[VALUE] * collbench.PRELOAD)
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"floor servers: {'compiled in ' + str(compiled) if compiled else 'INTERPRETED'}")
     scale = 1 if args.quick else 3
     keys = KEYS // 10 if args.quick else KEYS
-    rows: dict[str, tuple[list[str], int, int]] = {"PING, P1": (["PING"], 1, 50_000 * scale)}
+    rows: dict[str, floorrounds.Row] = {"PING, P1": (["PING"], 1, 50_000 * scale)}
     for name, cmd in ROWS.items():
         rows[f"{name}, P1"] = (cmd, 1, 35_000 * scale)
         rows[f"{name}, P16"] = (cmd, 16, 100_000 * scale)
