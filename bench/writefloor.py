@@ -1,21 +1,23 @@
-"""What bounds the list, hash, set and sorted-set rows (issues 35 and 36): the same rows on two
-compiled floor servers beside topicsrv and redis-server, one run, so that the gap between
+"""What bounds the list, hash, set and sorted-set rows (issues 35 and 36): the same rows on compiled
+floor servers beside topicsrv and redis-server, one run, so that the gap between
 topicsrv and its targets can be split into what any durable Python server pays and what
 topicsrv's own path adds.
 
-    .venv/bin/python -m bench.writefloor [--rounds 3] [--quick] [--interpreted]
+    .venv/bin/python -m bench.writefloor [--rounds 3] [--quick] [--floors LIST] [--interpreted]
 
 Rule 1 (the floors are not topicsrv): bench/writefloor_server.py, its Rules 1-4: one epoll
 loop, hiredis parsing, each write journaled as its RESP and the journal written once a loop
-turn (no fsync), and a keyspace of Python's containers (`bare`) or of topicsrv's own compact
-value classes (`packed`); no expiry, ACL, WATCH, blocking, memory check, stats, notification
+turn, and a keyspace of Python's containers (`bare`) or of topicsrv's own compact value
+classes (`packed`); `synced` (`bare-synced`) is `packed` (`bare`) whose journal is also
+on disk within 2 ms + one sync, as topicsrv's default `--keyspace-durability disk` promises
+(a forked child syncs it every 2 ms; the replies never wait for it); no expiry, ACL, WATCH, blocking, memory check, stats, notification
 or transaction. The floor is compiled with mypyc before the run into a cache directory
 (bench/results/.writefloor-build, ~1 minute the first time), as topicsrv's hot path is, so a
 floor is never slower for being interpreted; `--interpreted` skips that (and says so).
 Rule 2 (the rows): `make bench`'s rows of bench/collbench.py (LPUSH, RPOP, HSET, HGET) and
 bench/zsetbench.py (SADD, SISMEMBER, ZADD, ZRANGEBYSCORE LIMIT 0 10, ZPOPMIN), their
 commands and key ranges (`-c 50 -r KEYS`), at P1 and P16, and PING at P1; every server is
-loaded first with both modules' keys. Each round runs every row on the four servers back to
+loaded first with both modules' keys. Each round runs every row on every server back to
 back, the order reversed every other round; a figure is the median over rounds, each ratio
 is to redis-server in the same round, and each server's CPU per request (user + system,
 /proc around the row) is printed with its share of a core (bench/respbench.py Rule 4): a
@@ -45,7 +47,7 @@ from bench.procs import Proc, Procs, install_signal_handlers
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).resolve().parent / "writefloor_server.py"
 CACHE = ROOT / "bench" / "results" / ".writefloor-build"
-MODES = ("bare", "packed")
+MODES = ("bare", "packed", "synced", "bare-synced")
 KEYS = collbench.KEYS
 ROWS: dict[str, list[str]] = {**collbench.ROWS, **zsetbench.ROWS}
 CHECK: list[list[bytes]] = [  # Rule 3
@@ -142,15 +144,21 @@ def load(port: int, keys: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3,
-                    help="rounds of every row on the four servers, the order reversed every "
-                         "other round (default 3; ~12 minutes on 2 cores)")
+                    help="rounds of every row on every server, the order reversed every "
+                         "other round (default 3; ~15 minutes on 2 cores with the three floors)")
     ap.add_argument("--quick", action="store_true",
                     help="a third of the requests a row and a tenth of the keys (~5 minutes "
                          "at 3 rounds)")
+    ap.add_argument("--floors", default="bare,packed,synced",
+                    help=f"the floors to run, comma-separated among {', '.join(MODES)} "
+                         "(default bare,packed,synced)")
     ap.add_argument("--interpreted", action="store_true",
                     help="run the floors interpreted instead of compiling them with mypyc "
                          "(they are slower so: a floor is then no bound)")
     args = ap.parse_args(argv)
+    floors = [m for m in args.floors.split(",") if m]
+    if not floors or any(m not in MODES for m in floors):
+        ap.error(f"--floors takes names among {', '.join(MODES)}")
     install_signal_handlers()
     compiled = build(args.interpreted)
     print(f"floor servers: {'compiled in ' + str(compiled) if compiled else 'INTERPRETED'}")
@@ -163,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     procs = Procs()
     try:
         servers = [("redis-server", procs.start_redis())]
-        servers += [(f"floor {m}", start_floor(procs, m, compiled)) for m in MODES]
+        servers += [(f"floor {m}", start_floor(procs, m, compiled)) for m in floors]
         servers.append(("topicsrv", procs.start_topicsrv()))
         ports = {name: p.resp_port for name, p in servers}
         assert all(ports.values())

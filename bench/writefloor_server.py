@@ -5,15 +5,24 @@ that a floor is not slower than topicsrv for being interpreted.
 
 Rule 1 (the loop): one thread, one epoll set, non-blocking sockets, hiredis parsing, replies
 encoded by hand. A loop turn reads every ready client, answers its whole batch, writes the
-turn's journal with one os.write (no fsync, as topicsrv's `--keyspace-durability disk`),
-then sends each client its replies (Redis's order: the AOF is written in beforeSleep, before
-the replies).
+turn's journal with one os.write (synced only in `synced`: Rule 2b), then sends each client
+its replies (Redis's order: the AOF is written in beforeSleep, before the replies).
 Rule 2 (the journal): every write is journaled as the command's own RESP, appended to a
 buffer (an AOF; nothing is read back: no recovery, no checkpoint).
+Rule 2b (`synced`, `bare-synced`: the disk class's window): `packed`'s (`bare`'s) store and
+journal, and the journal is also made durable as topicsrv's `--keyspace-durability disk` makes it (storage/wal.py Rule 4,
+docs/storage.md "Group commit and the `disk` window"): every write is on disk at most 2 ms
+(LINGER_S) + one sync time after it was written, and the replies never wait for it (`disk`
+acknowledges on enqueue). The floor does it at the least cost a Python server can: a child
+process forked before the loop runs `fdatasync` on the journal every LINGER_S, so the loop
+pays nothing for it (no thread of its own to hand the GIL to, not even an event to set);
+the child leaves once the server is gone. (A sync thread woken by the loop, tried first,
+cost the P1 rows 1-5 µs a request more: docs/performance.md.)
 Rule 3 (the stores): `bare` keeps Python's own containers (a deque, a dict, a set, and a dict
-with a sorted list of (score, member) for a sorted set); `packed` keeps topicsrv's own value
-classes (engine/keyspace: quicklist.ListValue, hashvalue.HashValue, setvalue.SetValue,
-zsetvalue.ZsetValue), compiled, as the memory rows need them. Neither checks expiry, ACLs,
+with a sorted list of (score, member) for a sorted set), as does `bare-synced`; `packed` and
+`synced` keep
+topicsrv's own value classes (engine/keyspace: quicklist.ListValue, hashvalue.HashValue,
+setvalue.SetValue, zsetvalue.ZsetValue), compiled, as the memory rows need them. None checks expiry, ACLs,
 WATCH, blocked clients or memory, counts, notifies, or isolates a transaction.
 Rule 4: only the rows' commands, their preload's (RPUSH, HSET, SADD, ZADD of many), DBSIZE,
 and the clients' start-ups (CONFIG answers an empty array, CLIENT and SELECT +OK, HELLO its
@@ -25,6 +34,7 @@ from __future__ import annotations
 import bisect
 import os
 import socket
+import time
 from collections import deque
 from typing import Any
 
@@ -36,6 +46,7 @@ from topicsrv.engine.keyspace.quicklist import ListValue
 from topicsrv.engine.keyspace.setvalue import SetValue
 from topicsrv.engine.keyspace.zsetvalue import ZsetValue
 
+LINGER_S = 0.002  # Rule 2b: topicsrv's storage/wal.py LINGER_S
 WRONGTYPE = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
 
 
@@ -297,11 +308,23 @@ def _journal(buf: bytearray, req: list[bytes]) -> None:
     buf += b"".join([_bulk(a) for a in req])
 
 
+def _sync_forever(jfd: int, parent: int) -> None:
+    """Rule 2b, in the forked child: the journal synced every LINGER_S while `parent` lives."""
+    try:
+        while os.getppid() == parent:
+            time.sleep(LINGER_S)
+            os.fdatasync(jfd)
+    finally:
+        os._exit(0)
+
+
 def serve(port: int, mode: str, journal_path: str) -> None:
     """Rule 1's loop on 127.0.0.1:`port` until killed."""
-    store: Store = Bare() if mode == "bare" else Packed()
+    store: Store = Bare() if mode.startswith("bare") else Packed()
     jbuf = bytearray()
     jfd = os.open(journal_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+    if mode.endswith("synced") and os.fork() == 0:  # Rule 2b
+        _sync_forever(jfd, os.getppid())
     srv, ep = listen(port)
     conns: dict[int, tuple[socket.socket, Any]] = {}
     while True:

@@ -152,6 +152,17 @@ def _is_zombie_of_other(pid: int) -> bool:
     return b"redis-server" not in cmdline and b"topicsrv" not in cmdline
 
 
+def _ppid(proc_dir: Path) -> int:
+    """The parent pid of /proc/<pid> (-1 once it is gone)."""
+    try:
+        for line in (proc_dir / "status").read_text().splitlines():
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
 @pytest.mark.parametrize("mode", ["bare", "sandbox"])
 def test_script_floor_server_answers_as_redis_would(mode: str) -> None:
     """bench/scriptfloor.py's floor servers (Rule 1) must run the bench's script right, or
@@ -185,13 +196,13 @@ def test_script_floor_server_answers_as_redis_would(mode: str) -> None:
     assert not proc.alive()
 
 
-@pytest.mark.parametrize("mode", ["bare", "packed"])
+@pytest.mark.parametrize("mode", ["bare", "packed", "synced", "bare-synced"])
 def test_write_floor_server_answers_as_redis_would(mode: str, redis_server: Any) -> None:
     """bench/writefloor.py's floor servers (writefloor_server.py, run interpreted here) must
     answer the rows' commands as redis-server does, or their speed means nothing: the same
     preload, then the bench's own CHECK sequence (its Rule 3) byte for byte against a real
     redis-server, WRONGTYPE included; the journal holds the writes; an unknown command is an
-    error reply and the server goes on."""
+    error reply and the server goes on; a synced floor has its sync child (Rule 2b)."""
     import redis
 
     from bench import writefloor
@@ -216,6 +227,9 @@ def test_write_floor_server_answers_as_redis_would(mode: str, redis_server: Any)
         journal = (proc.workdir / "journal.aof").read_bytes()
         assert b"$5\r\nLPUSH\r\n$1\r\nl\r\n$1\r\nc\r\n" in journal
         assert b"HGET" not in journal  # reads are not journaled
+        syncers = [p for p in Path("/proc").iterdir() if p.name.isdigit()
+                   and _ppid(p) == proc.pid]  # Rule 2b: the synced floors' sync child
+        assert len(syncers) == (1 if mode.endswith("synced") else 0)
     finally:
         procs.stop_all()
         ref.close()
