@@ -184,9 +184,9 @@ class SetValue:
             data.second = second
             return
         assert type(data) is bytes
-        stamp = _stamp_of(second)
-        if _stamp(data) != stamp:  # Rule 4: a new second replaces the run
-            self.data = data[:1] + stamp + data[INT_AT:]
+        second = min(max(second, 0), _STAMP_MAX)
+        if _u32_at(data, 1) != second:  # Rule 4: a new second replaces the run (compared as
+            self.data = data[:1] + _stamp_of(second) + data[INT_AT:]  # an int: no bytes made)
 
     def __len__(self) -> int:
         data = self.data
