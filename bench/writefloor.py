@@ -8,10 +8,11 @@ topicsrv's own path adds.
 Rule 1 (the floors are not topicsrv): bench/writefloor_server.py, its Rules 1-4: one epoll
 loop, hiredis parsing, each write journaled as its RESP and the journal written once a loop
 turn, and a keyspace of Python's containers (`bare`) or of topicsrv's own compact value
-classes (`packed`); `synced` (`bare-synced`) is `packed` (`bare`) whose journal is also
-on disk within 2 ms + one sync, as topicsrv's default `--keyspace-durability disk` promises
-(a forked child syncs it every 2 ms; the replies never wait for it); no expiry, ACL, WATCH, blocking, memory check, stats, notification
-or transaction. The floor is compiled with mypyc before the run into a cache directory
+classes (`packed`); `synced` (`bare-synced`) is `packed` (`bare`) whose journal is also on
+disk within about 2 ms, as topicsrv's default `--keyspace-durability disk` promises (a forked
+child syncs it every 2 ms; the replies never wait for it), and a synced floor must still have
+that child before and after the rounds, or the run stops (`check_synced`); no expiry, ACL,
+WATCH, blocking, memory check, stats, notification or transaction. The floor is compiled with mypyc before the run into a cache directory
 (bench/results/.writefloor-build, ~1 minute the first time), as topicsrv's hot path is, so a
 floor is never slower for being interpreted; `--interpreted` skips that (and says so).
 Rule 2 (the rows): `make bench`'s rows of bench/collbench.py (LPUSH, RPOP, HSET, HGET) and
@@ -87,6 +88,32 @@ def build(interpreted: bool) -> Path | None:
     return out
 
 
+def children(pid: int) -> list[tuple[int, str]]:
+    """(pid, state letter) of every process whose parent is `pid` (from /proc: R, S, Z ...);
+    a synced floor's one child is its sync (writefloor_server.py Rule 2b)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = dict(line.split(":", 1) for line in
+                          (d / "status").read_text().splitlines() if ":" in line)
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields.get("PPid", "-1").split()[0]) == pid:
+            out.append((int(d.name), fields.get("State", "?").split()[0]))
+    return out
+
+
+def check_synced(servers: list[tuple[str, Proc]]) -> None:
+    """Rule 1: a synced floor whose sync child is gone (or a zombie) measured no sync: its
+    figures must not be reported (the child's error is in the floor's err.log)."""
+    for name, proc in servers:
+        if name.endswith("synced") and not any(st != "Z" for _, st in children(proc.pid)):
+            raise RuntimeError(f"{name}: its sync child is gone (see {proc.workdir}/err.log): "
+                               f"the run measured no sync")
+
+
 def start_floor(procs: Procs, mode: str, compiled: Path | None) -> Proc:
     path = [str(compiled)] if compiled is not None else []
     module = "writefloor_server" if compiled is not None else "bench.writefloor_server"
@@ -156,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the floors interpreted instead of compiling them with mypyc "
                          "(they are slower so: a floor is then no bound)")
     args = ap.parse_args(argv)
-    floors = [m for m in args.floors.split(",") if m]
+    floors = list(dict.fromkeys(m for m in args.floors.split(",") if m))  # each floor once
     if not floors or any(m not in MODES for m in floors):
         ap.error(f"--floors takes names among {', '.join(MODES)}")
     install_signal_handlers()
@@ -183,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
             if name != "redis-server":  # its replies are the reference
                 check(port, reference)  # type: ignore[arg-type]
         print("Rule 3: every server's replies to CHECK are redis-server's", flush=True)
+        check_synced(servers)
         rates, costs = floorrounds.run(servers, rows, args.rounds, keys)
+        check_synced(servers)
         floorrounds.report([n for n, _ in servers], rows, rates, costs, args.rounds,
                            "" if compiled else " (floors INTERPRETED)")
         return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -152,17 +153,6 @@ def _is_zombie_of_other(pid: int) -> bool:
     return b"redis-server" not in cmdline and b"topicsrv" not in cmdline
 
 
-def _ppid(proc_dir: Path) -> int:
-    """The parent pid of /proc/<pid> (-1 once it is gone)."""
-    try:
-        for line in (proc_dir / "status").read_text().splitlines():
-            if line.startswith("PPid:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
-
-
 @pytest.mark.parametrize("mode", ["bare", "sandbox"])
 def test_script_floor_server_answers_as_redis_would(mode: str) -> None:
     """bench/scriptfloor.py's floor servers (Rule 1) must run the bench's script right, or
@@ -227,10 +217,27 @@ def test_write_floor_server_answers_as_redis_would(mode: str, redis_server: Any)
         journal = (proc.workdir / "journal.aof").read_bytes()
         assert b"$5\r\nLPUSH\r\n$1\r\nl\r\n$1\r\nc\r\n" in journal
         assert b"HGET" not in journal  # reads are not journaled
-        syncers = [p for p in Path("/proc").iterdir() if p.name.isdigit()
-                   and _ppid(p) == proc.pid]  # Rule 2b: the synced floors' sync child
-        assert len(syncers) == (1 if mode.endswith("synced") else 0)
+        syncers = writefloor.children(proc.pid)  # Rule 2b: a synced floor's sync child, alive
+        assert [st != "Z" for _, st in syncers] == ([True] if mode.endswith("synced") else [])
+        writefloor.check_synced([(f"floor {mode}", proc)])
     finally:
         procs.stop_all()
         ref.close()
     assert not proc.alive()
+    for pid, _ in syncers:  # the child leaves with its server (reparented, then gone)
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", "") \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(pid) in ("Z", ""), f"the sync child {pid} outlived its floor"
+
+
+def _state(pid: int) -> str:
+    """The state letter of a process ("" once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return line.split()[1]
+    except OSError:
+        pass
+    return ""
