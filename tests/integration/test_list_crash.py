@@ -5,6 +5,7 @@ a checkpoint carries lists whole."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -166,3 +167,33 @@ def test_blmove_producer_and_consumer_through_kill9_rounds(server_factory: Any,
     assert acked == n
     assert sorted(todo + done) == list(range(n))  # each of the 100,000 in exactly one place
     assert len(done) > 0 and done == list(range(len(done)))  # moved in order, none skipped
+
+
+def test_blocking_pops_of_one_element_are_journaled(server_factory: Any, tmp_path: Any) -> None:
+    """BLPOP/BRPOP/BLMPOP of one element pop on RPOP's path (lists_blocking.py Rule 8), at
+    once and served to a waiting client: each pop is in the journal, so after kill -9 of an
+    `fsync` keyspace the list is exactly what the acknowledged pops left, in order, and a
+    popped element is never back."""
+    data = tmp_path / "data"
+    srv = server_factory("--keyspace-durability", "fsync", data_dir=data)
+    r = redis.Redis(port=srv.resp_port, socket_timeout=10)
+    r.rpush("q", *[f"e{i}" for i in range(6)])
+    assert r.blpop(["q"], 0) == (b"q", b"e0")  # at once
+    assert r.brpop(["q"], 0) == (b"q", b"e5")
+    assert r.execute_command("BLMPOP", 0, 1, "q", "LEFT") == [b"q", [b"e1"]]
+    waiter = redis.Redis(port=srv.resp_port, socket_timeout=10)
+    got: list[Any] = []
+    t = threading.Thread(target=lambda: got.append(waiter.brpop(["w"], 0)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while int(r.info("clients")["blocked_clients"]) < 1:
+        assert time.monotonic() < deadline, "the BRPOP never blocked"
+        time.sleep(0.005)
+    r.lpush("w", "x", "y")  # served: the waiter takes the tail, "x"
+    t.join(10)
+    assert got == [(b"w", b"x")]
+    srv.kill()
+    srv2 = server_factory("--keyspace-durability", "fsync", data_dir=data)
+    r2 = redis.Redis(port=srv2.resp_port, socket_timeout=10)
+    assert r2.lrange("q", 0, -1) == [b"e2", b"e3", b"e4"]
+    assert r2.lrange("w", 0, -1) == [b"y"]

@@ -25,6 +25,10 @@ blocking pop does not take from it at once but joins the end of its line (a pipe
 Rule 7 (events): a served pop fires what its non-blocking twin fires (keyevents_lists.py
 Rule 2): `lpop`/`rpop` and `del` when it emptied the key; a served move `new` for a destination
 it created, `lpush`/`rpush` there, then the source's pop and `del`.
+Rule 8: a pop of one element (BLPOP, BRPOP, BLMPOP without COUNT, at once or served) takes
+RPOP's plain path (engine/keyspace/runs.py, a run of one: the same change, journal, WATCH and
+waiters told, fewer steps than the generic commit); with a COUNT, or inside a transaction or
+a script (the keyspace gathers their operations), the generic pop.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 
 from topicsrv.bus.keyspace import GENERIC, LIST, NEW
 from topicsrv.engine.keyspace import lists as ops
+from topicsrv.engine.keyspace import runs
 from topicsrv.errors import TopicsError
 from topicsrv.notify.lines import Line
 from topicsrv.notify.waiter import NOTHING
@@ -148,7 +153,11 @@ def _pop_for(ctx: CommandContext, name: str, count: int, left: bool,
     """Pop for a client; a waiting client that leaves before its reply is written gives the
     elements back where they were, in their order (Rule 5)."""
     ks = ctx.engine.keyspace
-    values, token = ops.pop(ks, name, count, left)
+    values: list[bytes] | None
+    if count == 1 and ks.gathered is None:
+        values, token = _pop_one(ks, name, left)
+    else:
+        values, token = ops.pop(ks, name, count, left)
     assert values
     pop_events(ctx, [(LIST, b"lpop" if left else b"rpop", name)])
     if block is not None:
@@ -162,6 +171,22 @@ def _pop_for(ctx: CommandContext, name: str, count: int, left: bool,
                             "to %r: %s", len(back), name, e)
         block.give_back = give_back
     return values, token
+
+
+def _pop_one(ks: Any, name: str, left: bool) -> tuple[list[bytes], Any]:
+    """Rule 8: one element popped as RPOP's plain form pops it (a run of one,
+    engine/keyspace/runs.py), outside MULTI and scripts; where storage refuses writes, the
+    generic pop raises its error."""
+    try:
+        run = runs.begin(ks)
+    except TopicsError:
+        values, token = ops.pop(ks, name, 1, left)
+        return values or [], token
+    try:
+        value = runs.pop(run, name, left)
+    finally:
+        token = runs.finish(run)
+    return ([] if value is None else [value]), token
 
 
 def _bpop(ctx: CommandContext, args: list[bytes], left: bool) -> Any:
