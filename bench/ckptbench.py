@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.procs import Proc, Procs, rss_bytes
+from bench.procs import Proc, Procs, children, rss_bytes
 
 
 @dataclass
@@ -162,14 +162,6 @@ class _Prober(threading.Thread):
         return max(got)[1] - since if got else 0.0
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
 def _private_dirty(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
@@ -194,7 +186,7 @@ class _Sampler(threading.Thread):
         while not self.stop.wait(0.05):
             try:
                 self.parent = max(self.parent, rss_bytes(self.pid))
-                for kid in _children(self.pid):
+                for kid in children(self.pid):
                     self.child = max(self.child, rss_bytes(kid))
                     self.dirty = max(self.dirty, _private_dirty(kid))
             except (OSError, RuntimeError):

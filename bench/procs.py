@@ -50,6 +50,28 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def children(pid: int) -> list[int]:
+    """The pids of a process's children (zombies included), [] once it is gone
+    (/proc/<pid>/task/<pid>/children: those of its main thread, which forks them)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def state(pid: int) -> str:
+    """A process's state letter from /proc/<pid>/status (R, S, Z ...), "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("State:"):
+                    return line.split()[1]
+    except OSError:
+        pass
+    return ""
+
+
 @dataclass
 class Proc:
     name: str

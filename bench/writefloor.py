@@ -7,14 +7,15 @@ topicsrv's own path adds.
 
 Rule 1 (the floors are not topicsrv): bench/writefloor_server.py, its Rules 1-4: one epoll
 loop, hiredis parsing, each write journaled as its RESP and the journal written once a loop
-turn, and a keyspace of Python's containers (`bare`) or of topicsrv's own compact value
-classes (`packed`); `synced` (`bare-synced`) is `packed` (`bare`) whose journal is also on
-disk within about 2 ms, as topicsrv's default `--keyspace-durability disk` promises (a forked
-child syncs it every 2 ms; the replies never wait for it), and a synced floor must still have
-that child before and after the rounds, or the run stops (`check_synced`); no expiry, ACL,
-WATCH, blocking, memory check, stats, notification or transaction. The floor is compiled with mypyc before the run into a cache directory
-(bench/results/.writefloor-build, ~1 minute the first time), as topicsrv's hot path is, so a
-floor is never slower for being interpreted; `--interpreted` skips that (and says so).
+turn, and a keyspace of Python's containers (`bare`) or of topicsrv's own compact value classes
+(`packed`); `synced` (`bare-synced`) is `packed` (`bare`) whose journal is also on disk within
+about 2 ms, as topicsrv's default `--keyspace-durability disk` promises (a forked child syncs
+it every 2 ms; the replies never wait for it), and a synced floor must still have that child
+before and after the rounds, or the run stops (`check_synced`); no expiry, ACL, WATCH,
+blocking, memory check, stats, notification or transaction. The floor is compiled with mypyc
+before the run into a cache directory (bench/results/.writefloor-build, ~1 minute the first
+time), as topicsrv's hot path is, so a floor is never slower for being interpreted;
+`--interpreted` skips that (and says so).
 Rule 2 (the rows): `make bench`'s rows of bench/collbench.py (LPUSH, RPOP, HSET, HGET) and
 bench/zsetbench.py (SADD, SISMEMBER, ZADD, ZRANGEBYSCORE LIMIT 0 10, ZPOPMIN), their
 commands and key ranges (`-c 50 -r KEYS`), at P1 and P16, and PING at P1; every server is
@@ -43,7 +44,7 @@ from typing import Any
 from bench import collbench, floorrounds, zsetbench
 from bench.collbench import VALUE, hash_fields, load_keys
 from bench.hotpath import frame
-from bench.procs import Proc, Procs, install_signal_handlers
+from bench.procs import Proc, Procs, children, install_signal_handlers, state
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).resolve().parent / "writefloor_server.py"
@@ -88,28 +89,11 @@ def build(interpreted: bool) -> Path | None:
     return out
 
 
-def children(pid: int) -> list[tuple[int, str]]:
-    """(pid, state letter) of every process whose parent is `pid` (from /proc: R, S, Z ...);
-    a synced floor's one child is its sync (writefloor_server.py Rule 2b)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = dict(line.split(":", 1) for line in
-                          (d / "status").read_text().splitlines() if ":" in line)
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields.get("PPid", "-1").split()[0]) == pid:
-            out.append((int(d.name), fields.get("State", "?").split()[0]))
-    return out
-
-
 def check_synced(servers: list[tuple[str, Proc]]) -> None:
     """Rule 1: a synced floor whose sync child is gone (or a zombie) measured no sync: its
     figures must not be reported (the child's error is in the floor's err.log)."""
     for name, proc in servers:
-        if name.endswith("synced") and not any(st != "Z" for _, st in children(proc.pid)):
+        if name.endswith("synced") and not any(state(k) != "Z" for k in children(proc.pid)):
             raise RuntimeError(f"{name}: its sync child is gone (see {proc.workdir}/err.log): "
                                f"the run measured no sync")
 

@@ -5,25 +5,25 @@ that a floor is not slower than topicsrv for being interpreted.
 
 Rule 1 (the loop): one thread, one epoll set, non-blocking sockets, hiredis parsing, replies
 encoded by hand. A loop turn reads every ready client, answers its whole batch, writes the
-turn's journal with one os.write (synced only in `synced`: Rule 2b), then sends each client
+turn's journal with one os.write (synced by the synced floors: Rule 2b), then sends each client
 its replies (Redis's order: the AOF is written in beforeSleep, before the replies).
 Rule 2 (the journal): every write is journaled as the command's own RESP, appended to a
 buffer (an AOF; nothing is read back: no recovery, no checkpoint).
 Rule 2b (`synced`, `bare-synced`: the disk class's window): `packed`'s (`bare`'s) store and
-journal, and the journal is also made durable as topicsrv's `--keyspace-durability disk` makes it (storage/wal.py Rule 4,
-docs/storage.md "Group commit and the `disk` window"): every write is on disk within about 2
-ms (LINGER_S, plus up to two sync times) of being written, and the replies never wait for it
-(`disk` acknowledges on enqueue). The loop does no sync work itself: a child process forked
-before the loop runs `fdatasync` on the journal every LINGER_S (no thread to hand the GIL
-to, not even an event to set), and leaves once the server is gone. The loop's `write` can
-still wait on writeback, and the sync competes for the machine's cores: that is the
-promise's cost, which the floor measures.
+journal, and the journal is also made durable as topicsrv's `--keyspace-durability disk` makes
+it (storage/wal.py Rule 4, docs/storage.md "Group commit and the `disk` window"): every write
+is on disk within about 2 ms (LINGER_S, plus up to two sync times) of being written, and the
+replies never wait for it (`disk` acknowledges on enqueue). The loop does no sync work itself:
+a child process forked before the loop runs `fdatasync` on the journal every LINGER_S (no
+thread to hand the GIL to, not even an event to set), and leaves once the server is gone. The
+loop's `write` can still wait on writeback, and the sync competes for the machine's cores: that
+is the promise's cost, which the floor measures.
 Rule 3 (the stores): `bare` keeps Python's own containers (a deque, a dict, a set, and a dict
 with a sorted list of (score, member) for a sorted set), as does `bare-synced`; `packed` and
-`synced` keep
-topicsrv's own value classes (engine/keyspace: quicklist.ListValue, hashvalue.HashValue,
-setvalue.SetValue, zsetvalue.ZsetValue), compiled, as the memory rows need them. None checks expiry, ACLs,
-WATCH, blocked clients or memory, counts, notifies, or isolates a transaction.
+`synced` keep topicsrv's own value classes (engine/keyspace: quicklist.ListValue,
+hashvalue.HashValue, setvalue.SetValue, zsetvalue.ZsetValue), compiled, as the memory rows need
+them. None checks expiry, ACLs, WATCH, blocked clients or memory, counts, notifies, or isolates
+a transaction.
 Rule 4: only the rows' commands, their preload's (RPUSH, HSET, SADD, ZADD of many), DBSIZE,
 and the clients' start-ups (CONFIG answers an empty array, CLIENT and SELECT +OK, HELLO its
 proto); a wrong kind answers WRONGTYPE, anything else an error, and the server goes on.
@@ -313,7 +313,7 @@ def _sync_forever(jfd: int, parent: int) -> NoReturn:
     """Rule 2b, in the forked child: the journal synced every LINGER_S while `parent` lives.
     The child never returns into the parent's code (os._exit); a failure is printed to the
     floor's stderr (its err.log) and is exit status 1, and bench/writefloor.py checks after
-    the rounds that every synced floor still has its child (`sync_child`)."""
+    the rounds that every synced floor still has its child (`check_synced`)."""
     code = 0
     try:
         while os.getppid() == parent:

@@ -196,7 +196,7 @@ def test_write_floor_server_answers_as_redis_would(mode: str, redis_server: Any)
     import redis
 
     from bench import writefloor
-    from bench.procs import Procs
+    from bench.procs import Procs, children, state
 
     ref = redis.Redis(host="127.0.0.1", port=redis_server.port)
     ref.flushall()
@@ -217,27 +217,15 @@ def test_write_floor_server_answers_as_redis_would(mode: str, redis_server: Any)
         journal = (proc.workdir / "journal.aof").read_bytes()
         assert b"$5\r\nLPUSH\r\n$1\r\nl\r\n$1\r\nc\r\n" in journal
         assert b"HGET" not in journal  # reads are not journaled
-        syncers = writefloor.children(proc.pid)  # Rule 2b: a synced floor's sync child, alive
-        assert [st != "Z" for _, st in syncers] == ([True] if mode.endswith("synced") else [])
+        syncers = children(proc.pid)  # Rule 2b: a synced floor's sync child, alive
+        assert [state(k) != "Z" for k in syncers] == ([True] if mode.endswith("synced") else [])
         writefloor.check_synced([(f"floor {mode}", proc)])
     finally:
         procs.stop_all()
         ref.close()
     assert not proc.alive()
-    for pid, _ in syncers:  # the child leaves with its server (reparented, then gone)
+    for pid in syncers:  # the child leaves with its server (reparented, then gone)
         deadline = time.monotonic() + 5
-        while Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", "") \
-                and time.monotonic() < deadline:
+        while state(pid) not in ("Z", "") and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert _state(pid) in ("Z", ""), f"the sync child {pid} outlived its floor"
-
-
-def _state(pid: int) -> str:
-    """The state letter of a process ("" once it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("State:"):
-                return line.split()[1]
-    except OSError:
-        pass
-    return ""
+        assert state(pid) in ("Z", ""), f"the sync child {pid} outlived its floor"
