@@ -41,6 +41,7 @@ from typing import Any
 from topicsrv.bus.keyspace import GENERIC, LIST, NEW
 from topicsrv.engine.keyspace import lists as ops
 from topicsrv.engine.keyspace import runs
+from topicsrv.engine.keyspace.space import Keyspace
 from topicsrv.errors import TopicsError
 from topicsrv.notify.lines import Line
 from topicsrv.notify.waiter import NOTHING
@@ -173,15 +174,12 @@ def _pop_for(ctx: CommandContext, name: str, count: int, left: bool,
     return values, token
 
 
-def _pop_one(ks: Any, name: str, left: bool) -> tuple[list[bytes], Any]:
+def _pop_one(ks: Keyspace, name: str, left: bool) -> tuple[list[bytes], Any]:
     """Rule 8: one element popped as RPOP's plain form pops it (a run of one,
-    engine/keyspace/runs.py), outside MULTI and scripts; where storage refuses writes, the
-    generic pop raises its error."""
-    try:
-        run = runs.begin(ks)
-    except TopicsError:
-        values, token = ops.pop(ks, name, 1, left)
-        return values or [], token
+    engine/keyspace/runs.py), outside MULTI and scripts. Where storage refuses writes,
+    `runs.begin` raises the error the generic pop's commit would (the same check_writable),
+    before anything is applied."""
+    run = runs.begin(ks)
     try:
         value = runs.pop(run, name, left)
     finally:
